@@ -1,0 +1,8 @@
+// All ops of the core.
+#pragma once
+
+#include "ngraph/ops/dot.hpp"
+#include "ngraph/ops/elementwise.hpp"
+#include "ngraph/ops/parameter.hpp"
+#include "ngraph/ops/reduction.hpp"
+#include "ngraph/ops/shape_ops.hpp"

@@ -1,0 +1,158 @@
+// Elementwise ops. Binary ops take an auto_broadcast attribute: "none" (shapes must be
+// equal, nGraph's default) or "numpy" (NumPy broadcasting of the two shapes).
+#pragma once
+
+#include <string>
+
+#include "ngraph/node.hpp"
+
+namespace ngraph {
+namespace op {
+
+// NumPy broadcasting of two shapes; on mismatch, throws from `node` naming both shapes.
+Shape broadcast_shapes(const Node& node, const Shape& a, const Shape& b,
+                       const std::string& auto_broadcast);
+
+enum class ElementKind { numeric, real, boolean, any };
+
+// Checks input `i` against `kind`, naming the op and the type on failure.
+void check_element_kind(const Node& node, size_t i, ElementKind kind);
+
+template <typename T, ElementKind Kind>
+class UnaryElementwise : public Op<T> {
+ public:
+  UnaryElementwise() = default;
+  explicit UnaryElementwise(const Output& arg) : Op<T>({arg}) {
+    this->constructor_validate_and_infer_types();
+  }
+  void validate_and_infer_types() override {
+    this->check_input_count(1);
+    check_element_kind(*this, 0, Kind);
+    this->set_output_type(0, this->get_input_element_type(0), this->get_input_shape(0));
+  }
+};
+
+// Kind: element kind of the inputs; both inputs share one type. Boolean output if
+// `BoolOut`, else the input type.
+template <typename T, ElementKind Kind, bool BoolOut>
+class BinaryElementwise : public Op<T> {
+ public:
+  BinaryElementwise() = default;
+  BinaryElementwise(const Output& a, const Output& b, const std::string& auto_broadcast = "none")
+      : Op<T>({a, b}), m_auto_broadcast(auto_broadcast) {
+    this->constructor_validate_and_infer_types();
+  }
+  void validate_and_infer_types() override {
+    this->check_input_count(2);
+    check_element_kind(*this, 0, Kind);
+    check_element_kind(*this, 1, Kind);
+    auto ta = this->get_input_element_type(0), tb = this->get_input_element_type(1);
+    if (ta != tb)
+      this->fail_type(concat_message("element types of arg0 (", ta, ") and arg1 (", tb,
+                                     ") must match"));
+    Shape s = broadcast_shapes(*this, this->get_input_shape(0), this->get_input_shape(1),
+                               m_auto_broadcast);
+    this->set_output_type(0, BoolOut ? element::boolean : ta, s);
+  }
+  void visit_attributes(AttributeVisitor& v) override { v.on("auto_broadcast", m_auto_broadcast); }
+  const std::string& get_auto_broadcast() const { return m_auto_broadcast; }
+
+ private:
+  std::string m_auto_broadcast = "none";
+};
+
+#define NGRAPH_UNARY_OP(Name, Kind)                                  \
+  class Name : public UnaryElementwise<Name, ElementKind::Kind> {   \
+   public:                                                           \
+    static constexpr const char* type_name = #Name;                  \
+    using UnaryElementwise::UnaryElementwise;                        \
+  };
+
+#define NGRAPH_BINARY_OP(Name, Kind, BoolOut)                               \
+  class Name : public BinaryElementwise<Name, ElementKind::Kind, BoolOut> { \
+   public:                                                                  \
+    static constexpr const char* type_name = #Name;                         \
+    using BinaryElementwise::BinaryElementwise;                             \
+  };
+
+NGRAPH_UNARY_OP(Negative, numeric)
+NGRAPH_UNARY_OP(Abs, numeric)
+NGRAPH_UNARY_OP(Sign, numeric)
+NGRAPH_UNARY_OP(Floor, numeric)
+NGRAPH_UNARY_OP(Ceiling, numeric)
+NGRAPH_UNARY_OP(Relu, numeric)
+NGRAPH_UNARY_OP(Exp, real)
+NGRAPH_UNARY_OP(Log, real)
+NGRAPH_UNARY_OP(Sqrt, real)
+NGRAPH_UNARY_OP(Sin, real)
+NGRAPH_UNARY_OP(Cos, real)
+NGRAPH_UNARY_OP(Tanh, real)
+NGRAPH_UNARY_OP(Sigmoid, real)
+NGRAPH_UNARY_OP(LogicalNot, boolean)
+
+NGRAPH_BINARY_OP(Add, numeric, false)
+NGRAPH_BINARY_OP(Subtract, numeric, false)
+NGRAPH_BINARY_OP(Multiply, numeric, false)
+NGRAPH_BINARY_OP(Power, numeric, false)
+NGRAPH_BINARY_OP(Maximum, numeric, false)
+NGRAPH_BINARY_OP(Minimum, numeric, false)
+NGRAPH_BINARY_OP(Equal, any, true)
+NGRAPH_BINARY_OP(NotEqual, any, true)
+NGRAPH_BINARY_OP(Greater, numeric, true)
+NGRAPH_BINARY_OP(GreaterEq, numeric, true)
+NGRAPH_BINARY_OP(Less, numeric, true)
+NGRAPH_BINARY_OP(LessEq, numeric, true)
+NGRAPH_BINARY_OP(LogicalAnd, boolean, true)
+NGRAPH_BINARY_OP(LogicalOr, boolean, true)
+
+// Integer division rounds toward negative infinity when pythondiv is true (Python's //),
+// toward zero otherwise (C's /). Integer division by zero is an error at run time.
+class Divide : public BinaryElementwise<Divide, ElementKind::numeric, false> {
+ public:
+  static constexpr const char* type_name = "Divide";
+  Divide() = default;
+  Divide(const Output& a, const Output& b, const std::string& auto_broadcast = "none",
+         bool pythondiv = true)
+      : BinaryElementwise(a, b, auto_broadcast), m_pythondiv(pythondiv) {}
+  void visit_attributes(AttributeVisitor& v) override {
+    BinaryElementwise::visit_attributes(v);
+    v.on("pythondiv", m_pythondiv);
+  }
+  bool is_pythondiv() const { return m_pythondiv; }
+
+ private:
+  bool m_pythondiv = true;
+};
+
+// Select(cond, then, else): cond is boolean; then/else share a type; all three broadcast.
+class Select : public Op<Select> {
+ public:
+  static constexpr const char* type_name = "Select";
+  Select() = default;
+  Select(const Output& cond, const Output& then_value, const Output& else_value,
+         const std::string& auto_broadcast = "none");
+  void validate_and_infer_types() override;
+  void visit_attributes(AttributeVisitor& v) override { v.on("auto_broadcast", m_auto_broadcast); }
+  const std::string& get_auto_broadcast() const { return m_auto_broadcast; }
+
+ private:
+  std::string m_auto_broadcast = "none";
+};
+
+// Convert(arg, destination_type): elementwise cast (C++ static_cast semantics; to boolean
+// means != 0).
+class Convert : public Op<Convert> {
+ public:
+  static constexpr const char* type_name = "Convert";
+  Convert() = default;
+  Convert(const Output& arg, element::Type destination_type);
+  void validate_and_infer_types() override;
+  void visit_attributes(AttributeVisitor& v) override { v.on("destination_type", m_type); }
+  element::Type get_destination_type() const { return m_type; }
+
+ private:
+  element::Type m_type = element::f32;
+};
+
+}  // namespace op
+}  // namespace ngraph

@@ -1,0 +1,181 @@
+#include "ngraph/ops/shape_ops.hpp"
+
+#include <algorithm>
+#include <numeric>
+
+namespace ngraph {
+namespace op {
+
+void check_axes(const Node& node, const char* what, const AxisSet& axes, const Shape& shape) {
+  for (auto a : axes)
+    if (a >= shape.size())
+      node.fail(concat_message(what, " ", axes, " has axis ", a, " out of range for arg shape ",
+                               shape, " (rank ", shape.size(), ")"));
+}
+
+Broadcast::Broadcast(const Output& arg, const Shape& shape, const AxisSet& broadcast_axes)
+    : Op<Broadcast>({arg}), m_shape(shape), m_broadcast_axes(broadcast_axes) {
+  constructor_validate_and_infer_types();
+}
+
+void Broadcast::validate_and_infer_types() {
+  check_input_count(1);
+  for (auto a : m_broadcast_axes)
+    if (a >= m_shape.size())
+      fail(concat_message("broadcast axis ", a, " is out of range for result shape ", m_shape));
+  Shape expected;
+  for (size_t i = 0; i < m_shape.size(); ++i)
+    if (!m_broadcast_axes.count(i)) expected.push_back(m_shape[i]);
+  if (expected != get_input_shape(0))
+    fail(concat_message("arg shape ", get_input_shape(0), " does not match result shape ",
+                        m_shape, " with broadcast axes ", m_broadcast_axes,
+                        " removed (", expected, ")"));
+  set_output_type(0, get_input_element_type(0), m_shape);
+}
+
+Reshape::Reshape(const Output& arg, const AxisVector& input_order, const Shape& output_shape)
+    : Op<Reshape>({arg}), m_input_order(input_order), m_output_shape(output_shape) {
+  constructor_validate_and_infer_types();
+}
+
+bool Reshape::is_transpose() const {
+  for (size_t i = 0; i < m_input_order.size(); ++i)
+    if (m_input_order[i] != i) return true;
+  return false;
+}
+
+void Reshape::validate_and_infer_types() {
+  check_input_count(1);
+  const Shape& in = get_input_shape(0);
+  if (m_input_order.empty() && !in.empty()) {
+    // Default-constructed (e.g. from the bindings without input_order): identity.
+    m_input_order.resize(in.size());
+    std::iota(m_input_order.begin(), m_input_order.end(), 0);
+  }
+  AxisVector sorted = m_input_order;
+  std::sort(sorted.begin(), sorted.end());
+  bool perm = sorted.size() == in.size();
+  for (size_t i = 0; perm && i < sorted.size(); ++i) perm = sorted[i] == i;
+  if (!perm)
+    fail(concat_message("input_order ", m_input_order, " is not a permutation of the axes of arg shape ",
+                        in));
+  if (shape_size(in) != shape_size(m_output_shape))
+    fail(concat_message("arg shape ", in, " (", shape_size(in), " elements) cannot be reshaped to ",
+                        m_output_shape, " (", shape_size(m_output_shape), " elements)"));
+  set_output_type(0, get_input_element_type(0), m_output_shape);
+}
+
+Slice::Slice(const Output& arg, const Coordinate& lower_bounds, const Coordinate& upper_bounds,
+             const Strides& strides)
+    : Op<Slice>({arg}), m_lower(lower_bounds), m_upper(upper_bounds), m_strides(strides) {
+  constructor_validate_and_infer_types();
+}
+
+void Slice::validate_and_infer_types() {
+  check_input_count(1);
+  const Shape& in = get_input_shape(0);
+  if (m_strides.empty()) m_strides = Strides(in.size(), 1);
+  if (m_lower.size() != in.size() || m_upper.size() != in.size() ||
+      m_strides.size() != in.size())
+    fail(concat_message("lower_bounds ", m_lower, ", upper_bounds ", m_upper, " and strides ",
+                        m_strides, " must each have one entry per axis of arg shape ", in));
+  Shape out(in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (m_upper[i] > in[i])
+      fail(concat_message("upper bound ", m_upper[i], " of axis ", i, " exceeds arg shape ", in));
+    if (m_lower[i] > m_upper[i])
+      fail(concat_message("lower bound ", m_lower[i], " of axis ", i, " exceeds upper bound ",
+                          m_upper[i]));
+    if (m_strides[i] == 0) fail(concat_message("stride of axis ", i, " is zero"));
+    out[i] = (m_upper[i] - m_lower[i] + m_strides[i] - 1) / m_strides[i];
+  }
+  set_output_type(0, get_input_element_type(0), out);
+}
+
+Concat::Concat(const OutputVector& args, size_t concatenation_axis)
+    : Op<Concat>(args), m_axis(concatenation_axis) {
+  constructor_validate_and_infer_types();
+}
+
+void Concat::validate_and_infer_types() {
+  if (get_input_size() == 0) fail("needs at least one argument");
+  Shape out = get_input_shape(0);
+  auto type = get_input_element_type(0);
+  if (m_axis >= out.size())
+    fail(concat_message("concatenation axis ", m_axis, " is out of range for arg0 shape ", out));
+  for (size_t i = 1; i < get_input_size(); ++i) {
+    const Shape& s = get_input_shape(i);
+    if (get_input_element_type(i) != type)
+      fail_type(concat_message("arg", i, " has element type ", get_input_element_type(i),
+                               ", arg0 has ", type));
+    bool ok = s.size() == out.size();
+    for (size_t a = 0; ok && a < s.size(); ++a) ok = a == m_axis || s[a] == out[a];
+    if (!ok)
+      fail(concat_message("arg", i, " shape ", s, " does not match arg0 shape ",
+                          get_input_shape(0), " outside the concatenation axis ", m_axis));
+    out[m_axis] += s[m_axis];
+  }
+  set_output_type(0, type, out);
+}
+
+Pad::Pad(const Output& arg, const Output& pad_value, const CoordinateDiff& padding_below,
+         const CoordinateDiff& padding_above, const std::string& pad_mode)
+    : Op<Pad>({arg, pad_value}), m_below(padding_below), m_above(padding_above), m_mode(pad_mode) {
+  constructor_validate_and_infer_types();
+}
+
+void Pad::validate_and_infer_types() {
+  check_input_count(2);
+  const Shape& in = get_input_shape(0);
+  if (!get_input_shape(1).empty())
+    fail(concat_message("pad value must be a scalar, got shape ", get_input_shape(1)));
+  if (get_input_element_type(0) != get_input_element_type(1))
+    fail_type(concat_message("pad value type ", get_input_element_type(1),
+                             " does not match arg type ", get_input_element_type(0)));
+  if (m_mode != "constant" && m_mode != "edge" && m_mode != "reflect" && m_mode != "symmetric")
+    fail("pad_mode must be 'constant', 'edge', 'reflect' or 'symmetric', got '" + m_mode + "'");
+  if (m_below.empty()) m_below = CoordinateDiff(in.size(), 0);
+  if (m_above.empty()) m_above = CoordinateDiff(in.size(), 0);
+  if (m_below.size() != in.size() || m_above.size() != in.size())
+    fail(concat_message("padding_below ", m_below, " and padding_above ", m_above,
+                        " must each have one entry per axis of arg shape ", in));
+  Shape out(in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    auto d = static_cast<std::ptrdiff_t>(in[i]) + m_below[i] + m_above[i];
+    if (d < 0)
+      fail(concat_message("padding ", m_below[i], "/", m_above[i], " on axis ", i,
+                          " of arg shape ", in, " gives a negative size"));
+    bool pads = m_below[i] > 0 || m_above[i] > 0;
+    if (m_mode != "constant" && pads && in[i] == 0)
+      fail(concat_message("pad_mode '", m_mode, "' cannot pad axis ", i, " of size 0"));
+    std::ptrdiff_t limit = m_mode == "reflect" ? static_cast<std::ptrdiff_t>(in[i]) - 1
+                           : m_mode == "symmetric" ? static_cast<std::ptrdiff_t>(in[i])
+                                                   : -1;
+    if (limit >= 0 && (m_below[i] > limit || m_above[i] > limit))
+      fail(concat_message("pad_mode '", m_mode, "' can pad axis ", i, " of arg shape ", in,
+                          " by at most ", limit, " (got ", m_below[i], "/", m_above[i], ")"));
+    out[i] = static_cast<size_t>(d);
+  }
+  set_output_type(0, get_input_element_type(0), out);
+}
+
+Reverse::Reverse(const Output& arg, const AxisSet& reversed_axes)
+    : Op<Reverse>({arg}), m_axes(reversed_axes) {
+  constructor_validate_and_infer_types();
+}
+
+void Reverse::validate_and_infer_types() {
+  check_input_count(1);
+  check_axes(*this, "reversed_axes", m_axes, get_input_shape(0));
+  set_output_type(0, get_input_element_type(0), get_input_shape(0));
+}
+
+NGRAPH_REGISTER_OP(Broadcast);
+NGRAPH_REGISTER_OP(Reshape);
+NGRAPH_REGISTER_OP(Slice);
+NGRAPH_REGISTER_OP(Concat);
+NGRAPH_REGISTER_OP(Pad);
+NGRAPH_REGISTER_OP(Reverse);
+
+}  // namespace op
+}  // namespace ngraph

@@ -1,0 +1,251 @@
+#include "ngraph/runtime/cpu/cpu_backend.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <unordered_map>
+
+#include "ngraph/ops.hpp"
+#include "ngraph/pass/manager.hpp"
+
+namespace ngraph {
+namespace runtime {
+namespace cpu {
+
+namespace {
+
+constexpr size_t kAlign = 64;
+size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+// First-fit allocation in one arena; blocks are freed when their last reader has run.
+class ArenaPlanner {
+ public:
+  size_t allocate(size_t bytes) {
+    bytes = align_up(std::max<size_t>(bytes, 1));
+    for (auto it = m_free.begin(); it != m_free.end(); ++it) {
+      if (it->second >= bytes) {
+        size_t off = it->first;
+        size_t rest = it->second - bytes;
+        m_free.erase(it);
+        if (rest) m_free[off + bytes] = rest;
+        return off;
+      }
+    }
+    // Grow: reuse a free block at the end if there is one.
+    if (!m_free.empty()) {
+      auto last = std::prev(m_free.end());
+      if (last->first + last->second == m_top) {
+        size_t off = last->first;
+        m_free.erase(last);
+        m_top = off + bytes;
+        return off;
+      }
+    }
+    size_t off = m_top;
+    m_top += bytes;
+    return off;
+  }
+  void release(size_t offset, size_t bytes) {
+    bytes = align_up(std::max<size_t>(bytes, 1));
+    auto it = m_free.emplace(offset, bytes).first;
+    // Merge with neighbours.
+    if (it != m_free.begin()) {
+      auto prev = std::prev(it);
+      if (prev->first + prev->second == it->first) {
+        prev->second += it->second;
+        m_free.erase(it);
+        it = prev;
+      }
+    }
+    auto next = std::next(it);
+    if (next != m_free.end() && it->first + it->second == next->first) {
+      it->second += next->second;
+      m_free.erase(next);
+    }
+  }
+  size_t size() const { return m_top; }
+
+ private:
+  std::map<size_t, size_t> m_free;  // offset -> bytes
+  size_t m_top = 0;
+};
+
+std::string tensor_name(const Output& o) {
+  return o.get_node()->get_name() + ":" + std::to_string(o.get_index());
+}
+
+}  // namespace
+
+bool is_structural_op(const std::string& op) {
+  return op == "Parameter" || op == "Constant" || op == "Result";
+}
+
+CPUExecutable::CPUExecutable(std::shared_ptr<Function> function, const CompileOptions& options) {
+  // Passes rewrite nodes in place: work on a copy so the caller's graph is untouched.
+  m_function = function->clone();
+  if (options.optimize) {
+    pass::Manager manager;
+    manager.register_pass<pass::ConstantFolding>([](const std::shared_ptr<Node>& node) {
+      auto fn = std::make_shared<Function>(OutputVector{node->output(0)}, ParameterVector{});
+      CPUExecutable exe(fn, CompileOptions{false});
+      auto c = std::make_shared<op::Constant>(node->get_element_type(), node->get_shape(),
+                                              std::vector<int64_t>{0});
+      void* out = const_cast<void*>(c->get_data_ptr());
+      exe.call_raw(&out, nullptr);
+      return c;
+    });
+    manager.register_pass<pass::DeadNodeElimination>();
+    manager.register_pass<pass::CommonSubexpressionElimination>();
+    manager.run_passes(m_function);
+  }
+  m_parameters = m_function->get_parameters();
+  m_results = m_function->get_results();
+
+  NodeVector ops = m_function->get_ordered_ops();
+  std::unordered_map<const Node*, size_t> param_index;
+  for (size_t i = 0; i < m_parameters.size(); ++i) param_index[m_parameters[i].get()] = i;
+
+  // 1. Slots for every value. Results write straight into the caller's output buffer when
+  //    the value is computed by a kernel and not claimed by an earlier result.
+  std::map<Output, size_t> slot_of;
+  std::map<Output, size_t> result_binding;  // value -> output index
+  for (size_t r = 0; r < m_results.size(); ++r) {
+    Output v = m_results[r]->input_value(0);
+    if (is_structural_op(v.get_node()->get_type_name()) || result_binding.count(v)) continue;
+    result_binding[v] = r;
+  }
+
+  // Uses: the last step that reads each value.
+  std::map<Output, size_t> last_use;
+  std::vector<std::shared_ptr<Node>> compute;
+  for (const auto& node : ops)
+    if (!is_structural_op(node->get_type_name())) compute.push_back(node);
+  for (size_t s = 0; s < compute.size(); ++s)
+    for (const auto& in : compute[s]->input_values()) last_use[in] = s;
+
+  for (const auto& node : ops) {
+    const std::string& type = node->get_type_name();
+    if (type == "Parameter") {
+      slot_of[node->output(0)] = m_slots.size();
+      m_slots.push_back({SlotKind::input, param_index.at(node.get())});
+    } else if (type == "Constant") {
+      slot_of[node->output(0)] = m_slots.size();
+      m_slots.push_back(
+          {SlotKind::constant, 0, static_cast<op::Constant&>(*node).get_data_ptr()});
+      m_keep_alive.push_back(node);
+    }
+  }
+
+  ArenaPlanner planner;
+  std::vector<std::pair<size_t, Output>> to_release;  // (after step, value)
+  for (size_t s = 0; s < compute.size(); ++s) {
+    const auto& node = compute[s];
+    const KernelBuilder* builder = KernelRegistry::get().find(node->get_type_name());
+    if (!builder)
+      throw ngraph_error("[CPU] no kernel for op " + node->get_type_name() + " (node " +
+                         node->get_name() + ")");
+    Step step;
+    step.name = node->get_name();
+    step.kernel = (*builder)(*node);
+    for (const auto& in : node->input_values()) step.in_slots.push_back(slot_of.at(in));
+    for (size_t o = 0; o < node->get_output_size(); ++o) {
+      Output v = node->output(o);
+      size_t bytes = shape_size(v.get_shape()) * v.get_element_type().size();
+      auto bound = result_binding.find(v);
+      slot_of[v] = m_slots.size();
+      if (bound != result_binding.end()) {
+        m_slots.push_back({SlotKind::output, bound->second});
+      } else {
+        size_t off = planner.allocate(bytes);
+        m_slots.push_back({SlotKind::arena, off});
+        size_t last = last_use.count(v) ? last_use[v] : s;
+        m_assignments.push_back({tensor_name(v), off, bytes, s, last});
+        m_unshared_bytes += align_up(std::max<size_t>(bytes, 1));
+        to_release.emplace_back(last, v);
+      }
+      step.out_slots.push_back(slot_of[v]);
+    }
+    // Free what this step read for the last time (after its outputs were placed, so an
+    // output never overlaps an input of the same step).
+    for (auto it = to_release.begin(); it != to_release.end();) {
+      if (it->first <= s) {
+        const auto& slot = m_slots[slot_of.at(it->second)];
+        size_t bytes = shape_size(it->second.get_shape()) * it->second.get_element_type().size();
+        planner.release(slot.index, bytes);
+        it = to_release.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    step.in_ptrs.resize(step.in_slots.size());
+    step.out_ptrs.resize(step.out_slots.size());
+    m_steps.push_back(std::move(step));
+  }
+
+  for (size_t r = 0; r < m_results.size(); ++r) {
+    Output v = m_results[r]->input_value(0);
+    auto bound = result_binding.find(v);
+    if (bound != result_binding.end() && bound->second == r) continue;
+    m_copies.push_back({slot_of.at(v), r,
+                        shape_size(v.get_shape()) * v.get_element_type().size()});
+  }
+
+  m_arena_bytes = planner.size();
+  if (m_arena_bytes) {
+    m_arena = std::shared_ptr<char>(static_cast<char*>(std::aligned_alloc(kAlign, m_arena_bytes)),
+                                    std::free);
+    if (!m_arena) throw std::bad_alloc();
+  }
+}
+
+void* CPUExecutable::slot_ptr(size_t slot, void* const* outputs, const void* const* inputs) const {
+  const Slot& s = m_slots[slot];
+  switch (s.kind) {
+    case SlotKind::arena: return m_arena.get() + s.index;
+    case SlotKind::constant: return const_cast<void*>(s.constant);
+    case SlotKind::input: return const_cast<void*>(inputs[s.index]);
+    case SlotKind::output: return outputs[s.index];
+  }
+  return nullptr;
+}
+
+void CPUExecutable::call_raw(void* const* outputs, const void* const* inputs) {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  for (auto& step : m_steps) {
+    for (size_t i = 0; i < step.in_slots.size(); ++i)
+      step.in_ptrs[i] = slot_ptr(step.in_slots[i], outputs, inputs);
+    for (size_t i = 0; i < step.out_slots.size(); ++i)
+      step.out_ptrs[i] = slot_ptr(step.out_slots[i], outputs, inputs);
+    step.kernel(step.in_ptrs.data(), step.out_ptrs.data());
+  }
+  for (const auto& c : m_copies)
+    if (c.bytes) std::memcpy(outputs[c.output], slot_ptr(c.from_slot, outputs, inputs), c.bytes);
+}
+
+std::vector<std::string> CPUExecutable::get_schedule() const {
+  std::vector<std::string> out;
+  for (const auto& step : m_steps) out.push_back(step.name);
+  return out;
+}
+
+std::shared_ptr<Executable> CPUBackend::compile(std::shared_ptr<Function> function) {
+  return compile(std::move(function), CompileOptions{});
+}
+
+std::shared_ptr<Executable> CPUBackend::compile(std::shared_ptr<Function> function,
+                                                const CompileOptions& options) {
+  if (!function) throw std::invalid_argument("[CPU] compile: function is null");
+  return std::make_shared<CPUExecutable>(std::move(function), options);
+}
+
+namespace {
+const bool registered = [] {
+  Backend::register_backend("CPU", [] { return std::make_shared<CPUBackend>(); });
+  return true;
+}();
+}  // namespace
+
+}  // namespace cpu
+}  // namespace runtime
+}  // namespace ngraph

@@ -1,0 +1,88 @@
+// The CPU backend: compiles a function once into a linear schedule of kernels over planned
+// buffers, then runs it with no graph walk, shape inference or allocation per call.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "ngraph/runtime/backend.hpp"
+#include "ngraph/runtime/cpu/kernel.hpp"
+
+namespace ngraph {
+namespace runtime {
+namespace cpu {
+
+struct CompileOptions {
+  bool optimize = true;  // run DeadNodeElimination, CSE and ConstantFolding first
+};
+
+// Where an intermediate buffer lives in the arena, and when it is alive (step indices).
+struct BufferAssignment {
+  std::string tensor;  // "Node_3:0"
+  size_t offset = 0;
+  size_t size = 0;
+  size_t first_step = 0;
+  size_t last_step = 0;
+};
+
+class CPUExecutable : public Executable {
+ public:
+  CPUExecutable(std::shared_ptr<Function> function, const CompileOptions& options);
+  void call_raw(void* const* outputs, const void* const* inputs) override;
+
+  // The optimised function that was scheduled.
+  const std::shared_ptr<Function>& get_function() const { return m_function; }
+  size_t get_step_count() const { return m_steps.size(); }
+  // One line per step: "Add_3 <- Parameter_1, Parameter_2".
+  std::vector<std::string> get_schedule() const;
+  // Bytes of the intermediate arena, and what the intermediates would need without reuse.
+  size_t get_arena_bytes() const { return m_arena_bytes; }
+  size_t get_unshared_bytes() const { return m_unshared_bytes; }
+  const std::vector<BufferAssignment>& get_buffer_assignments() const { return m_assignments; }
+
+ private:
+  enum class SlotKind { arena, constant, input, output };
+  struct Slot {
+    SlotKind kind;
+    size_t index;  // arena offset, input index or output index
+    const void* constant = nullptr;
+  };
+  struct Step {
+    std::string name;
+    Kernel kernel;
+    std::vector<size_t> in_slots, out_slots;
+    std::vector<const void*> in_ptrs;
+    std::vector<void*> out_ptrs;
+  };
+  struct Copy {  // a result that is a parameter, a constant or another result's value
+    size_t from_slot;
+    size_t output;
+    size_t bytes;
+  };
+
+  void* slot_ptr(size_t slot, void* const* outputs, const void* const* inputs) const;
+
+  std::shared_ptr<Function> m_function;
+  std::vector<std::shared_ptr<Node>> m_keep_alive;  // constants referenced by slots
+  std::vector<Slot> m_slots;
+  std::vector<Step> m_steps;
+  std::vector<Copy> m_copies;
+  std::shared_ptr<char> m_arena;
+  size_t m_arena_bytes = 0;
+  size_t m_unshared_bytes = 0;
+  std::vector<BufferAssignment> m_assignments;
+  std::mutex m_mutex;
+};
+
+class CPUBackend : public Backend {
+ public:
+  std::shared_ptr<Executable> compile(std::shared_ptr<Function> function) override;
+  std::shared_ptr<Executable> compile(std::shared_ptr<Function> function,
+                                      const CompileOptions& options);
+};
+
+}  // namespace cpu
+}  // namespace runtime
+}  // namespace ngraph

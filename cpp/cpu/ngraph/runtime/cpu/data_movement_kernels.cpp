@@ -1,0 +1,185 @@
+// Kernels that move data: views (Broadcast, Reshape, Slice, Reverse) are one strided copy;
+// Concat copies blocks; Pad and OneHot map indices. None depend on the element type beyond
+// its size, except OneHot which reads values.
+#include <cmath>
+#include <cstring>
+
+#include "ngraph/ops.hpp"
+#include "ngraph/runtime/cpu/kernel.hpp"
+
+namespace ngraph {
+namespace runtime {
+namespace cpu {
+namespace {
+
+Kernel noop() {
+  return [](const void* const*, void* const*) {};
+}
+
+NGRAPH_CPU_KERNEL("Broadcast", [](const Node& node) -> Kernel {
+  auto& b = static_cast<const op::Broadcast&>(node);
+  const Shape& out = b.get_shape();
+  Strides in_strides = row_major_strides(b.get_input_shape(0));
+  std::vector<std::ptrdiff_t> strides(out.size(), 0);
+  size_t k = 0;
+  for (size_t d = 0; d < out.size(); ++d)
+    if (!b.get_broadcast_axes().count(d)) strides[d] = static_cast<std::ptrdiff_t>(in_strides[k++]);
+  return make_view_copy(out, strides, 0, b.get_element_type().size());
+});
+
+NGRAPH_CPU_KERNEL("Reshape", [](const Node& node) -> Kernel {
+  auto& r = static_cast<const op::Reshape&>(node);
+  const Shape& in = r.get_input_shape(0);
+  size_t es = r.get_element_type().size();
+  if (!r.is_transpose()) {
+    size_t bytes = shape_size(in) * es;
+    return [bytes](const void* const* i, void* const* o) {
+      if (bytes) std::memcpy(o[0], i[0], bytes);
+    };
+  }
+  // Walk arg in the permuted axis order; the row-major result is then already reshaped.
+  Strides in_strides = row_major_strides(in);
+  Shape permuted;
+  std::vector<std::ptrdiff_t> strides;
+  for (auto a : r.get_input_order()) {
+    permuted.push_back(in[a]);
+    strides.push_back(static_cast<std::ptrdiff_t>(in_strides[a]));
+  }
+  return make_view_copy(permuted, strides, 0, es);
+});
+
+NGRAPH_CPU_KERNEL("Slice", [](const Node& node) -> Kernel {
+  auto& s = static_cast<const op::Slice&>(node);
+  Strides in_strides = row_major_strides(s.get_input_shape(0));
+  std::vector<std::ptrdiff_t> strides;
+  std::ptrdiff_t offset = 0;
+  for (size_t d = 0; d < in_strides.size(); ++d) {
+    offset += static_cast<std::ptrdiff_t>(s.get_lower_bounds()[d] * in_strides[d]);
+    strides.push_back(static_cast<std::ptrdiff_t>(s.get_strides()[d] * in_strides[d]));
+  }
+  if (shape_size(s.get_shape()) == 0) return noop();
+  return make_view_copy(s.get_shape(), strides, offset, s.get_element_type().size());
+});
+
+NGRAPH_CPU_KERNEL("Reverse", [](const Node& node) -> Kernel {
+  auto& r = static_cast<const op::Reverse&>(node);
+  const Shape& shape = r.get_shape();
+  Strides in_strides = row_major_strides(shape);
+  std::vector<std::ptrdiff_t> strides = to_signed(in_strides);
+  std::ptrdiff_t offset = 0;
+  for (auto a : r.get_reversed_axes()) {
+    if (shape[a] == 0) continue;
+    offset += static_cast<std::ptrdiff_t>((shape[a] - 1) * in_strides[a]);
+    strides[a] = -strides[a];
+  }
+  if (shape_size(shape) == 0) return noop();
+  return make_view_copy(shape, strides, offset, r.get_element_type().size());
+});
+
+NGRAPH_CPU_KERNEL("Concat", [](const Node& node) -> Kernel {
+  auto& c = static_cast<const op::Concat&>(node);
+  size_t axis = c.get_concatenation_axis();
+  const Shape& out = c.get_shape();
+  size_t es = c.get_element_type().size();
+  size_t outer = 1, inner = es;
+  for (size_t d = 0; d < axis; ++d) outer *= out[d];
+  for (size_t d = axis + 1; d < out.size(); ++d) inner *= out[d];
+  std::vector<size_t> chunk;  // bytes per outer index, per input
+  for (size_t i = 0; i < c.get_input_size(); ++i) chunk.push_back(c.get_input_shape(i)[axis] * inner);
+  size_t row = out[axis] * inner;
+  return [outer, chunk, row](const void* const* in, void* const* o) {
+    char* dst = static_cast<char*>(o[0]);
+    size_t col = 0;
+    for (size_t i = 0; i < chunk.size(); ++i) {
+      if (chunk[i] == 0) continue;
+      const char* src = static_cast<const char*>(in[i]);
+      for (size_t r = 0; r < outer; ++r) std::memcpy(dst + r * row + col, src + r * chunk[i], chunk[i]);
+      col += chunk[i];
+    }
+  };
+});
+
+// For each axis, the source index of every output index (-1: the pad value).
+std::vector<std::vector<std::ptrdiff_t>> pad_maps(const op::Pad& p) {
+  const Shape& in = p.get_input_shape(0);
+  const Shape& out = p.get_shape();
+  std::vector<std::vector<std::ptrdiff_t>> maps(in.size());
+  const std::string& mode = p.get_pad_mode();
+  for (size_t d = 0; d < in.size(); ++d) {
+    auto n = static_cast<std::ptrdiff_t>(in[d]);
+    for (size_t o = 0; o < out[d]; ++o) {
+      std::ptrdiff_t i = static_cast<std::ptrdiff_t>(o) - p.get_padding_below()[d];
+      if (i < 0 || i >= n) {
+        if (mode == "constant") i = -1;
+        else if (mode == "edge") i = i < 0 ? 0 : n - 1;
+        else if (mode == "reflect") i = i < 0 ? -i : 2 * (n - 1) - i;
+        else i = i < 0 ? -i - 1 : 2 * n - 1 - i;  // symmetric
+      }
+      maps[d].push_back(i);
+    }
+  }
+  return maps;
+}
+
+NGRAPH_CPU_KERNEL("Pad", [](const Node& node) -> Kernel {
+  auto& p = static_cast<const op::Pad&>(node);
+  const Shape& out = p.get_shape();
+  size_t es = p.get_element_type().size();
+  auto maps = pad_maps(p);
+  Strides in_strides = row_major_strides(p.get_input_shape(0));
+  size_t total = shape_size(out);
+  size_t rank = out.size();
+  return [maps, in_strides, total, rank, es, out](const void* const* in, void* const* o) {
+    const char* src = static_cast<const char*>(in[0]);
+    const char* value = static_cast<const char*>(in[1]);
+    char* dst = static_cast<char*>(o[0]);
+    std::vector<size_t> idx(rank, 0);
+    for (size_t e = 0; e < total; ++e) {
+      std::ptrdiff_t off = 0;
+      bool pad = false;
+      for (size_t d = 0; d < rank && !pad; ++d) {
+        std::ptrdiff_t i = maps[d][idx[d]];
+        if (i < 0) pad = true;
+        else off += i * static_cast<std::ptrdiff_t>(in_strides[d]);
+      }
+      std::memcpy(dst + e * es, pad ? value : src + off * static_cast<std::ptrdiff_t>(es), es);
+      for (size_t d = rank; d-- > 0;) {
+        if (++idx[d] < out[d]) break;
+        idx[d] = 0;
+      }
+    }
+  };
+});
+
+NGRAPH_CPU_KERNEL("OneHot", [](const Node& node) -> Kernel {
+  auto& h = static_cast<const op::OneHot&>(node);
+  const Shape& out = h.get_shape();
+  size_t axis = h.get_one_hot_axis();
+  size_t outer = 1, inner = 1, depth = out[axis];
+  for (size_t d = 0; d < axis; ++d) outer *= out[d];
+  for (size_t d = axis + 1; d < out.size(); ++d) inner *= out[d];
+  std::string name = h.get_name();
+  return element::dispatch(h.get_element_type(), [&](auto tag) -> Kernel {
+    using T = decltype(tag);
+    return [=](const void* const* in, void* const* o) {
+      const T* idx = static_cast<const T*>(in[0]);
+      T* dst = static_cast<T*>(o[0]);
+      std::fill(dst, dst + outer * depth * inner, T(0));
+      for (size_t a = 0; a < outer; ++a)
+        for (size_t b = 0; b < inner; ++b) {
+          T v = idx[a * inner + b];
+          auto iv = static_cast<long long>(v);
+          if (static_cast<T>(iv) != v || iv < 0 || static_cast<size_t>(iv) >= depth)
+            throw std::out_of_range(concat_message("[OneHot] value ", +v, " at index ", a * inner + b,
+                                                   " of ", name, " is not an integer in [0, ",
+                                                   depth, ")"));
+          dst[(a * depth + static_cast<size_t>(iv)) * inner + b] = T(1);
+        }
+    };
+  });
+});
+
+}  // namespace
+}  // namespace cpu
+}  // namespace runtime
+}  // namespace ngraph

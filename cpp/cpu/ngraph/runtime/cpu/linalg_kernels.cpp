@@ -1,0 +1,158 @@
+// Dot and MatMul: oneDNN's matmul for f32 (transposes given as strides, batch axes
+// broadcast by oneDNN), loops for the other types.
+#include <cstring>
+
+#include "ngraph/ops.hpp"
+#include "ngraph/runtime/cpu/dnnl_utils.hpp"
+#include "ngraph/runtime/cpu/kernel.hpp"
+
+namespace ngraph {
+namespace runtime {
+namespace cpu {
+namespace {
+
+using dims = dnnl::memory::dims;
+
+// A batched GEMM problem: C[b] (M x N) = A[b] (M x K) * B[b] (K x N), with element strides
+// for every axis of A, B and C (batch strides may be 0 for broadcast batches).
+struct Gemm {
+  dims batch;                 // broadcast batch shape (may be empty)
+  dims a_batch, b_batch;      // per-operand batch sizes (1 where broadcast)
+  int64_t m = 0, n = 0, k = 0;
+  bool trans_a = false, trans_b = false;
+};
+
+Kernel dnnl_gemm(const Gemm& g) {
+  size_t r = g.batch.size() + 2;
+  auto make = [&](const dims& batch, int64_t rows, int64_t cols, bool trans) {
+    dims d = batch;
+    d.push_back(rows);
+    d.push_back(cols);
+    dims s(r, 0);
+    // Row-major storage of the stored (possibly transposed) matrix.
+    int64_t mat = rows * cols;
+    s[r - 1] = trans ? rows : 1;
+    s[r - 2] = trans ? 1 : cols;
+    int64_t acc = mat;
+    for (size_t i = batch.size(); i-- > 0;) {
+      s[i] = acc;
+      acc *= batch[i];
+    }
+    return dnnl::memory::desc(d, dnnl::memory::data_type::f32, s);
+  };
+  auto a_md = make(g.a_batch, g.m, g.k, g.trans_a);
+  auto b_md = make(g.b_batch, g.k, g.n, g.trans_b);
+  auto c_md = make(g.batch, g.m, g.n, false);
+  dnnl::matmul::desc d(a_md, b_md, c_md);
+  dnnl::matmul::primitive_desc pd(d, dnnl_engine());
+  dnnl::matmul prim(pd);
+  dnnl::memory a(a_md, dnnl_engine(), DNNL_MEMORY_NONE), b(b_md, dnnl_engine(), DNNL_MEMORY_NONE),
+      c(c_md, dnnl_engine(), DNNL_MEMORY_NONE);
+  return [prim, a, b, c](const void* const* in, void* const* out) mutable {
+    a.set_data_handle(const_cast<void*>(in[0]));
+    b.set_data_handle(const_cast<void*>(in[1]));
+    c.set_data_handle(out[0]);
+    prim.execute(dnnl_stream(), {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
+  };
+}
+
+template <typename T>
+Kernel loop_gemm(const Gemm& g) {
+  // Batch offsets computed once: for every output batch index, the A and B matrix indices.
+  std::vector<size_t> a_idx, b_idx;
+  size_t nb = 1;
+  for (auto d : g.batch) nb *= static_cast<size_t>(d);
+  for (size_t bi = 0; bi < nb; ++bi) {
+    size_t rem = bi, ai = 0, bj = 0, amul = 1, bmul = 1;
+    for (size_t d = g.batch.size(); d-- > 0;) {
+      size_t c = rem % static_cast<size_t>(g.batch[d]);
+      rem /= static_cast<size_t>(g.batch[d]);
+      if (g.a_batch[d] != 1) ai += c * amul;
+      if (g.b_batch[d] != 1) bj += c * bmul;
+      amul *= static_cast<size_t>(g.a_batch[d]);
+      bmul *= static_cast<size_t>(g.b_batch[d]);
+    }
+    a_idx.push_back(ai);
+    b_idx.push_back(bj);
+  }
+  auto m = static_cast<size_t>(g.m), n = static_cast<size_t>(g.n), k = static_cast<size_t>(g.k);
+  bool ta = g.trans_a, tb = g.trans_b;
+  return [=](const void* const* in, void* const* out) {
+    const T* A = static_cast<const T*>(in[0]);
+    const T* B = static_cast<const T*>(in[1]);
+    T* C = static_cast<T*>(out[0]);
+    for (size_t bi = 0; bi < a_idx.size(); ++bi) {
+      const T* a = A + a_idx[bi] * m * k;
+      const T* b = B + b_idx[bi] * k * n;
+      T* c = C + bi * m * n;
+      std::fill(c, c + m * n, T(0));
+      for (size_t i = 0; i < m; ++i)
+        for (size_t p = 0; p < k; ++p) {
+          T av = ta ? a[p * m + i] : a[i * k + p];
+          if (av == T(0)) continue;
+          T* crow = c + i * n;
+          if (tb) {
+            for (size_t j = 0; j < n; ++j) crow[j] += av * b[j * k + p];
+          } else {
+            const T* brow = b + p * n;
+            for (size_t j = 0; j < n; ++j) crow[j] += av * brow[j];
+          }
+        }
+    }
+  };
+}
+
+Kernel gemm_kernel(const Node& node, const Gemm& g) {
+  size_t out_bytes = shape_size(node.get_shape()) * node.get_element_type().size();
+  if (out_bytes == 0) return [](const void* const*, void* const*) {};
+  if (g.k == 0)
+    return [out_bytes](const void* const*, void* const* out) { std::memset(out[0], 0, out_bytes); };
+  element::Type t = node.get_element_type();
+  if (t == element::f32 && g.batch.size() + 2 <= DNNL_MAX_NDIMS) return dnnl_gemm(g);
+  switch (t.get_type_enum()) {
+    case element::Type_t::f32: return loop_gemm<float>(g);
+    case element::Type_t::f64: return loop_gemm<double>(g);
+    case element::Type_t::i32: return loop_gemm<int32_t>(g);
+    case element::Type_t::i64: return loop_gemm<int64_t>(g);
+    default: node.fail_type("CPU kernel has no implementation for element type " + t.get_type_name());
+  }
+}
+
+NGRAPH_CPU_KERNEL("Dot", [](const Node& node) -> Kernel {
+  auto& d = static_cast<const op::Dot&>(node);
+  const Shape& a = d.get_input_shape(0);
+  const Shape& b = d.get_input_shape(1);
+  size_t r = d.get_reduction_axes_count();
+  Gemm g;
+  g.m = g.n = g.k = 1;
+  for (size_t i = 0; i < a.size() - r; ++i) g.m *= static_cast<int64_t>(a[i]);
+  for (size_t i = a.size() - r; i < a.size(); ++i) g.k *= static_cast<int64_t>(a[i]);
+  for (size_t i = r; i < b.size(); ++i) g.n *= static_cast<int64_t>(b[i]);
+  return gemm_kernel(node, g);
+});
+
+NGRAPH_CPU_KERNEL("MatMul", [](const Node& node) -> Kernel {
+  auto& mm = static_cast<const op::MatMul&>(node);
+  Shape a = mm.get_input_shape(0), b = mm.get_input_shape(1);
+  bool a_vec = a.size() == 1, b_vec = b.size() == 1;
+  if (a_vec) a.insert(a.begin(), 1);
+  if (b_vec) b.push_back(1);
+  Gemm g;
+  g.trans_a = mm.get_transpose_a() && !a_vec;
+  g.trans_b = mm.get_transpose_b() && !b_vec;
+  g.m = static_cast<int64_t>(g.trans_a ? a.back() : a[a.size() - 2]);
+  g.k = static_cast<int64_t>(g.trans_a ? a[a.size() - 2] : a.back());
+  g.n = static_cast<int64_t>(g.trans_b ? b[b.size() - 2] : b.back());
+  size_t rank = std::max(a.size(), b.size()) - 2;
+  g.a_batch.assign(rank, 1);
+  g.b_batch.assign(rank, 1);
+  for (size_t i = 0; i + 2 < a.size(); ++i) g.a_batch[rank - (a.size() - 2) + i] = static_cast<int64_t>(a[i]);
+  for (size_t i = 0; i + 2 < b.size(); ++i) g.b_batch[rank - (b.size() - 2) + i] = static_cast<int64_t>(b[i]);
+  for (size_t i = 0; i < rank; ++i) g.batch.push_back(std::max(g.a_batch[i], g.b_batch[i]));
+  return gemm_kernel(node, g);
+});
+
+}  // namespace
+}  // namespace cpu
+}  // namespace runtime
+}  // namespace ngraph

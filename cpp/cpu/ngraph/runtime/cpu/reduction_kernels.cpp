@@ -1,0 +1,213 @@
+// Reductions (Sum, Product, Max, Min), index reductions (ArgMax, ArgMin) and Softmax.
+// f32 goes through oneDNN's reduction and softmax primitives where they apply.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "ngraph/ops.hpp"
+#include "ngraph/runtime/cpu/dnnl_utils.hpp"
+#include "ngraph/runtime/cpu/kernel.hpp"
+
+namespace ngraph {
+namespace runtime {
+namespace cpu {
+namespace {
+
+// Strides of the reduced output seen from the input's index space (0 along reduced axes).
+std::vector<std::ptrdiff_t> reduced_strides(const Shape& in, const AxisSet& axes) {
+  Shape out;
+  for (size_t d = 0; d < in.size(); ++d)
+    if (!axes.count(d)) out.push_back(in[d]);
+  Strides os = row_major_strides(out);
+  std::vector<std::ptrdiff_t> result(in.size(), 0);
+  size_t k = 0;
+  for (size_t d = 0; d < in.size(); ++d)
+    if (!axes.count(d)) result[d] = static_cast<std::ptrdiff_t>(os[k++]);
+  return result;
+}
+
+// acc[out(i)] = f(acc[out(i)], x[i]) over the input's index space.
+template <typename T, typename F>
+void accumulate(const StridedLoop& loop, T* acc, const T* x, F f) {
+  loop.run([&](const std::ptrdiff_t* off, size_t n, const std::ptrdiff_t* inner) {
+    T* o = acc + off[0];
+    const T* a = x + off[1];
+    std::ptrdiff_t so = inner[0], sa = inner[1];
+    if (so == 0) {
+      T v = *o;
+      for (size_t i = 0; i < n; ++i) v = f(v, a[static_cast<std::ptrdiff_t>(i) * sa]);
+      *o = v;
+    } else if (so == 1 && sa == 1) {
+      for (size_t i = 0; i < n; ++i) o[i] = f(o[i], a[i]);
+    } else {
+      for (size_t i = 0; i < n; ++i) {
+        auto ii = static_cast<std::ptrdiff_t>(i);
+        o[ii * so] = f(o[ii * so], a[ii * sa]);
+      }
+    }
+  });
+}
+
+template <typename T>
+T lowest() {
+  return std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
+                                              : std::numeric_limits<T>::lowest();
+}
+template <typename T>
+T highest() {
+  return std::numeric_limits<T>::has_infinity ? std::numeric_limits<T>::infinity()
+                                              : std::numeric_limits<T>::max();
+}
+
+Kernel dnnl_reduction(const Shape& in, const AxisSet& axes, dnnl::algorithm alg) {
+  Shape kept = in;
+  for (auto a : axes) kept[a] = 1;
+  auto src_md = plain_desc(in), dst_md = plain_desc(kept);
+  dnnl::reduction::desc d(alg, src_md, dst_md, 0.f, 0.f);
+  dnnl::reduction::primitive_desc pd(d, dnnl_engine());
+  dnnl::reduction prim(pd);
+  dnnl::memory src(src_md, dnnl_engine(), DNNL_MEMORY_NONE), dst(dst_md, dnnl_engine(), DNNL_MEMORY_NONE);
+  return [prim, src, dst](const void* const* i, void* const* o) mutable {
+    src.set_data_handle(const_cast<void*>(i[0]));
+    dst.set_data_handle(o[0]);
+    prim.execute(dnnl_stream(), {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
+  };
+}
+
+enum class Reduce { sum, product, max, min };
+
+KernelBuilder reduction(Reduce kind) {
+  return [kind](const Node& node) -> Kernel {
+    const Shape& in = node.get_input_shape(0);
+    const AxisSet& axes = dynamic_cast<const op::ReductionAxes&>(node).get_reduction_axes();
+    element::Type t = node.get_element_type();
+    if (t == element::f32 && dnnl_rank_ok(in) && !axes.empty()) {
+      dnnl::algorithm alg = kind == Reduce::sum       ? dnnl::algorithm::reduction_sum
+                            : kind == Reduce::product ? dnnl::algorithm::reduction_mul
+                            : kind == Reduce::max     ? dnnl::algorithm::reduction_max
+                                                      : dnnl::algorithm::reduction_min;
+      return dnnl_reduction(in, axes, alg);
+    }
+    StridedLoop loop(in, {reduced_strides(in, axes), to_signed(row_major_strides(in))});
+    size_t out_n = shape_size(node.get_shape());
+    return element::dispatch(t, [&](auto tag) -> Kernel {
+      using T = decltype(tag);
+      return [loop, out_n, kind](const void* const* i, void* const* o) {
+        const T* x = static_cast<const T*>(i[0]);
+        T* acc = static_cast<T*>(o[0]);
+        switch (kind) {
+          case Reduce::sum:
+            std::fill(acc, acc + out_n, T(0));
+            accumulate(loop, acc, x, [](T a, T b) { return static_cast<T>(a + b); });
+            break;
+          case Reduce::product:
+            std::fill(acc, acc + out_n, T(1));
+            accumulate(loop, acc, x, [](T a, T b) { return static_cast<T>(a * b); });
+            break;
+          case Reduce::max:
+            std::fill(acc, acc + out_n, lowest<T>());
+            accumulate(loop, acc, x, [](T a, T b) { return b > a || b != b ? b : a; });
+            break;
+          case Reduce::min:
+            std::fill(acc, acc + out_n, highest<T>());
+            accumulate(loop, acc, x, [](T a, T b) { return b < a || b != b ? b : a; });
+            break;
+        }
+      };
+    });
+  };
+}
+
+NGRAPH_CPU_KERNEL("Sum", reduction(Reduce::sum));
+NGRAPH_CPU_KERNEL("Product", reduction(Reduce::product));
+NGRAPH_CPU_KERNEL("Max", reduction(Reduce::max));
+NGRAPH_CPU_KERNEL("Min", reduction(Reduce::min));
+
+template <bool IsMax>
+Kernel index_reduction(const Node& node, size_t axis) {
+  const Shape& in = node.get_input_shape(0);
+  size_t outer = 1, inner = 1, n = in[axis];
+  for (size_t d = 0; d < axis; ++d) outer *= in[d];
+  for (size_t d = axis + 1; d < in.size(); ++d) inner *= in[d];
+  bool i64 = node.get_element_type() == element::i64;
+  return element::dispatch(node.get_input_element_type(0), [&](auto tag) -> Kernel {
+    using T = decltype(tag);
+    return [outer, inner, n, i64](const void* const* i, void* const* o) {
+      const T* x = static_cast<const T*>(i[0]);
+      for (size_t a = 0; a < outer; ++a)
+        for (size_t b = 0; b < inner; ++b) {
+          const T* p = x + a * n * inner + b;
+          size_t best = 0;
+          for (size_t k = 1; k < n; ++k) {
+            T v = p[k * inner], cur = p[best * inner];
+            if (cur != cur) break;  // NaN wins, as in NumPy
+            if (IsMax ? (v > cur || v != v) : (v < cur || v != v)) best = k;
+          }
+          if (i64) static_cast<int64_t*>(o[0])[a * inner + b] = static_cast<int64_t>(best);
+          else static_cast<int32_t*>(o[0])[a * inner + b] = static_cast<int32_t>(best);
+        }
+    };
+  });
+}
+
+NGRAPH_CPU_KERNEL("ArgMax", [](const Node& node) -> Kernel {
+  return index_reduction<true>(node, static_cast<const op::ArgMax&>(node).get_reduction_axis());
+});
+NGRAPH_CPU_KERNEL("ArgMin", [](const Node& node) -> Kernel {
+  return index_reduction<false>(node, static_cast<const op::ArgMin&>(node).get_reduction_axis());
+});
+
+NGRAPH_CPU_KERNEL("Softmax", [](const Node& node) -> Kernel {
+  auto& s = static_cast<const op::Softmax&>(node);
+  const Shape& shape = s.get_shape();
+  const AxisSet& axes = s.get_axes();
+  if (s.get_element_type() == element::f32 && axes.size() == 1 && dnnl_rank_ok(shape)) {
+    auto md = plain_desc(shape);
+    int axis = static_cast<int>(*axes.begin() + (std::max<size_t>(shape.size(), 1) - shape.size()));
+    dnnl::softmax_forward::desc d(dnnl::prop_kind::forward_inference, md, axis);
+    dnnl::softmax_forward::primitive_desc pd(d, dnnl_engine());
+    dnnl::softmax_forward prim(pd);
+    dnnl::memory src(md, dnnl_engine(), DNNL_MEMORY_NONE), dst(md, dnnl_engine(), DNNL_MEMORY_NONE);
+    return [prim, src, dst](const void* const* i, void* const* o) mutable {
+      src.set_data_handle(const_cast<void*>(i[0]));
+      dst.set_data_handle(o[0]);
+      prim.execute(dnnl_stream(), {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
+    };
+  }
+  // max, exp(x - max), sum, divide; the reduced values live in a scratch buffer made here.
+  Shape reduced;
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (!axes.count(d)) reduced.push_back(shape[d]);
+  size_t rn = shape_size(reduced);
+  StridedLoop loop(shape, {reduced_strides(shape, axes), to_signed(row_major_strides(shape))});
+  return element::dispatch(s.get_element_type(), [&](auto tag) -> Kernel {
+    using T = decltype(tag);
+    auto scratch = std::make_shared<std::vector<T>>(std::max<size_t>(rn, 1));
+    return [loop, scratch, rn](const void* const* i, void* const* o) {
+      const T* x = static_cast<const T*>(i[0]);
+      T* y = static_cast<T*>(o[0]);
+      T* m = scratch->data();
+      std::fill(m, m + rn, lowest<T>());
+      accumulate(loop, m, x, [](T a, T b) { return b > a ? b : a; });
+      loop.run([&](const std::ptrdiff_t* off, size_t n, const std::ptrdiff_t* inner) {
+        for (size_t k = 0; k < n; ++k) {
+          auto kk = static_cast<std::ptrdiff_t>(k);
+          y[off[1] + kk * inner[1]] = std::exp(x[off[1] + kk * inner[1]] - m[off[0] + kk * inner[0]]);
+        }
+      });
+      std::fill(m, m + rn, T(0));
+      accumulate(loop, m, static_cast<const T*>(y), [](T a, T b) { return a + b; });
+      loop.run([&](const std::ptrdiff_t* off, size_t n, const std::ptrdiff_t* inner) {
+        for (size_t k = 0; k < n; ++k) {
+          auto kk = static_cast<std::ptrdiff_t>(k);
+          y[off[1] + kk * inner[1]] /= m[off[0] + kk * inner[0]];
+        }
+      });
+    };
+  });
+});
+
+}  // namespace
+}  // namespace cpu
+}  // namespace runtime
+}  // namespace ngraph
