@@ -1,0 +1,69 @@
+"""ngraph: a deep-learning graph compiler with a C++ core.
+
+Build a graph with the op functions (``ng.parameter``, ``ng.add``, ``ng.dot``, ...) and
+Python operators, compile it with ``ng.runtime().computation(...)``, call it with NumPy
+arrays. The API follows the Python API of Intel nGraph.
+"""
+
+from ngraph import _ngraph
+from ngraph._ngraph import Function, Node
+from ngraph.ops import (
+    absolute,
+    add,
+    argmax,
+    argmin,
+    broadcast,
+    broadcast_to,
+    ceiling,
+    concat,
+    constant,
+    convert,
+    cos,
+    divide,
+    dot,
+    equal,
+    exp,
+    floor,
+    greater,
+    greater_eq,
+    less,
+    less_eq,
+    log,
+    logical_and,
+    logical_not,
+    logical_or,
+    matmul,
+    max,
+    maximum,
+    min,
+    minimum,
+    multiply,
+    negative,
+    not_equal,
+    one_hot,
+    pad,
+    parameter,
+    power,
+    prod,
+    relu,
+    reshape,
+    reverse,
+    select,
+    sigmoid,
+    sign,
+    sin,
+    slice,
+    softmax,
+    sqrt,
+    subtract,
+    sum,
+    tanh,
+)
+from ngraph.runtime import Computation, Runtime, runtime
+
+abs = absolute
+ceil = ceiling
+
+__version__ = "0.1.0"
+
+__all__ = [name for name in dir() if not name.startswith("_")]

@@ -1,0 +1,382 @@
+"""Op functions, with the names and arguments of nGraph's Python API.
+
+Every function takes NumPy arrays and Python scalars wherever it takes a node (they become
+constants) and an optional ``name``. Binary elementwise ops broadcast NumPy-style.
+"""
+
+from __future__ import annotations
+
+import builtins
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from ngraph import _ngraph
+from ngraph._ngraph import Node
+from ngraph.utils import (
+    NodeInput,
+    as_node,
+    as_nodes,
+    axis_list,
+    int_list,
+    make_constant_node,
+    shape_of,
+    to_dtype,
+)
+
+
+def _make(op: str, inputs: Sequence[Node], name: str | None = None, **attributes: Any) -> Node:
+    return _ngraph.make_node(op, list(inputs), attributes, name or "")
+
+
+# ----------------------------------------------------------------------------- leaves
+
+
+def parameter(shape: Sequence[int], dtype: Any = np.float32, name: str | None = None) -> Node:
+    """A graph input of `shape` and `dtype` (float32 by default)."""
+    return _make(
+        "Parameter",
+        [],
+        name,
+        element_type=to_dtype(dtype, "[Parameter] dtype"),
+        shape=shape_of(shape, "[Parameter] shape"),
+    )
+
+
+def constant(value: Any, dtype: Any = None, name: str | None = None) -> Node:
+    """A constant node holding `value` (an array or scalar), converted to `dtype` if given."""
+    return make_constant_node(value, dtype, name)
+
+
+# ------------------------------------------------------------------------ elementwise
+
+
+def _unary(op: str):
+    def fn(node: NodeInput, name: str | None = None) -> Node:
+        return _make(op, [as_node(node)], name)
+
+    fn.__name__ = op.lower()
+    fn.__doc__ = f"Elementwise {op}."
+    return fn
+
+
+negative = _unary("Negative")
+absolute = _unary("Abs")
+exp = _unary("Exp")
+log = _unary("Log")
+sqrt = _unary("Sqrt")
+sign = _unary("Sign")
+floor = _unary("Floor")
+ceiling = _unary("Ceiling")
+sin = _unary("Sin")
+cos = _unary("Cos")
+tanh = _unary("Tanh")
+relu = _unary("Relu")
+sigmoid = _unary("Sigmoid")
+logical_not = _unary("LogicalNot")
+absolute.__name__, ceiling.__name__, logical_not.__name__ = "absolute", "ceiling", "logical_not"
+
+
+def _binary(op: str, doc: str):
+    def fn(left_node: NodeInput, right_node: NodeInput, name: str | None = None) -> Node:
+        left, right = as_nodes(left_node, right_node, op=op)
+        return _make(op, [left, right], name, auto_broadcast="numpy")
+
+    fn.__doc__ = doc + " Inputs broadcast NumPy-style."
+    return fn
+
+
+add = _binary("Add", "Elementwise left + right.")
+subtract = _binary("Subtract", "Elementwise left - right.")
+multiply = _binary("Multiply", "Elementwise left * right.")
+divide = _binary(
+    "Divide", "Elementwise left / right; integers divide like Python's // (floor division)."
+)
+power = _binary("Power", "Elementwise left ** right.")
+maximum = _binary("Maximum", "Elementwise maximum.")
+minimum = _binary("Minimum", "Elementwise minimum.")
+equal = _binary("Equal", "Elementwise left == right (boolean).")
+not_equal = _binary("NotEqual", "Elementwise left != right (boolean).")
+greater = _binary("Greater", "Elementwise left > right (boolean).")
+greater_eq = _binary("GreaterEq", "Elementwise left >= right (boolean).")
+less = _binary("Less", "Elementwise left < right (boolean).")
+less_eq = _binary("LessEq", "Elementwise left <= right (boolean).")
+logical_and = _binary("LogicalAnd", "Elementwise logical and of booleans.")
+logical_or = _binary("LogicalOr", "Elementwise logical or of booleans.")
+for _fn, _name in [
+    (add, "add"), (subtract, "subtract"), (multiply, "multiply"), (divide, "divide"),
+    (power, "power"), (maximum, "maximum"), (minimum, "minimum"), (equal, "equal"),
+    (not_equal, "not_equal"), (greater, "greater"), (greater_eq, "greater_eq"),
+    (less, "less"), (less_eq, "less_eq"), (logical_and, "logical_and"),
+    (logical_or, "logical_or"),
+]:  # fmt: skip
+    _fn.__name__ = _name
+
+
+def select(
+    selection_node: NodeInput,
+    input_node1: NodeInput,
+    input_node2: NodeInput,
+    name: str | None = None,
+) -> Node:
+    """Elementwise `input_node1` where `selection_node` (boolean) is true, else
+    `input_node2`. All three broadcast NumPy-style."""
+    cond = as_node(selection_node, np.bool_ if not isinstance(selection_node, Node) else None)
+    a, b = as_nodes(input_node1, input_node2, op="Select")
+    return _make("Select", [cond, a, b], name, auto_broadcast="numpy")
+
+
+def convert(node: NodeInput, new_type: Any, name: str | None = None) -> Node:
+    """Elementwise conversion to `new_type` (a NumPy dtype or type, or its name)."""
+    return _make("Convert", [as_node(node)], name,
+                 destination_type=to_dtype(new_type, "[Convert] new_type"))
+
+
+# ----------------------------------------------------------------------- contractions
+
+
+def dot(
+    left_node: NodeInput,
+    right_node: NodeInput,
+    reduction_axes_count: int | None = None,
+    name: str | None = None,
+) -> Node:
+    """nGraph's generalised dot: sums the last `reduction_axes_count` axes of the left
+    argument against the first ones of the right (default: 0 if either is a scalar, else 1)."""
+    left, right = as_nodes(left_node, right_node, op="Dot")
+    count = -1 if reduction_axes_count is None else int(reduction_axes_count)
+    if count < 0 and reduction_axes_count is not None:
+        raise ValueError(f"[Dot] reduction_axes_count must be >= 0, got {reduction_axes_count}")
+    return _make("Dot", [left, right], name, reduction_axes_count=count)
+
+
+def matmul(
+    data_a: NodeInput,
+    data_b: NodeInput,
+    transpose_a: bool = False,
+    transpose_b: bool = False,
+    name: str | None = None,
+) -> Node:
+    """NumPy matmul (batch axes broadcast; 1-D arguments promoted), with optional transposes
+    of the last two axes."""
+    a, b = as_nodes(data_a, data_b, op="MatMul")
+    return _make("MatMul", [a, b], name, transpose_a=bool(transpose_a),
+                 transpose_b=bool(transpose_b))
+
+
+# ------------------------------------------------------------------------ data movement
+
+
+def get_broadcast_axes(
+    output_shape: Sequence[int], input_shape: Sequence[int], axis: int | None = None
+) -> set[int]:
+    """The axes of `output_shape` that broadcasting `input_shape` adds: all but the
+    len(input_shape) axes starting at `axis` (default: the trailing ones)."""
+    begin = len(output_shape) - len(input_shape) if axis is None else int(axis)
+    return set(range(len(output_shape))) - set(range(begin, begin + len(input_shape)))
+
+
+def broadcast(
+    node: NodeInput,
+    new_shape: Sequence[int],
+    broadcast_axes: Iterable[int] | int | None = None,
+    name: str | None = None,
+) -> Node:
+    """Broadcasts to `new_shape`. `broadcast_axes` lists the axes of `new_shape` that are new
+    (removing them from `new_shape` gives the input's shape). An int is taken as the axis at
+    which the input's axes start (nGraph's older ``axis`` argument); None means NumPy's
+    right-aligned placement (size-1 axes of the input are stretched too)."""
+    node = as_node(node)
+    if broadcast_axes is None or isinstance(broadcast_axes, (int, np.integer)):
+        return broadcast_to(node, new_shape, broadcast_axes, name)
+    new_shape = shape_of(new_shape, "[Broadcast] new_shape")
+    axes = int_list(broadcast_axes, "[Broadcast] broadcast_axes")
+    return _make("Broadcast", [node], name, shape=new_shape, broadcast_axes=axes)
+
+
+def broadcast_to(
+    node: NodeInput, new_shape: Sequence[int], axis: int | None = None, name: str | None = None
+) -> Node:
+    """Broadcasts to `new_shape`, the input's axes placed from `axis` (default: right-aligned,
+    as NumPy). Input axes of size 1 stretch to the size in `new_shape`."""
+    node = as_node(node)
+    new_shape = shape_of(new_shape, "[Broadcast] new_shape")
+    in_shape = list(node.shape)
+    begin = len(new_shape) - len(in_shape) if axis is None else int(axis)
+    if begin < 0 or begin + len(in_shape) > len(new_shape):
+        raise ValueError(
+            f"[Broadcast] cannot place shape {in_shape} in {new_shape} at axis {begin}"
+        )
+    # Size-1 axes that must stretch are dropped first, then broadcast like new axes.
+    keep = [
+        i for i, d in enumerate(in_shape) if not (d == 1 and new_shape[begin + i] != 1)
+    ]
+    if len(keep) != len(in_shape):
+        node = reshape(node, [in_shape[i] for i in keep])
+    axes = set(range(len(new_shape))) - {begin + i for i in keep}
+    return _make("Broadcast", [node], name, shape=new_shape, broadcast_axes=sorted(axes))
+
+
+def reshape(
+    node: NodeInput,
+    output_shape: Sequence[int],
+    input_order: Sequence[int] | None = None,
+    name: str | None = None,
+) -> Node:
+    """Reshapes to `output_shape` after permuting the input's axes by `input_order`
+    (default: identity)."""
+    node = as_node(node)
+    if input_order is None:
+        input_order = list(range(len(node.shape)))
+    return _make(
+        "Reshape",
+        [node],
+        name,
+        input_order=int_list(input_order, "[Reshape] input_order"),
+        output_shape=shape_of(output_shape, "[Reshape] output_shape"),
+    )
+
+
+def slice(
+    node: NodeInput,
+    lower_bounds: Sequence[int],
+    upper_bounds: Sequence[int],
+    strides: Sequence[int] | None = None,
+    name: str | None = None,
+) -> Node:
+    """Elements lower_bounds <= i < upper_bounds (with `strides`, default 1) on every axis."""
+    node = as_node(node)
+    return _make(
+        "Slice",
+        [node],
+        name,
+        lower_bounds=int_list(lower_bounds, "[Slice] lower_bounds"),
+        upper_bounds=int_list(upper_bounds, "[Slice] upper_bounds"),
+        strides=None if strides is None else int_list(strides, "[Slice] strides"),
+    )
+
+
+def concat(nodes: Sequence[NodeInput], axis: int, name: str | None = None) -> Node:
+    """Concatenates `nodes` along `axis`."""
+    nodes = as_nodes(*nodes, op="Concat")
+    if not nodes:
+        raise ValueError("[Concat] needs at least one node")
+    rank = len(nodes[0].shape)
+    (axis,) = axis_list(axis, rank, "[Concat] axis")
+    return _make("Concat", nodes, name, concatenation_axis=axis)
+
+
+def pad(
+    data_batch: NodeInput,
+    value: NodeInput,
+    padding_below: Sequence[int] | None = None,
+    padding_above: Sequence[int] | None = None,
+    padding_in: Sequence[int] | None = None,
+    name: str | None = None,
+    pad_mode: str = "constant",
+) -> Node:
+    """Pads each axis by padding_below/padding_above elements (negative values crop) with
+    `value` (mode 'constant'), or with 'edge', 'reflect' or 'symmetric' values."""
+    data = as_node(data_batch)
+    rank = len(data.shape)
+    if padding_in is not None and any(int_list(padding_in, "[Pad] padding_in")):
+        raise ValueError("[Pad] interior padding (padding_in) is not supported")
+    value_node = as_node(value, data.dtype if not isinstance(value, Node) else None)
+    below = [0] * rank if padding_below is None else int_list(padding_below, "[Pad] padding_below")
+    above = [0] * rank if padding_above is None else int_list(padding_above, "[Pad] padding_above")
+    return _make("Pad", [data, value_node], name, padding_below=below, padding_above=above,
+                 pad_mode=pad_mode)
+
+
+def reverse(node: NodeInput, reversed_axes: Iterable[int] | int, name: str | None = None) -> Node:
+    """Reverses the order of elements along `reversed_axes`."""
+    node = as_node(node)
+    axes = axis_list(reversed_axes, len(node.shape), "[Reverse] reversed_axes")
+    return _make("Reverse", [node], name, reversed_axes=axes)
+
+
+# --------------------------------------------------------------------------- reductions
+
+
+def _reduction(op: str, doc: str):
+    def fn(node: NodeInput, reduction_axes: Iterable[int] | int | None = None,
+           name: str | None = None) -> Node:
+        node = as_node(node)
+        rank = len(node.shape)
+        axes = list(range(rank)) if reduction_axes is None else axis_list(
+            reduction_axes, rank, f"[{op}] reduction_axes")
+        return _make(op, [node], name, reduction_axes=axes)
+
+    fn.__doc__ = doc + " over `reduction_axes` (default: all axes), which are removed."
+    return fn
+
+
+sum = _reduction("Sum", "Sum")
+prod = _reduction("Product", "Product")
+max = _reduction("Max", "Maximum")
+min = _reduction("Min", "Minimum")
+sum.__name__, prod.__name__, max.__name__, min.__name__ = "sum", "prod", "max", "min"
+
+
+def argmax(data: NodeInput, axis: int = 0, index_element_type: Any = np.int32,
+           name: str | None = None) -> Node:
+    """Index of the first maximum along `axis` (int32 by default, as in nGraph)."""
+    return _index_reduction("ArgMax", data, axis, index_element_type, name)
+
+
+def argmin(data: NodeInput, axis: int = 0, index_element_type: Any = np.int32,
+           name: str | None = None) -> Node:
+    """Index of the first minimum along `axis` (int32 by default, as in nGraph)."""
+    return _index_reduction("ArgMin", data, axis, index_element_type, name)
+
+
+def _index_reduction(op, data, axis, index_element_type, name):
+    data = as_node(data)
+    (axis,) = axis_list(axis, len(data.shape), f"[{op}] axis")
+    return _make(op, [data], name, axis=axis,
+                 index_element_type=to_dtype(index_element_type, f"[{op}] index_element_type"))
+
+
+def softmax(node: NodeInput, axes: Iterable[int] | int, name: str | None = None) -> Node:
+    """Softmax over `axes` (an int or a set of axes)."""
+    node = as_node(node)
+    return _make("Softmax", [node], name,
+                 axes=sorted(set(axis_list(axes, len(node.shape), "[Softmax] axes"))))
+
+
+def one_hot(node: NodeInput, shape: Sequence[int], one_hot_axis: int,
+            name: str | None = None) -> Node:
+    """One-hot encoding: the result has `shape` and the input's dtype; `one_hot_axis` is the
+    new axis."""
+    node = as_node(node)
+    shape = shape_of(shape, "[OneHot] shape")
+    (one_hot_axis,) = axis_list(one_hot_axis, len(shape), "[OneHot] one_hot_axis")
+    return _make("OneHot", [node], name, shape=shape, one_hot_axis=one_hot_axis)
+
+
+# ------------------------------------------------------------------- Python operators
+
+
+def _install_operators() -> None:
+    def rev(fn):
+        return lambda self, other: fn(other, self)
+
+    ops = {
+        "__add__": add, "__radd__": rev(add),
+        "__sub__": subtract, "__rsub__": rev(subtract),
+        "__mul__": multiply, "__rmul__": rev(multiply),
+        "__truediv__": divide, "__rtruediv__": rev(divide),
+        "__pow__": power, "__rpow__": rev(power),
+        "__neg__": negative,
+        "__abs__": absolute,
+        "__matmul__": matmul, "__rmatmul__": rev(matmul),
+        "__eq__": equal, "__ne__": not_equal,
+        "__lt__": less, "__le__": less_eq, "__gt__": greater, "__ge__": greater_eq,
+    }  # fmt: skip
+    for k, fn in ops.items():
+        setattr(Node, k, lambda self, *args, _fn=fn: _fn(self, *args))
+    # Comparisons return nodes, so identity is what hashing uses.
+    Node.__hash__ = lambda self: builtins.hash(self.get_instance_id())
+
+
+_install_operators()

@@ -1,0 +1,100 @@
+"""Compiling graphs and running them on NumPy arrays (nGraph's ``ng.runtime``)."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from ngraph import _ngraph
+from ngraph._ngraph import Function, Node
+
+
+def runtime(backend_name: str = "CPU") -> Runtime:
+    """A runtime on the named backend ("CPU")."""
+    return Runtime(backend_name)
+
+
+class Runtime:
+    """Compiles graphs into computations on one backend."""
+
+    def __init__(self, backend_name: str = "CPU") -> None:
+        self.backend_name = backend_name
+        self.backend = _ngraph.Backend.create(backend_name)
+
+    def __repr__(self) -> str:
+        return f"<Runtime: Backend='{self.backend_name}'>"
+
+    def computation(self, node_or_function: Node | Sequence[Node] | Function,
+                    *inputs: Node) -> Computation:
+        """Compiles the graph that computes `node_or_function` (a node, a list of nodes or a
+        Function) from the parameters `inputs` (in call order)."""
+        return Computation(self, node_or_function, *inputs)
+
+
+class Computation:
+    """A compiled graph. Call it with one array per parameter: it returns one ndarray when
+    built from a node, a list of ndarrays when built from a list (or a Function)."""
+
+    def __init__(self, runtime: Runtime, node_or_function: Any, *parameters: Node) -> None:
+        self.runtime = runtime
+        if isinstance(node_or_function, Function):
+            if parameters:
+                raise TypeError("Runtime.computation: pass parameters with the nodes, "
+                                "not with a Function")
+            self.function = node_or_function
+            self._single = False
+        else:
+            self._single = isinstance(node_or_function, Node)
+            results = [node_or_function] if self._single else list(node_or_function)
+            for i, r in enumerate(results):
+                if not isinstance(r, Node):
+                    raise TypeError(f"Runtime.computation: result {i} is a "
+                                    f"{type(r).__name__}, not a Node")
+            for i, p in enumerate(parameters):
+                if not isinstance(p, Node) or p.get_type_name() != "Parameter":
+                    raise TypeError(f"Runtime.computation: argument {i + 1} must be a "
+                                    f"Parameter node, got {p!r}")
+            name = results[0].name if self._single else ""
+            self.function = Function(results, list(parameters), name)
+        self.parameters = self.function.get_parameters()
+        self.results = self.function.get_results()
+        self._dtypes = [p.dtype for p in self.parameters]
+        self._shapes = [tuple(p.shape) for p in self.parameters]
+        self.executable = runtime.backend.compile(self.function)
+
+    def __repr__(self) -> str:
+        params = ", ".join(f"{p.name}: {p.element_type}{p.shape}" for p in self.parameters)
+        return f"<Computation: {self.function.name or 'unnamed'}({params})>"
+
+    def _convert(self, i: int, value: Any) -> np.ndarray:
+        p, dtype, shape = self.parameters[i], self._dtypes[i], self._shapes[i]
+        if isinstance(value, np.ndarray):
+            if value.dtype != dtype:
+                if not np.can_cast(value.dtype, dtype, casting="same_kind"):
+                    raise TypeError(
+                        f"argument {i} ({p.name}) expects {dtype} with shape {shape}, "
+                        f"got {value.dtype} (cannot convert {value.dtype} to {dtype} safely)"
+                    )
+                value = value.astype(dtype)
+        else:
+            try:
+                value = np.asarray(value, dtype=dtype)
+            except (TypeError, ValueError) as e:
+                raise TypeError(f"argument {i} ({p.name}) expects {dtype} with shape "
+                                f"{shape}: {e}") from None
+        if value.shape != shape:
+            raise ValueError(f"argument {i} ({p.name}) expects shape {shape} ({dtype}), "
+                             f"got shape {value.shape}")
+        if not value.flags.c_contiguous:
+            value = np.ascontiguousarray(value)
+        return value
+
+    def __call__(self, *input_values: Any) -> np.ndarray | list[np.ndarray]:
+        if len(input_values) != len(self.parameters):
+            names = ", ".join(p.name for p in self.parameters) or "none"
+            raise TypeError(f"computation expects {len(self.parameters)} arguments "
+                            f"({names}), got {len(input_values)}")
+        arrays = [self._convert(i, v) for i, v in enumerate(input_values)]
+        outputs = self.executable.call(arrays)
+        return outputs[0] if self._single else outputs

@@ -1,0 +1,107 @@
+"""Conversions between NumPy values and graph nodes."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Sequence, Union
+
+import numpy as np
+
+from ngraph import _ngraph
+from ngraph._ngraph import Node
+
+NodeInput = Union[Node, int, float, np.ndarray]
+
+#: NumPy dtypes of the element types the core supports.
+SUPPORTED_DTYPES = (np.float32, np.float64, np.int32, np.int64, np.bool_)
+
+
+def to_dtype(value: Any, what: str = "dtype") -> np.dtype:
+    """A NumPy dtype from a dtype, a type (np.float32, float, int, bool) or a name
+    ('float32', 'f32', 'i64', 'boolean')."""
+    names = {"f32": "float32", "f64": "float64", "i32": "int32", "i64": "int64", "boolean": "bool"}
+    if isinstance(value, str):
+        value = names.get(value, value)
+    if value is float:
+        value = np.float32
+    elif value is int:
+        value = np.int32
+    try:
+        dtype = np.dtype(value)
+    except TypeError as e:
+        raise TypeError(f"{what}: {value!r} is not a dtype") from e
+    if dtype.type not in SUPPORTED_DTYPES:
+        raise TypeError(
+            f"{what}: dtype {dtype} is not supported (use float32, float64, int32, int64 or bool)"
+        )
+    return dtype
+
+
+def make_constant_node(value: Any, dtype: Any = None, name: str | None = None) -> Node:
+    """A Constant node holding `value` (converted to `dtype` when given)."""
+    array = np.asarray(value, dtype=to_dtype(dtype) if dtype is not None else None)
+    if dtype is None and array.dtype.type not in SUPPORTED_DTYPES:
+        raise TypeError(
+            f"[Constant] dtype {array.dtype} is not supported "
+            "(use float32, float64, int32, int64 or bool)"
+        )
+    return _ngraph.make_constant(np.ascontiguousarray(array), name or "")
+
+
+def as_node(value: NodeInput, dtype: Any = None) -> Node:
+    """`value` itself if it is a Node, else a Constant of it (of `dtype` when given)."""
+    if isinstance(value, Node):
+        return value
+    return make_constant_node(value, dtype)
+
+
+def as_nodes(*values: NodeInput, op: str = "") -> list[Node]:
+    """Nodes for `values`; non-nodes become constants of the first node's dtype (as in
+    nGraph: ``x_f32 + 1`` adds an f32 constant). A value that the dtype cannot hold exactly
+    (``x_i32 + 0.5``) raises TypeError."""
+    dtype = next((v.dtype for v in values if isinstance(v, Node)), None)
+    out = []
+    for v in values:
+        if not isinstance(v, Node) and dtype is not None:
+            raw = np.asarray(v)
+            if raw.dtype.kind == "f" and dtype.kind in "ib" and not np.array_equal(
+                raw.astype(dtype), raw
+            ):
+                raise TypeError(
+                    f"[{op}] value {v!r} cannot be represented exactly as {dtype}; "
+                    "convert the node or the value first"
+                )
+        out.append(as_node(v, dtype))
+    return out
+
+
+def int_list(values: Iterable[Any], what: str) -> list[int]:
+    """A list of Python ints; raises TypeError naming `what` otherwise."""
+    try:
+        out = []
+        for v in values:
+            if isinstance(v, (bool, np.bool_)) or not float(v).is_integer():
+                raise TypeError
+            out.append(int(v))
+        return out
+    except (TypeError, ValueError):
+        raise TypeError(f"{what} must be a sequence of integers, got {values!r}") from None
+
+
+def axis_list(axes: Any, rank: int, what: str) -> list[int]:
+    """Axes as non-negative ints; accepts one int or a sequence; negative axes count from
+    the end (NumPy style)."""
+    if isinstance(axes, (int, np.integer)):
+        axes = [axes]
+    out = []
+    for a in int_list(axes, what):
+        if not -rank <= a < rank:
+            raise ValueError(f"{what}: axis {a} is out of range for rank {rank}")
+        out.append(a + rank if a < 0 else a)
+    return out
+
+
+def shape_of(shape: Sequence[Any], what: str = "shape") -> list[int]:
+    dims = int_list(shape, what)
+    if any(d < 0 for d in dims):
+        raise ValueError(f"{what} must not have negative dimensions, got {list(shape)}")
+    return dims

@@ -1,0 +1,254 @@
+// Nodes, generic op construction by name, constants, functions and passes.
+#include <set>
+
+#include "bindings.hpp"
+#include "ngraph/function.hpp"
+#include "ngraph/ops.hpp"
+#include "ngraph/pass/manager.hpp"
+
+namespace py = pybind11;
+
+namespace ngraph {
+namespace python {
+
+element::Type element_type_of(const py::dtype& dtype, const char* what) {
+  switch (dtype.char_()) {
+    case 'f': return element::f32;
+    case 'd': return element::f64;
+    case '?': return element::boolean;
+    default: break;
+  }
+  if (dtype.kind() == 'i' && dtype.itemsize() == 4) return element::i32;
+  if (dtype.kind() == 'i' && dtype.itemsize() == 8) return element::i64;
+  throw py::type_error(std::string(what) + ": dtype " + py::str(dtype).cast<std::string>() +
+                       " is not supported (use float32, float64, int32, int64 or bool)");
+}
+
+py::dtype dtype_of(element::Type type) {
+  switch (type.get_type_enum()) {
+    case element::Type_t::f32: return py::dtype::of<float>();
+    case element::Type_t::f64: return py::dtype::of<double>();
+    case element::Type_t::i32: return py::dtype::of<int32_t>();
+    case element::Type_t::i64: return py::dtype::of<int64_t>();
+    case element::Type_t::boolean: return py::dtype("bool");
+    default: break;
+  }
+  throw py::type_error("element type " + type.get_type_name() + " has no NumPy dtype");
+}
+
+namespace {
+
+// Sets attributes from Python keyword values; remembers which were used.
+class DictLoader : public AttributeVisitor {
+ public:
+  DictLoader(const Node& node, const py::dict& attrs) : m_node(node), m_attrs(attrs) {}
+  using AttributeVisitor::on;
+
+  void on(const std::string& name, bool& v) override {
+    if (auto o = take(name)) v = convert<bool>(name, *o, "a bool");
+  }
+  void on(const std::string& name, int64_t& v) override {
+    if (auto o = take(name)) v = convert<int64_t>(name, *o, "an integer");
+  }
+  void on(const std::string& name, double& v) override {
+    if (auto o = take(name)) v = convert<double>(name, *o, "a number");
+  }
+  void on(const std::string& name, std::string& v) override {
+    if (auto o = take(name)) v = convert<std::string>(name, *o, "a string");
+  }
+  void on(const std::string& name, element::Type& v) override {
+    if (auto o = take(name)) {
+      if (py::isinstance<py::str>(*o)) {
+        try {
+          v = element::Type::from_name(o->cast<std::string>());
+        } catch (const std::invalid_argument& e) {
+          m_node.fail_type("attribute '" + name + "': " + e.what());
+        }
+      } else {
+        v = element_type_of(py::dtype::from_args(*o), ("[" + m_node.get_type_name() + "] attribute '" + name + "'").c_str());
+      }
+    }
+  }
+  void on(const std::string& name, std::vector<int64_t>& v) override {
+    if (auto o = take(name)) v = convert<std::vector<int64_t>>(name, *o, "a list of integers");
+  }
+
+  void check_all_used() const {
+    for (auto item : m_attrs) {
+      auto key = item.first.cast<std::string>();
+      if (!m_used.count(key)) {
+        std::string known;
+        for (auto& k : m_seen) known += (known.empty() ? "" : ", ") + k;
+        m_node.fail("unknown attribute '" + key + "' (attributes: " +
+                    (known.empty() ? "none" : known) + ")");
+      }
+    }
+  }
+
+ private:
+  std::optional<py::object> take(const std::string& name) {
+    m_seen.push_back(name);
+    if (!m_attrs.contains(name)) return std::nullopt;
+    m_used.insert(name);
+    py::object o = m_attrs[py::str(name)];
+    if (o.is_none()) return std::nullopt;
+    return o;
+  }
+  template <typename T>
+  T convert(const std::string& name, const py::object& o, const char* expected) {
+    try {
+      if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+        // Sets, tuples, lists, NumPy arrays of integers.
+        std::vector<int64_t> out;
+        for (auto item : o) out.push_back(py::int_(py::reinterpret_borrow<py::object>(item)).cast<int64_t>());
+        return out;
+      } else if constexpr (std::is_same_v<T, int64_t>) {
+        if (py::isinstance<py::float_>(o)) throw py::cast_error("float");
+        return py::int_(o).cast<int64_t>();
+      } else {
+        return o.cast<T>();
+      }
+    } catch (const py::error_already_set&) {
+    } catch (const py::cast_error&) {
+    }
+    m_node.fail_type("attribute '" + name + "' expects " + expected + ", got " +
+                     py::repr(o).cast<std::string>());
+  }
+
+  const Node& m_node;
+  const py::dict& m_attrs;
+  std::set<std::string> m_used;
+  std::vector<std::string> m_seen;
+};
+
+std::shared_ptr<Node> make_node(const std::string& type, const std::vector<std::shared_ptr<Node>>& inputs,
+                                const py::dict& attrs, const std::string& name) {
+  if (type == "Constant")
+    throw std::invalid_argument("[Constant] build constants with ngraph.constant(value)");
+  auto node = OpRegistry::get().create(type);
+  OutputVector args;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i]) node->fail("input " + std::to_string(i) + " is None");
+    args.push_back(inputs[i]->output(0));
+  }
+  node->set_arguments(args);
+  DictLoader loader(*node, attrs);
+  node->visit_attributes(loader);
+  loader.check_all_used();
+  node->validate_and_infer_types();
+  if (!name.empty()) node->set_friendly_name(name);
+  return node;
+}
+
+std::shared_ptr<Node> make_constant(py::array value, const std::string& name) {
+  element::Type type = element_type_of(value.dtype(), "[Constant]");
+  py::array c = py::array::ensure(value, py::array::c_style);
+  Shape shape(c.shape(), c.shape() + c.ndim());
+  auto node = std::make_shared<op::Constant>(type, shape, c.data());
+  if (!name.empty()) node->set_friendly_name(name);
+  return node;
+}
+
+py::list shape_list(const Shape& s) {
+  py::list l;
+  for (auto d : s) l.append(d);
+  return l;
+}
+
+}  // namespace
+
+void init_graph(py::module_& m) {
+  py::class_<Node, std::shared_ptr<Node>>(m, "Node", "A node of an ngraph graph (one op).")
+      .def_property_readonly("shape", [](const Node& n) { return shape_list(n.get_shape()); },
+                             "The output shape, as a list of ints.")
+      .def_property_readonly("element_type",
+                             [](const Node& n) { return n.get_element_type().get_type_name(); },
+                             "The output element type: 'f32', 'f64', 'i32', 'i64' or 'boolean'.")
+      .def_property_readonly("dtype", [](const Node& n) { return dtype_of(n.get_element_type()); },
+                             "The output element type as a NumPy dtype.")
+      .def_property("name", &Node::get_name, &Node::set_friendly_name,
+                    "The node's name: the one given by the user, else a unique one (Add_3).")
+      .def_property_readonly("friendly_name", &Node::get_friendly_name)
+      .def("get_type_name", &Node::get_type_name, "The op's name, e.g. 'Add'.")
+      .def("get_output_size", &Node::get_output_size)
+      .def("get_instance_id", &Node::get_instance_id)
+      .def("inputs",
+           [](const Node& n) {
+             std::vector<std::shared_ptr<Node>> out;
+             for (auto& in : n.input_values()) out.push_back(in.get_node_shared_ptr());
+             return out;
+           },
+           "The nodes this node reads, in order.")
+      .def("attributes", &Node::attributes_string, "The op's attributes, as text.")
+      .def("same_node", [](const Node& a, const Node& b) { return &a == &b; })
+      .def("__repr__", [](const Node& n) {
+        return "<" + n.get_type_name() + ": '" + n.get_name() + "' " +
+               n.get_element_type().get_type_name() + to_braces(n.get_shape()) + ">";
+      });
+
+  m.def("make_node", &make_node, py::arg("type"), py::arg("inputs"), py::arg("attributes"),
+        py::arg("name") = "",
+        "Builds a node of the op `type` on `inputs` with keyword `attributes`; validates it.");
+  m.def("make_constant", &make_constant, py::arg("value"), py::arg("name") = "");
+  m.def("constant_value", [](const std::shared_ptr<Node>& n) {
+    auto c = std::dynamic_pointer_cast<op::Constant>(n);
+    if (!c) throw py::type_error("constant_value: " + n->get_name() + " is not a Constant");
+    py::array out(dtype_of(c->get_element_type()),
+                  std::vector<py::ssize_t>(c->get_shape().begin(), c->get_shape().end()));
+    if (c->byte_size()) std::memcpy(out.mutable_data(), c->get_data_ptr(), c->byte_size());
+    return out;
+  });
+  m.def("op_names", [] { return OpRegistry::get().names(); }, "The names of all ops of the core.");
+
+  py::class_<Function, std::shared_ptr<Function>>(m, "Function",
+                                                  "A graph with parameters and results.")
+      .def(py::init([](const std::vector<std::shared_ptr<Node>>& results,
+                       const std::vector<std::shared_ptr<Node>>& parameters, const std::string& name) {
+             ParameterVector params;
+             for (size_t i = 0; i < parameters.size(); ++i) {
+               auto p = std::dynamic_pointer_cast<op::Parameter>(parameters[i]);
+               if (!p)
+                 throw py::type_error("[Function] parameter " + std::to_string(i) + " (" +
+                                      (parameters[i] ? parameters[i]->get_name() : "None") +
+                                      ") is not a Parameter node");
+               params.push_back(p);
+             }
+             OutputVector outs;
+             for (size_t i = 0; i < results.size(); ++i) {
+               if (!results[i]) throw py::type_error("[Function] result " + std::to_string(i) + " is None");
+               outs.push_back(results[i]->output(0));
+             }
+             return std::make_shared<Function>(outs, params, name);
+           }),
+           py::arg("results"), py::arg("parameters"), py::arg("name") = "")
+      .def_property_readonly("name", &Function::get_name)
+      .def("get_parameters",
+           [](const Function& f) { return NodeVector(f.get_parameters().begin(), f.get_parameters().end()); })
+      .def("get_results",
+           [](const Function& f) { return NodeVector(f.get_results().begin(), f.get_results().end()); })
+      .def("get_ordered_ops", &Function::get_ordered_ops)
+      .def("clone", &Function::clone)
+      .def("__str__", &Function::to_string)
+      .def("__repr__", [](const Function& f) {
+        return "<Function '" + f.get_name() + "': " + std::to_string(f.get_parameters().size()) +
+               " parameters, " + std::to_string(f.get_results().size()) + " results>";
+      });
+
+  m.def("run_passes",
+        [](const std::shared_ptr<Function>& f, const std::vector<std::string>& names) {
+          pass::Manager manager;
+          for (const auto& n : names) {
+            if (n == "DeadNodeElimination") manager.register_pass<pass::DeadNodeElimination>();
+            else if (n == "CommonSubexpressionElimination") manager.register_pass<pass::CommonSubexpressionElimination>();
+            else if (n == "ConstantFolding") manager.register_pass<pass::ConstantFolding>();
+            else throw py::value_error("unknown pass '" + n + "' (DeadNodeElimination, "
+                                       "CommonSubexpressionElimination, ConstantFolding)");
+          }
+          return manager.run_passes(f);
+        },
+        py::arg("function"), py::arg("passes"),
+        "Runs the named passes on `function` in place; returns whether it changed.");
+}
+
+}  // namespace python
+}  // namespace ngraph
