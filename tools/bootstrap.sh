@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs everything ngraph needs on a fresh Debian 12 machine (system packages, Python
+# packages) and builds and installs ngraph itself. Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+
+echo "== system packages (apt-get)"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+  g++ make pkg-config \
+  openmpi-bin libopenmpi-dev \
+  libdnnl-dev libgtest-dev libbenchmark-dev \
+  dataset-fashion-mnist >/dev/null
+
+echo "== Python packages (pip)"
+python3 -m pip install -q --upgrade pip >/dev/null
+python3 -m pip install -q "cmake>=3.20" ninja "scikit-build-core>=0.10" "pybind11>=2.12" \
+  "numpy>=1.22" "pytest>=7" ruff
+
+echo "== ngraph (pip install)"
+# Editable when NGRAPH_EDITABLE=1 (development), a regular install otherwise.
+if [ "${NGRAPH_EDITABLE:-0}" = 1 ]; then
+  python3 -m pip install -q --no-build-isolation -e .
+else
+  python3 -m pip install -q --no-build-isolation .
+fi
+python3 -c "import ngraph, numpy; print('ngraph', ngraph.__version__, 'numpy', numpy.__version__)"
