@@ -375,6 +375,9 @@ def _install_operators() -> None:
     }  # fmt: skip
     for k, fn in ops.items():
         setattr(Node, k, lambda self, *args, _fn=fn: _fn(self, *args))
+    # NumPy arrays on the left (``array + node``, ``array < node``) defer to the node's
+    # reflected operators instead of building an object array of per-element nodes.
+    Node.__array_ufunc__ = None
     # Comparisons return nodes, so identity is what hashing uses.
     Node.__hash__ = lambda self: builtins.hash(self.get_instance_id())
 

@@ -7,7 +7,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from ngraph import _ngraph
-from ngraph._ngraph import Function, Node
+from ngraph._ngraph import Function, Node, Variable
+from ngraph.utils import as_node
 
 
 def runtime(backend_name: str = "CPU") -> Runtime:
@@ -26,19 +27,25 @@ class Runtime:
         return f"<Runtime: Backend='{self.backend_name}'>"
 
     def computation(self, node_or_function: Node | Sequence[Node] | Function,
-                    *inputs: Node) -> Computation:
+                    *inputs: Node, updates: Sequence[tuple[Node, Any]] | None = None
+                    ) -> Computation:
         """Compiles the graph that computes `node_or_function` (a node, a list of nodes or a
-        Function) from the parameters `inputs` (in call order)."""
-        return Computation(self, node_or_function, *inputs)
+        Function) from the parameters `inputs` (in call order). `updates` lists
+        (variable, new value) pairs applied at the end of every call, in place; all reads
+        in a call see the values from before it."""
+        return Computation(self, node_or_function, *inputs, updates=updates)
 
 
 class Computation:
     """A compiled graph. Call it with one array per parameter: it returns one ndarray when
     built from a node, a list of ndarrays when built from a list (or a Function)."""
 
-    def __init__(self, runtime: Runtime, node_or_function: Any, *parameters: Node) -> None:
+    def __init__(self, runtime: Runtime, node_or_function: Any, *parameters: Node,
+                 updates: Sequence[tuple[Node, Any]] | None = None) -> None:
         self.runtime = runtime
         if isinstance(node_or_function, Function):
+            if updates:
+                raise TypeError("Runtime.computation: updates need nodes, not a Function")
             if parameters:
                 raise TypeError("Runtime.computation: pass parameters with the nodes, "
                                 "not with a Function")
@@ -56,7 +63,22 @@ class Computation:
                     raise TypeError(f"Runtime.computation: argument {i + 1} must be a "
                                     f"Parameter node, got {p!r}")
             name = results[0].name if self._single else ""
-            self.function = Function(results, list(parameters), name)
+            if updates:
+                pairs = []
+                for i, pair in enumerate(updates):
+                    try:
+                        var, value = pair
+                    except (TypeError, ValueError):
+                        raise TypeError(f"updates[{i}] must be a (variable, value) pair, "
+                                        f"got {pair!r}") from None
+                    if not isinstance(var, Variable):
+                        raise TypeError(f"updates[{i}]: {var!r} is not a variable "
+                                        "(make it with ng.variable)")
+                    pairs.append((var, as_node(value, var.dtype)))
+                self.function = _ngraph.function_with_updates(results, list(parameters),
+                                                              pairs, name)
+            else:
+                self.function = Function(results, list(parameters), name)
         self.parameters = self.function.get_parameters()
         self.results = self.function.get_results()
         self._dtypes = [p.dtype for p in self.parameters]
@@ -69,20 +91,21 @@ class Computation:
 
     def _convert(self, i: int, value: Any) -> np.ndarray:
         p, dtype, shape = self.parameters[i], self._dtypes[i], self._shapes[i]
-        if isinstance(value, np.ndarray):
-            if value.dtype != dtype:
-                if not np.can_cast(value.dtype, dtype, casting="same_kind"):
-                    raise TypeError(
-                        f"argument {i} ({p.name}) expects {dtype} with shape {shape}, "
-                        f"got {value.dtype} (cannot convert {value.dtype} to {dtype} safely)"
-                    )
-                value = value.astype(dtype)
-        else:
+        if not isinstance(value, np.ndarray):
+            # Lists and scalars get their natural dtype first, so that they pass the same
+            # check as arrays ([1.5] into an int32 parameter is refused, not truncated).
             try:
-                value = np.asarray(value, dtype=dtype)
-            except (TypeError, ValueError) as e:
+                value = np.asarray(value)
+            except (TypeError, ValueError, OverflowError) as e:
                 raise TypeError(f"argument {i} ({p.name}) expects {dtype} with shape "
                                 f"{shape}: {e}") from None
+        if value.dtype != dtype:
+            if not np.can_cast(value.dtype, dtype, casting="same_kind"):
+                raise TypeError(
+                    f"argument {i} ({p.name}) expects {dtype} with shape {shape}, "
+                    f"got {value.dtype} (cannot convert {value.dtype} to {dtype} safely)"
+                )
+            value = value.astype(dtype)
         if value.shape != shape:
             raise ValueError(f"argument {i} ({p.name}) expects shape {shape} ({dtype}), "
                              f"got shape {value.shape}")

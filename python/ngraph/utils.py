@@ -38,13 +38,22 @@ def to_dtype(value: Any, what: str = "dtype") -> np.dtype:
 
 def make_constant_node(value: Any, dtype: Any = None, name: str | None = None) -> Node:
     """A Constant node holding `value` (converted to `dtype` when given)."""
-    array = np.asarray(value, dtype=to_dtype(dtype) if dtype is not None else None)
+    raw = np.asarray(value)
+    if raw.dtype.kind not in "biuf":  # None, strings, objects, complex: not silently NaN
+        raise TypeError(
+            f"[Constant] value {value!r} is not a number, boolean or array of them "
+            f"(dtype {raw.dtype})"
+        )
+    array = raw if dtype is None else np.asarray(value, dtype=to_dtype(dtype))
     if dtype is None and array.dtype.type not in SUPPORTED_DTYPES:
         raise TypeError(
             f"[Constant] dtype {array.dtype} is not supported "
             "(use float32, float64, int32, int64 or bool)"
         )
-    return _ngraph.make_constant(np.ascontiguousarray(array), name or "")
+    # Not np.ascontiguousarray: it turns a 0-d array (a scalar) into shape (1,).
+    if not array.flags.c_contiguous:
+        array = np.array(array, order="C")
+    return _ngraph.make_constant(array, name or "")
 
 
 def as_node(value: NodeInput, dtype: Any = None) -> Node:

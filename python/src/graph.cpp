@@ -2,6 +2,7 @@
 #include <set>
 
 #include "bindings.hpp"
+#include "ngraph/except.hpp"
 #include "ngraph/function.hpp"
 #include "ngraph/ops.hpp"
 #include "ngraph/pass/manager.hpp"
@@ -133,7 +134,14 @@ std::shared_ptr<Node> make_node(const std::string& type, const std::vector<std::
   }
   node->set_arguments(args);
   DictLoader loader(*node, attrs);
-  node->visit_attributes(loader);
+  try {
+    node->visit_attributes(loader);
+  } catch (const NodeValidationFailure&) {
+    throw;
+  } catch (const std::invalid_argument& e) {
+    // The core's size-attribute adapters (e.g. a negative bound) do not know the node.
+    node->fail(e.what());
+  }
   loader.check_all_used();
   node->validate_and_infer_types();
   if (!name.empty()) node->set_friendly_name(name);

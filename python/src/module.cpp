@@ -17,4 +17,5 @@ PYBIND11_MODULE(_ngraph, m) {
   });
   ngraph::python::init_graph(m);
   ngraph::python::init_runtime(m);
+  ngraph::python::init_training(m);
 }

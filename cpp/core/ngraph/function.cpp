@@ -1,5 +1,7 @@
 #include "ngraph/function.hpp"
 
+#include "ngraph/ops/variable.hpp"
+
 #include <sstream>
 #include <unordered_map>
 #include <unordered_set>
@@ -78,6 +80,24 @@ Function::Function(const NodeVector& results, const ParameterVector& parameters,
                    const std::string& name)
     : Function(to_outputs(results), parameters, name) {}
 
+Function::Function(const OutputVector& results, const NodeVector& sinks,
+                   const ParameterVector& parameters, const std::string& name)
+    : Function(results, parameters, name) {
+  std::unordered_set<const void*> states;
+  for (size_t i = 0; i < sinks.size(); ++i) {
+    auto assign = std::dynamic_pointer_cast<op::Assign>(sinks[i]);
+    if (!assign)
+      throw std::invalid_argument("[Function] sink " + std::to_string(i) + " (" +
+                                  (sinks[i] ? sinks[i]->get_name() : std::string("null")) +
+                                  ") is not an Assign");
+    if (!states.insert(assign->get_state().get()).second)
+      throw std::invalid_argument("[Function] variable " + assign->get_state()->get_name() +
+                                  " is updated twice");
+  }
+  m_sinks = sinks;
+  validate();
+}
+
 size_t Function::get_parameter_index(const op::Parameter* p) const {
   for (size_t i = 0; i < m_parameters.size(); ++i)
     if (m_parameters[i].get() == p) return i;
@@ -99,6 +119,7 @@ void Function::validate() const {
 NodeVector Function::get_ordered_ops() const {
   NodeVector roots(m_parameters.begin(), m_parameters.end());
   roots.insert(roots.end(), m_results.begin(), m_results.end());
+  roots.insert(roots.end(), m_sinks.begin(), m_sinks.end());
   return topological_sort(roots);
 }
 
@@ -117,7 +138,9 @@ std::shared_ptr<Function> Function::clone() const {
     params.push_back(std::static_pointer_cast<op::Parameter>(map.at(p.get())));
   OutputVector results;
   for (const auto& r : m_results) results.push_back(map.at(r.get()));
-  return std::make_shared<Function>(results, params, m_name);
+  NodeVector sinks;
+  for (const auto& s : m_sinks) sinks.push_back(map.at(s.get()));
+  return std::make_shared<Function>(results, sinks, params, m_name);
 }
 
 std::string Function::to_string() const {

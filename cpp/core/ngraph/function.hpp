@@ -26,13 +26,18 @@ class Function {
            const std::string& name = "");
   Function(const NodeVector& results, const ParameterVector& parameters,
            const std::string& name = "");
+  // With sinks: nodes without outputs that must run (variable updates: op::Assign). At most
+  // one Assign per variable.
+  Function(const OutputVector& results, const NodeVector& sinks, const ParameterVector& parameters,
+           const std::string& name = "");
 
   const ParameterVector& get_parameters() const { return m_parameters; }
   const ResultVector& get_results() const { return m_results; }
+  const NodeVector& get_sinks() const { return m_sinks; }
   const std::string& get_name() const { return m_name; }
   size_t get_parameter_index(const op::Parameter* p) const;  // throws if absent
 
-  // Parameters first (in order), then everything the results need, then the results.
+  // Parameters first (in order), then everything the results and sinks need.
   NodeVector get_ordered_ops() const;
   // A deep copy: new nodes, same ops, attributes, names and constant data.
   std::shared_ptr<Function> clone() const;
@@ -45,6 +50,7 @@ class Function {
   std::string m_name;
   ParameterVector m_parameters;
   ResultVector m_results;
+  NodeVector m_sinks;
 };
 
 // Redirects every use of a key inside `f` to its value (chains are followed). The values must

@@ -66,6 +66,10 @@ class Node : public std::enable_shared_from_this<Node> {
   virtual void visit_attributes(AttributeVisitor&) {}
   // A copy of this node (same op and attributes) on new inputs, validated.
   virtual std::shared_ptr<Node> clone_with_new_inputs(const OutputVector& inputs) const = 0;
+  // The gradient rule: given the gradients of this node's outputs (deltas), adds the
+  // gradient of each differentiable input with adjoints.add_delta. The default throws
+  // autodiff::NoGradientRule naming the op.
+  virtual void generate_adjoints(autodiff::Adjoints& adjoints, const OutputVector& deltas);
   // For common-subexpression elimination: equal ops with equal attributes on equal inputs
   // compute the same value. Stateful ops (later: variables, collectives) return false.
   virtual bool is_pure() const { return true; }

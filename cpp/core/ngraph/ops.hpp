@@ -6,3 +6,4 @@
 #include "ngraph/ops/parameter.hpp"
 #include "ngraph/ops/reduction.hpp"
 #include "ngraph/ops/shape_ops.hpp"
+#include "ngraph/ops/variable.hpp"

@@ -1,5 +1,11 @@
 #include "ngraph/ops/dot.hpp"
 
+#include <numeric>
+
+#include "ngraph/autodiff/adjoints.hpp"
+#include "ngraph/ops/reduction.hpp"
+#include "ngraph/ops/shape_ops.hpp"
+
 #include "ngraph/ops/elementwise.hpp"
 
 namespace ngraph {
@@ -73,6 +79,62 @@ void MatMul::validate_and_infer_types() {
   if (!a_vec) out.push_back(m);
   if (!b_vec) out.push_back(n);
   set_output_type(0, t0, out);
+}
+
+// d(a . b): da = delta . b^T over b's free axes, db = a^T . delta over a's free axes, where
+// ^T moves the reduced axes to the other end (nGraph's Dot adjoints).
+void Dot::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
+  auto a = input_value(0), b = input_value(1);
+  const Shape& sa = a.get_shape();
+  const Shape& sb = b.get_shape();
+  size_t n = get_reduction_axes_count();
+  size_t a_free = sa.size() - n, b_free = sb.size() - n;
+  // b^T: b's free axes first, then its reduced axes.
+  AxisVector b_order;
+  Shape bt_shape;
+  for (size_t i = n; i < sb.size(); ++i) b_order.push_back(i);
+  for (size_t i = 0; i < n; ++i) b_order.push_back(i);
+  for (auto i : b_order) bt_shape.push_back(sb[i]);
+  auto bt = std::make_shared<Reshape>(b, b_order, bt_shape);
+  adj.add_delta(a, std::make_shared<Dot>(deltas[0], bt, static_cast<int64_t>(b_free)));
+  // a^T: a's reduced axes first, then its free axes.
+  AxisVector a_order;
+  Shape at_shape;
+  for (size_t i = a_free; i < sa.size(); ++i) a_order.push_back(i);
+  for (size_t i = 0; i < a_free; ++i) a_order.push_back(i);
+  for (auto i : a_order) at_shape.push_back(sa[i]);
+  auto at = std::make_shared<Reshape>(a, a_order, at_shape);
+  adj.add_delta(b, std::make_shared<Dot>(at, deltas[0], static_cast<int64_t>(a_free)));
+}
+
+// With A' = op(a), B' = op(b) (op = optional transpose): dA' = delta B'^T, dB' = A'^T delta,
+// computed on the 1-D-promoted shapes and summed over broadcast batch axes.
+void MatMul::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
+  Output a = input_value(0), b = input_value(1), delta = deltas[0];
+  const Shape sa = a.get_shape(), sb = b.get_shape();
+  auto as_shape = [](const Output& v, const Shape& s) -> Output {
+    if (v.get_shape() == s) return v;
+    AxisVector order(v.get_shape().size());
+    std::iota(order.begin(), order.end(), 0);
+    return std::make_shared<Reshape>(v, order, s);
+  };
+  bool a_vec = sa.size() == 1, b_vec = sb.size() == 1;
+  bool ta = m_transpose_a && !a_vec, tb = m_transpose_b && !b_vec;
+  Shape pa = sa, pb = sb;
+  if (a_vec) pa.insert(pa.begin(), 1);
+  if (b_vec) pb.push_back(1);
+  Output a2 = as_shape(a, pa), b2 = as_shape(b, pb);
+  // The output with the promoted axes put back.
+  Shape pd = delta.get_shape();
+  if (a_vec) pd.insert(pd.end() - (b_vec ? 0 : 1), 1);
+  if (b_vec) pd.push_back(1);
+  Output d2 = as_shape(delta, pd);
+  Output da = ta ? Output(std::make_shared<MatMul>(b2, d2, tb, true))
+                 : Output(std::make_shared<MatMul>(d2, b2, false, !tb));
+  Output db = tb ? Output(std::make_shared<MatMul>(d2, a2, true, ta))
+                 : Output(std::make_shared<MatMul>(a2, d2, !ta, false));
+  adj.add_delta(a, as_shape(autodiff::reduce_to_shape(da, pa), sa));
+  adj.add_delta(b, as_shape(autodiff::reduce_to_shape(db, pb), sb));
 }
 
 NGRAPH_REGISTER_OP(Dot);

@@ -1,5 +1,9 @@
 #include "ngraph/ops/elementwise.hpp"
 
+#include "ngraph/autodiff/adjoints.hpp"
+#include "ngraph/ops/reduction.hpp"
+#include "ngraph/ops/shape_ops.hpp"
+
 namespace ngraph {
 namespace op {
 
@@ -73,6 +77,130 @@ void Convert::validate_and_infer_types() {
   check_input_count(1);
   if (m_type == element::undefined) fail_type("destination type must be defined");
   set_output_type(0, m_type, get_input_shape(0));
+}
+
+// ------------------------------------------------------------------------ gradient rules
+// delta is the gradient of the output; inputs that were broadcast get it summed back
+// (reduce_to_shape). Products with inputs use NumPy broadcasting so no zeros are stored.
+
+namespace {
+using autodiff::reduce_to_shape;
+using autodiff::scalar;
+const std::string np = "numpy";
+
+Output mul(const Output& a, const Output& b) { return std::make_shared<Multiply>(a, b, np); }
+Output div(const Output& a, const Output& b) { return std::make_shared<Divide>(a, b, np); }
+Output neg(const Output& a) { return std::make_shared<Negative>(a); }
+Output cst(const Output& like, double v) { return scalar(like.get_element_type(), v); }
+
+// Adds delta (of the output's shape) to input i, summed down to its shape.
+void add_input_delta(autodiff::Adjoints& adj, const Node& node, size_t i, const Output& delta) {
+  adj.add_delta(node.input_value(i), reduce_to_shape(delta, node.get_input_shape(i)));
+}
+}  // namespace
+
+void Negative::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
+  adj.add_delta(input_value(0), neg(deltas[0]));
+}
+void Abs::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
+  adj.add_delta(input_value(0), mul(deltas[0], std::make_shared<Sign>(input_value(0))));
+}
+// Sign, Floor and Ceiling are piecewise constant: their derivative is 0 wherever it exists.
+void Sign::generate_adjoints(autodiff::Adjoints& adj, const OutputVector&) {
+  adj.add_delta(input_value(0), autodiff::zeros(get_element_type(), get_shape()));
+}
+void Floor::generate_adjoints(autodiff::Adjoints& adj, const OutputVector&) {
+  adj.add_delta(input_value(0), autodiff::zeros(get_element_type(), get_shape()));
+}
+void Ceiling::generate_adjoints(autodiff::Adjoints& adj, const OutputVector&) {
+  adj.add_delta(input_value(0), autodiff::zeros(get_element_type(), get_shape()));
+}
+void Relu::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
+  auto x = input_value(0);
+  auto positive = std::make_shared<Greater>(x, cst(x, 0.0), np);
+  adj.add_delta(x, std::make_shared<Select>(positive, deltas[0], cst(x, 0.0), np));
+}
+void Exp::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
+  adj.add_delta(input_value(0), mul(deltas[0], output(0)));
+}
+void Log::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
+  adj.add_delta(input_value(0), div(deltas[0], input_value(0)));
+}
+void Sqrt::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
+  adj.add_delta(input_value(0), div(deltas[0], mul(output(0), cst(output(0), 2.0))));
+}
+void Sin::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
+  adj.add_delta(input_value(0), mul(deltas[0], std::make_shared<Cos>(input_value(0))));
+}
+void Cos::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
+  adj.add_delta(input_value(0), neg(mul(deltas[0], std::make_shared<Sin>(input_value(0)))));
+}
+void Tanh::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
+  // 1 - tanh^2
+  auto y = output(0);
+  auto d = std::make_shared<Subtract>(cst(y, 1.0), mul(y, y), np);
+  adj.add_delta(input_value(0), mul(deltas[0], d));
+}
+void Sigmoid::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
+  // s (1 - s)
+  auto y = output(0);
+  auto d = mul(y, std::make_shared<Subtract>(cst(y, 1.0), y, np));
+  adj.add_delta(input_value(0), mul(deltas[0], d));
+}
+
+void Add::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
+  add_input_delta(adj, *this, 0, deltas[0]);
+  add_input_delta(adj, *this, 1, deltas[0]);
+}
+void Subtract::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
+  add_input_delta(adj, *this, 0, deltas[0]);
+  add_input_delta(adj, *this, 1, neg(deltas[0]));
+}
+void Multiply::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
+  add_input_delta(adj, *this, 0, mul(deltas[0], input_value(1)));
+  add_input_delta(adj, *this, 1, mul(deltas[0], input_value(0)));
+}
+void Divide::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
+  // d(a/b) = da / b - db * (a/b) / b
+  auto b = input_value(1);
+  add_input_delta(adj, *this, 0, div(deltas[0], b));
+  add_input_delta(adj, *this, 1, neg(div(mul(deltas[0], output(0)), b)));
+}
+void Power::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
+  // d(a^b) = b a^(b-1) da + log(a) a^b db
+  auto a = input_value(0), b = input_value(1);
+  auto b_minus_1 = std::make_shared<Subtract>(b, cst(b, 1.0), np);
+  auto da = mul(mul(deltas[0], b), std::make_shared<Power>(a, b_minus_1, np));
+  add_input_delta(adj, *this, 0, da);
+  auto db = mul(mul(deltas[0], output(0)), std::make_shared<Log>(a));
+  add_input_delta(adj, *this, 1, db);
+}
+// At ties the whole gradient goes to arg0, so the two parts always add up to delta.
+void Maximum::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
+  auto a_wins = std::make_shared<GreaterEq>(input_value(0), input_value(1), np);
+  auto zero = cst(deltas[0], 0.0);
+  add_input_delta(adj, *this, 0, std::make_shared<Select>(a_wins, deltas[0], zero, np));
+  add_input_delta(adj, *this, 1, std::make_shared<Select>(a_wins, zero, deltas[0], np));
+}
+void Minimum::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
+  auto a_wins = std::make_shared<LessEq>(input_value(0), input_value(1), np);
+  auto zero = cst(deltas[0], 0.0);
+  add_input_delta(adj, *this, 0, std::make_shared<Select>(a_wins, deltas[0], zero, np));
+  add_input_delta(adj, *this, 1, std::make_shared<Select>(a_wins, zero, deltas[0], np));
+}
+// The condition is boolean: it gets no gradient (not an error: it is not differentiable data).
+void Select::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
+  auto zero = cst(deltas[0], 0.0);
+  add_input_delta(adj, *this, 1, std::make_shared<Select>(input_value(0), deltas[0], zero, np));
+  add_input_delta(adj, *this, 2, std::make_shared<Select>(input_value(0), zero, deltas[0], np));
+}
+void Convert::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
+  element::Type from = get_input_element_type(0);
+  if (!from.is_real())
+    throw autodiff::NoGradientRule("[Convert] is not differentiable: its input (node " +
+                                   input_value(0).get_node()->get_name() + ") has element type " +
+                                   from.get_type_name());
+  adj.add_delta(input_value(0), std::make_shared<Convert>(deltas[0], from));
 }
 
 NGRAPH_REGISTER_OP(Negative);

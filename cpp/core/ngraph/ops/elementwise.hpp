@@ -61,49 +61,57 @@ class BinaryElementwise : public Op<T> {
   std::string m_auto_broadcast = "none";
 };
 
-#define NGRAPH_UNARY_OP(Name, Kind)                                  \
+// `GRAD` declares the op's gradient rule (defined in elementwise.cpp); ops with
+// boolean results or inputs have none (NOGRAD).
+#define NGRAPH_GRAD_DECL \
+  void generate_adjoints(autodiff::Adjoints& adjoints, const OutputVector& deltas) override;
+#define NGRAPH_NOGRAD_DECL
+
+#define NGRAPH_UNARY_OP(Name, Kind, Grad)                            \
   class Name : public UnaryElementwise<Name, ElementKind::Kind> {   \
    public:                                                           \
     static constexpr const char* type_name = #Name;                  \
     using UnaryElementwise::UnaryElementwise;                        \
+    NGRAPH_##Grad##_DECL                                             \
   };
 
-#define NGRAPH_BINARY_OP(Name, Kind, BoolOut)                               \
+#define NGRAPH_BINARY_OP(Name, Kind, BoolOut, Grad)                         \
   class Name : public BinaryElementwise<Name, ElementKind::Kind, BoolOut> { \
    public:                                                                  \
     static constexpr const char* type_name = #Name;                         \
     using BinaryElementwise::BinaryElementwise;                             \
+    NGRAPH_##Grad##_DECL                                                    \
   };
 
-NGRAPH_UNARY_OP(Negative, numeric)
-NGRAPH_UNARY_OP(Abs, numeric)
-NGRAPH_UNARY_OP(Sign, numeric)
-NGRAPH_UNARY_OP(Floor, numeric)
-NGRAPH_UNARY_OP(Ceiling, numeric)
-NGRAPH_UNARY_OP(Relu, numeric)
-NGRAPH_UNARY_OP(Exp, real)
-NGRAPH_UNARY_OP(Log, real)
-NGRAPH_UNARY_OP(Sqrt, real)
-NGRAPH_UNARY_OP(Sin, real)
-NGRAPH_UNARY_OP(Cos, real)
-NGRAPH_UNARY_OP(Tanh, real)
-NGRAPH_UNARY_OP(Sigmoid, real)
-NGRAPH_UNARY_OP(LogicalNot, boolean)
+NGRAPH_UNARY_OP(Negative, numeric, GRAD)
+NGRAPH_UNARY_OP(Abs, numeric, GRAD)
+NGRAPH_UNARY_OP(Sign, numeric, GRAD)
+NGRAPH_UNARY_OP(Floor, numeric, GRAD)
+NGRAPH_UNARY_OP(Ceiling, numeric, GRAD)
+NGRAPH_UNARY_OP(Relu, numeric, GRAD)
+NGRAPH_UNARY_OP(Exp, real, GRAD)
+NGRAPH_UNARY_OP(Log, real, GRAD)
+NGRAPH_UNARY_OP(Sqrt, real, GRAD)
+NGRAPH_UNARY_OP(Sin, real, GRAD)
+NGRAPH_UNARY_OP(Cos, real, GRAD)
+NGRAPH_UNARY_OP(Tanh, real, GRAD)
+NGRAPH_UNARY_OP(Sigmoid, real, GRAD)
+NGRAPH_UNARY_OP(LogicalNot, boolean, NOGRAD)
 
-NGRAPH_BINARY_OP(Add, numeric, false)
-NGRAPH_BINARY_OP(Subtract, numeric, false)
-NGRAPH_BINARY_OP(Multiply, numeric, false)
-NGRAPH_BINARY_OP(Power, numeric, false)
-NGRAPH_BINARY_OP(Maximum, numeric, false)
-NGRAPH_BINARY_OP(Minimum, numeric, false)
-NGRAPH_BINARY_OP(Equal, any, true)
-NGRAPH_BINARY_OP(NotEqual, any, true)
-NGRAPH_BINARY_OP(Greater, numeric, true)
-NGRAPH_BINARY_OP(GreaterEq, numeric, true)
-NGRAPH_BINARY_OP(Less, numeric, true)
-NGRAPH_BINARY_OP(LessEq, numeric, true)
-NGRAPH_BINARY_OP(LogicalAnd, boolean, true)
-NGRAPH_BINARY_OP(LogicalOr, boolean, true)
+NGRAPH_BINARY_OP(Add, numeric, false, GRAD)
+NGRAPH_BINARY_OP(Subtract, numeric, false, GRAD)
+NGRAPH_BINARY_OP(Multiply, numeric, false, GRAD)
+NGRAPH_BINARY_OP(Power, numeric, false, GRAD)
+NGRAPH_BINARY_OP(Maximum, numeric, false, GRAD)
+NGRAPH_BINARY_OP(Minimum, numeric, false, GRAD)
+NGRAPH_BINARY_OP(Equal, any, true, NOGRAD)
+NGRAPH_BINARY_OP(NotEqual, any, true, NOGRAD)
+NGRAPH_BINARY_OP(Greater, numeric, true, NOGRAD)
+NGRAPH_BINARY_OP(GreaterEq, numeric, true, NOGRAD)
+NGRAPH_BINARY_OP(Less, numeric, true, NOGRAD)
+NGRAPH_BINARY_OP(LessEq, numeric, true, NOGRAD)
+NGRAPH_BINARY_OP(LogicalAnd, boolean, true, NOGRAD)
+NGRAPH_BINARY_OP(LogicalOr, boolean, true, NOGRAD)
 
 // Integer division rounds toward negative infinity when pythondiv is true (Python's //),
 // toward zero otherwise (C's /). Integer division by zero is an error at run time.
@@ -119,6 +127,7 @@ class Divide : public BinaryElementwise<Divide, ElementKind::numeric, false> {
     v.on("pythondiv", m_pythondiv);
   }
   bool is_pythondiv() const { return m_pythondiv; }
+  void generate_adjoints(autodiff::Adjoints& adjoints, const OutputVector& deltas) override;
 
  private:
   bool m_pythondiv = true;
@@ -134,6 +143,7 @@ class Select : public Op<Select> {
   void validate_and_infer_types() override;
   void visit_attributes(AttributeVisitor& v) override { v.on("auto_broadcast", m_auto_broadcast); }
   const std::string& get_auto_broadcast() const { return m_auto_broadcast; }
+  void generate_adjoints(autodiff::Adjoints& adjoints, const OutputVector& deltas) override;
 
  private:
   std::string m_auto_broadcast = "none";
@@ -149,6 +159,7 @@ class Convert : public Op<Convert> {
   void validate_and_infer_types() override;
   void visit_attributes(AttributeVisitor& v) override { v.on("destination_type", m_type); }
   element::Type get_destination_type() const { return m_type; }
+  void generate_adjoints(autodiff::Adjoints& adjoints, const OutputVector& deltas) override;
 
  private:
   element::Type m_type = element::f32;

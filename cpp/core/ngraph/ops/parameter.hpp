@@ -31,6 +31,7 @@ class Result : public Op<Result> {
   static constexpr const char* type_name = "Result";
   Result() = default;
   explicit Result(const Output& arg);
+  void generate_adjoints(autodiff::Adjoints& adjoints, const OutputVector& deltas) override;
   void validate_and_infer_types() override;
   bool is_pure() const override { return false; }
 };

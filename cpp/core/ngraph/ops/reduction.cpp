@@ -1,5 +1,7 @@
 #include "ngraph/ops/reduction.hpp"
 
+#include "ngraph/autodiff/adjoints.hpp"
+
 namespace ngraph {
 namespace op {
 
@@ -30,6 +32,71 @@ void OneHot::validate_and_infer_types() {
     fail(concat_message("arg shape ", get_input_shape(0), " does not match result shape ",
                         m_shape, " without one_hot_axis ", m_axis, " (", expected, ")"));
   set_output_type(0, get_input_element_type(0), m_shape);
+}
+
+// ------------------------------------------------------------------------ gradient rules
+
+namespace {
+const std::string np = "numpy";
+// An output-shaped value broadcast back over the reduced axes.
+Output expand(const Output& v, const Shape& shape, const AxisSet& axes) {
+  return std::make_shared<Broadcast>(v, shape, axes);
+}
+}  // namespace
+
+void Sum::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
+  adj.add_delta(input_value(0), expand(deltas[0], get_input_shape(0), m_axes));
+}
+
+// The gradient is shared equally by the elements that attain the extreme value.
+void extreme_adjoints(Node& node, const AxisSet& axes, autodiff::Adjoints& adj,
+                      const Output& delta) {
+  Output x = node.input_value(0);
+  const Shape& shape = x.get_shape();
+  element::Type t = x.get_element_type();
+  auto hit = std::make_shared<Convert>(
+      std::make_shared<Equal>(x, expand(node.output(0), shape, axes)), t);
+  auto count = std::make_shared<Sum>(hit, axes);
+  auto share = std::make_shared<Divide>(delta, count);
+  adj.add_delta(x, std::make_shared<Multiply>(expand(share, shape, axes), hit));
+}
+
+void Max::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
+  extreme_adjoints(*this, m_axes, adj, deltas[0]);
+}
+void Min::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
+  extreme_adjoints(*this, m_axes, adj, deltas[0]);
+}
+
+// d prod / d x_i is the product of the other elements; computed without dividing by zero:
+// with no zero in the group it is prod / x_i, with one zero only that element gets the product
+// of the rest, with two or more every element gets 0.
+void Product::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
+  Output x = input_value(0);
+  const Shape& shape = x.get_shape();
+  element::Type t = x.get_element_type();
+  auto zero = autodiff::scalar(t, 0.0), one = autodiff::scalar(t, 1.0);
+  auto is_zero = std::make_shared<Equal>(x, zero, np);
+  auto nonzero_x = std::make_shared<Select>(is_zero, one, x, np);
+  auto zeros_in_group = expand(std::make_shared<Sum>(std::make_shared<Convert>(is_zero, t), m_axes),
+                               shape, m_axes);
+  auto rest = expand(std::make_shared<Product>(nonzero_x, m_axes), shape, m_axes);
+  auto no_zero = std::make_shared<Equal>(zeros_in_group, zero, np);
+  auto one_zero_here = std::make_shared<LogicalAnd>(
+      std::make_shared<Equal>(zeros_in_group, one, np), is_zero, np);
+  auto others = std::make_shared<Select>(
+      no_zero, std::make_shared<Divide>(rest, nonzero_x),
+      std::make_shared<Select>(one_zero_here, rest, zero, np));
+  adj.add_delta(x, std::make_shared<Multiply>(expand(deltas[0], shape, m_axes), others));
+}
+
+// dx = y * (delta - sum(delta * y)) over the softmax axes.
+void Softmax::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
+  Output y = output(0);
+  const Shape& shape = get_shape();
+  auto dy = std::make_shared<Multiply>(deltas[0], y);
+  auto s = expand(std::make_shared<Sum>(dy, m_axes), shape, m_axes);
+  adj.add_delta(input_value(0), std::make_shared<Multiply>(y, std::make_shared<Subtract>(deltas[0], s)));
 }
 
 NGRAPH_REGISTER_OP(Sum);

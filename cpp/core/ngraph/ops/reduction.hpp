@@ -42,11 +42,13 @@ class ArithmeticReduction : public Op<T>, public ReductionAxes {
   void visit_attributes(AttributeVisitor& v) override { v.on("reduction_axes", m_axes); }
 };
 
-#define NGRAPH_REDUCTION_OP(Name)                               \
-  class Name : public ArithmeticReduction<Name> {               \
-   public:                                                      \
-    static constexpr const char* type_name = #Name;             \
-    using ArithmeticReduction::ArithmeticReduction;             \
+#define NGRAPH_REDUCTION_OP(Name)                                                    \
+  class Name : public ArithmeticReduction<Name> {                                    \
+   public:                                                                           \
+    static constexpr const char* type_name = #Name;                                  \
+    using ArithmeticReduction::ArithmeticReduction;                                  \
+    void generate_adjoints(autodiff::Adjoints& adjoints, const OutputVector& deltas) \
+        override;                                                                    \
   };
 
 NGRAPH_REDUCTION_OP(Sum)
@@ -109,6 +111,7 @@ class Softmax : public Op<Softmax> {
   void validate_and_infer_types() override;
   void visit_attributes(AttributeVisitor& v) override { v.on("axes", m_axes); }
   const AxisSet& get_axes() const { return m_axes; }
+  void generate_adjoints(autodiff::Adjoints& adjoints, const OutputVector& deltas) override;
 
  private:
   AxisSet m_axes;

@@ -1,5 +1,8 @@
 #include "ngraph/ops/shape_ops.hpp"
 
+#include "ngraph/autodiff/adjoints.hpp"
+#include "ngraph/ops/reduction.hpp"
+
 #include <algorithm>
 #include <numeric>
 
@@ -168,6 +171,176 @@ void Reverse::validate_and_infer_types() {
   check_input_count(1);
   check_axes(*this, "reversed_axes", m_axes, get_input_shape(0));
   set_output_type(0, get_input_element_type(0), get_input_shape(0));
+}
+
+// ------------------------------------------------------------------------ gradient rules
+
+namespace {
+AxisVector identity_order(size_t rank) {
+  AxisVector order(rank);
+  std::iota(order.begin(), order.end(), 0);
+  return order;
+}
+Output reshape_to(const Output& v, const Shape& s) {
+  if (v.get_shape() == s) return v;
+  return std::make_shared<Reshape>(v, identity_order(v.get_shape().size()), s);
+}
+// Places `v` (shape `part`) at `lower` inside zeros of shape `whole`.
+Output pad_into(const Output& v, const Coordinate& lower, const Shape& whole) {
+  CoordinateDiff below, above;
+  for (size_t i = 0; i < whole.size(); ++i) {
+    below.push_back(static_cast<std::ptrdiff_t>(lower[i]));
+    above.push_back(static_cast<std::ptrdiff_t>(whole[i] - lower[i] - v.get_shape()[i]));
+  }
+  return std::make_shared<Pad>(v, autodiff::scalar(v.get_element_type(), 0.0), below, above);
+}
+}  // namespace
+
+void Broadcast::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
+  adj.add_delta(input_value(0), std::make_shared<Sum>(deltas[0], m_broadcast_axes));
+}
+
+void Reshape::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
+  // Undo the layout (to the permuted input shape), then the permutation.
+  const Shape& in = get_input_shape(0);
+  Shape permuted;
+  for (auto a : m_input_order) permuted.push_back(in[a]);
+  Output d = reshape_to(deltas[0], permuted);
+  if (is_transpose()) {
+    AxisVector inverse(m_input_order.size());
+    for (size_t i = 0; i < m_input_order.size(); ++i) inverse[m_input_order[i]] = i;
+    d = std::make_shared<Reshape>(d, inverse, in);
+  }
+  adj.add_delta(input_value(0), d);
+}
+
+// The gradient of a slice is the delta scattered back: strides are undone by interleaving
+// zeros (reshape to {n,1}, pad to {n,stride}, flatten, trim), then padded into place.
+void Slice::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
+  const Shape& in = get_input_shape(0);
+  const Shape& out = get_shape();
+  element::Type t = get_element_type();
+  if (shape_size(out) == 0) {
+    adj.add_delta(input_value(0), autodiff::zeros(t, in));  // nothing was read
+    return;
+  }
+  Output d = deltas[0];
+  bool strided = false;
+  for (auto s : m_strides) strided = strided || s > 1;
+  Shape spread;  // extent covered by the strided elements: (n - 1) * stride + 1
+  for (size_t i = 0; i < out.size(); ++i) spread.push_back((out[i] - 1) * m_strides[i] + 1);
+  if (strided) {
+    Shape interleaved, padded_shape, flat;
+    CoordinateDiff below, above;
+    for (size_t i = 0; i < out.size(); ++i) {
+      interleaved.push_back(out[i]);
+      interleaved.push_back(1);
+      below.push_back(0);
+      below.push_back(0);
+      above.push_back(0);
+      above.push_back(static_cast<std::ptrdiff_t>(m_strides[i]) - 1);
+      flat.push_back(out[i] * m_strides[i]);
+    }
+    Output p = std::make_shared<Pad>(reshape_to(d, interleaved), autodiff::scalar(t, 0.0), below,
+                                     above);
+    d = std::make_shared<Slice>(reshape_to(p, flat), Coordinate(out.size(), 0), Coordinate(spread));
+  }
+  adj.add_delta(input_value(0), pad_into(d, m_lower, in));
+}
+
+void Concat::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
+  const Shape& out = get_shape();
+  size_t offset = 0;
+  for (size_t i = 0; i < get_input_size(); ++i) {
+    const Shape& s = get_input_shape(i);
+    Coordinate lower(out.size(), 0), upper(out.begin(), out.end());
+    lower[m_axis] = offset;
+    upper[m_axis] = offset + s[m_axis];
+    offset += s[m_axis];
+    adj.add_delta(input_value(i), std::make_shared<Slice>(deltas[0], lower, upper));
+  }
+}
+
+// Axis by axis: the part of delta that holds arg's values goes back to arg; in "constant"
+// mode the rest goes to the pad value, in the other modes it is folded back onto the
+// elements it copies (edge: the first/last element; reflect/symmetric: mirrored ranges).
+void Pad::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
+  const Shape& in = get_input_shape(0);
+  element::Type t = get_element_type();
+  Output d = deltas[0];
+  Output kept_total;  // for the pad value: sum of what reached arg
+  for (size_t ax = 0; ax < in.size(); ++ax) {
+    Shape cur = d.get_shape();
+    auto n = static_cast<std::ptrdiff_t>(in[ax]);
+    std::ptrdiff_t below = m_below[ax], above = m_above[ax];
+    // arg indices [lo, hi) are present in the output, starting at out index max(below, 0).
+    std::ptrdiff_t lo = std::max<std::ptrdiff_t>(0, -below), hi = n - std::max<std::ptrdiff_t>(0, -above);
+    std::ptrdiff_t start = std::max<std::ptrdiff_t>(below, 0);
+    auto slice_axis = [&](const Output& v, std::ptrdiff_t b, std::ptrdiff_t e) -> Output {
+      Coordinate lower(cur.size(), 0), upper(v.get_shape().begin(), v.get_shape().end());
+      lower[ax] = static_cast<size_t>(b);
+      upper[ax] = static_cast<size_t>(e);
+      return std::make_shared<Slice>(v, lower, upper);
+    };
+    auto place = [&](const Output& v, std::ptrdiff_t at) -> Output {  // into arg's extent
+      Coordinate lower(cur.size(), 0);
+      lower[ax] = static_cast<size_t>(at);
+      Shape whole = v.get_shape();
+      whole[ax] = in[ax];
+      return pad_into(v, lower, whole);
+    };
+    Shape next = cur;
+    next[ax] = in[ax];
+    Output g;
+    if (hi > lo) g = place(slice_axis(d, start, start + (hi - lo)), lo);
+    else g = autodiff::zeros(t, next);
+    if (m_mode != "constant") {
+      auto add = [&](const Output& part) { g = std::make_shared<Add>(g, part); };
+      AxisSet axis{ax};
+      if (below > 0) {
+        Output region = slice_axis(d, 0, below);
+        if (m_mode == "edge") {
+          Shape one = region.get_shape();
+          one[ax] = 1;
+          add(place(reshape_to(std::make_shared<Sum>(region, axis), one), 0));
+        } else {
+          Output r = std::make_shared<Reverse>(region, axis);
+          add(place(r, m_mode == "reflect" ? 1 : 0));
+        }
+      }
+      if (above > 0) {
+        std::ptrdiff_t e = static_cast<std::ptrdiff_t>(cur[ax]);
+        Output region = slice_axis(d, e - above, e);
+        if (m_mode == "edge") {
+          Shape one = region.get_shape();
+          one[ax] = 1;
+          add(place(reshape_to(std::make_shared<Sum>(region, axis), one), n - 1));
+        } else {
+          Output r = std::make_shared<Reverse>(region, axis);
+          add(place(r, m_mode == "reflect" ? n - 1 - above : n - above));
+        }
+      }
+    }
+    d = g;
+  }
+  adj.add_delta(input_value(0), d);
+  // The pad value fills every output element that is not a copy of arg (constant mode).
+  Output value_grad;
+  if (m_mode == "constant") {
+    AxisSet all;
+    for (size_t i = 0; i < get_shape().size(); ++i) all.insert(i);
+    AxisSet all_in;
+    for (size_t i = 0; i < in.size(); ++i) all_in.insert(i);
+    value_grad = std::make_shared<Subtract>(std::make_shared<Sum>(deltas[0], all),
+                                            std::make_shared<Sum>(d, all_in));
+  } else {
+    value_grad = autodiff::zeros(t, Shape{});  // the value is not used
+  }
+  adj.add_delta(input_value(1), value_grad);
+}
+
+void Reverse::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
+  adj.add_delta(input_value(0), std::make_shared<Reverse>(deltas[0], m_axes));
 }
 
 NGRAPH_REGISTER_OP(Broadcast);

@@ -21,6 +21,7 @@ class Broadcast : public Op<Broadcast> {
     v.on("broadcast_axes", m_broadcast_axes);
   }
   const AxisSet& get_broadcast_axes() const { return m_broadcast_axes; }
+  void generate_adjoints(autodiff::Adjoints& adjoints, const OutputVector& deltas) override;
 
  private:
   Shape m_shape;
@@ -41,6 +42,7 @@ class Reshape : public Op<Reshape> {
   }
   const AxisVector& get_input_order() const { return m_input_order; }
   bool is_transpose() const;  // input_order is not the identity
+  void generate_adjoints(autodiff::Adjoints& adjoints, const OutputVector& deltas) override;
 
  private:
   AxisVector m_input_order;
@@ -63,6 +65,7 @@ class Slice : public Op<Slice> {
   }
   const Coordinate& get_lower_bounds() const { return m_lower; }
   const Strides& get_strides() const { return m_strides; }
+  void generate_adjoints(autodiff::Adjoints& adjoints, const OutputVector& deltas) override;
 
  private:
   Coordinate m_lower, m_upper;
@@ -80,6 +83,7 @@ class Concat : public Op<Concat> {
     v.on("concatenation_axis", m_axis);
   }
   size_t get_concatenation_axis() const { return m_axis; }
+  void generate_adjoints(autodiff::Adjoints& adjoints, const OutputVector& deltas) override;
 
  private:
   size_t m_axis = 0;
@@ -103,6 +107,7 @@ class Pad : public Op<Pad> {
   const CoordinateDiff& get_padding_below() const { return m_below; }
   const CoordinateDiff& get_padding_above() const { return m_above; }
   const std::string& get_pad_mode() const { return m_mode; }
+  void generate_adjoints(autodiff::Adjoints& adjoints, const OutputVector& deltas) override;
 
  private:
   CoordinateDiff m_below, m_above;
@@ -118,6 +123,7 @@ class Reverse : public Op<Reverse> {
   void validate_and_infer_types() override;
   void visit_attributes(AttributeVisitor& v) override { v.on("reversed_axes", m_axes); }
   const AxisSet& get_reversed_axes() const { return m_axes; }
+  void generate_adjoints(autodiff::Adjoints& adjoints, const OutputVector& deltas) override;
 
  private:
   AxisSet m_axes;

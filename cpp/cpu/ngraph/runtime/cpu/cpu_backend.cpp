@@ -78,7 +78,8 @@ std::string tensor_name(const Output& o) {
 }  // namespace
 
 bool is_structural_op(const std::string& op) {
-  return op == "Parameter" || op == "Constant" || op == "Result";
+  return op == "Parameter" || op == "Constant" || op == "Result" || op == "Variable" ||
+         op == "Assign";
 }
 
 CPUExecutable::CPUExecutable(std::shared_ptr<Function> function, const CompileOptions& options) {
@@ -115,6 +116,17 @@ CPUExecutable::CPUExecutable(std::shared_ptr<Function> function, const CompileOp
     if (is_structural_op(v.get_node()->get_type_name()) || result_binding.count(v)) continue;
     result_binding[v] = r;
   }
+  // Updates write straight into the variable's next buffer the same way.
+  std::map<Output, VariableState*> update_binding;
+  for (const auto& sink : m_function->get_sinks()) {
+    auto& assign = static_cast<op::Assign&>(*sink);
+    m_updated.push_back(assign.get_state());
+    Output v = assign.input_value(0);
+    if (is_structural_op(v.get_node()->get_type_name()) || result_binding.count(v) ||
+        update_binding.count(v))
+      continue;
+    update_binding[v] = assign.get_state().get();
+  }
 
   // Uses: the last step that reads each value.
   std::map<Output, size_t> last_use;
@@ -129,6 +141,11 @@ CPUExecutable::CPUExecutable(std::shared_ptr<Function> function, const CompileOp
     if (type == "Parameter") {
       slot_of[node->output(0)] = m_slots.size();
       m_slots.push_back({SlotKind::input, param_index.at(node.get())});
+    } else if (type == "Variable") {
+      slot_of[node->output(0)] = m_slots.size();
+      m_slots.push_back({SlotKind::variable_read, 0, nullptr,
+                         static_cast<op::Variable&>(*node).get_state().get()});
+      m_keep_alive.push_back(node);
     } else if (type == "Constant") {
       slot_of[node->output(0)] = m_slots.size();
       m_slots.push_back(
@@ -153,9 +170,12 @@ CPUExecutable::CPUExecutable(std::shared_ptr<Function> function, const CompileOp
       Output v = node->output(o);
       size_t bytes = shape_size(v.get_shape()) * v.get_element_type().size();
       auto bound = result_binding.find(v);
+      auto update = update_binding.find(v);
       slot_of[v] = m_slots.size();
       if (bound != result_binding.end()) {
         m_slots.push_back({SlotKind::output, bound->second});
+      } else if (update != update_binding.end()) {
+        m_slots.push_back({SlotKind::variable_write, 0, nullptr, update->second});
       } else {
         size_t off = planner.allocate(bytes);
         m_slots.push_back({SlotKind::arena, off});
@@ -187,8 +207,17 @@ CPUExecutable::CPUExecutable(std::shared_ptr<Function> function, const CompileOp
     Output v = m_results[r]->input_value(0);
     auto bound = result_binding.find(v);
     if (bound != result_binding.end() && bound->second == r) continue;
-    m_copies.push_back({slot_of.at(v), r,
+    m_slots.push_back({SlotKind::output, r});
+    m_copies.push_back({slot_of.at(v), m_slots.size() - 1,
                         shape_size(v.get_shape()) * v.get_element_type().size()});
+  }
+  for (const auto& sink : m_function->get_sinks()) {
+    auto& assign = static_cast<op::Assign&>(*sink);
+    Output v = assign.input_value(0);
+    auto bound = update_binding.find(v);
+    if (bound != update_binding.end() && bound->second == assign.get_state().get()) continue;
+    m_slots.push_back({SlotKind::variable_write, 0, nullptr, assign.get_state().get()});
+    m_copies.push_back({slot_of.at(v), m_slots.size() - 1, assign.get_state()->byte_size()});
   }
 
   m_arena_bytes = planner.size();
@@ -206,6 +235,8 @@ void* CPUExecutable::slot_ptr(size_t slot, void* const* outputs, const void* con
     case SlotKind::constant: return const_cast<void*>(s.constant);
     case SlotKind::input: return const_cast<void*>(inputs[s.index]);
     case SlotKind::output: return outputs[s.index];
+    case SlotKind::variable_read: return s.variable->read_buffer();
+    case SlotKind::variable_write: return s.variable->write_buffer();
   }
   return nullptr;
 }
@@ -220,7 +251,11 @@ void CPUExecutable::call_raw(void* const* outputs, const void* const* inputs) {
     step.kernel(step.in_ptrs.data(), step.out_ptrs.data());
   }
   for (const auto& c : m_copies)
-    if (c.bytes) std::memcpy(outputs[c.output], slot_ptr(c.from_slot, outputs, inputs), c.bytes);
+    if (c.bytes)
+      std::memcpy(slot_ptr(c.to_slot, outputs, inputs), slot_ptr(c.from_slot, outputs, inputs),
+                  c.bytes);
+  // Every update becomes the current value at once, after all reads of the old ones.
+  for (const auto& state : m_updated) state->commit();
 }
 
 std::vector<std::string> CPUExecutable::get_schedule() const {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "ngraph/ops/variable.hpp"
 #include "ngraph/runtime/backend.hpp"
 #include "ngraph/runtime/cpu/kernel.hpp"
 
@@ -43,11 +44,12 @@ class CPUExecutable : public Executable {
   const std::vector<BufferAssignment>& get_buffer_assignments() const { return m_assignments; }
 
  private:
-  enum class SlotKind { arena, constant, input, output };
+  enum class SlotKind { arena, constant, input, output, variable_read, variable_write };
   struct Slot {
     SlotKind kind;
     size_t index;  // arena offset, input index or output index
     const void* constant = nullptr;
+    VariableState* variable = nullptr;
   };
   struct Step {
     std::string name;
@@ -56,9 +58,9 @@ class CPUExecutable : public Executable {
     std::vector<const void*> in_ptrs;
     std::vector<void*> out_ptrs;
   };
-  struct Copy {  // a result that is a parameter, a constant or another result's value
+  struct Copy {  // a result (or update) whose value no kernel wrote in place
     size_t from_slot;
-    size_t output;
+    size_t to_slot;
     size_t bytes;
   };
 
@@ -69,6 +71,7 @@ class CPUExecutable : public Executable {
   std::vector<Slot> m_slots;
   std::vector<Step> m_steps;
   std::vector<Copy> m_copies;
+  std::vector<std::shared_ptr<VariableState>> m_updated;  // committed after each call
   std::shared_ptr<char> m_arena;
   size_t m_arena_bytes = 0;
   size_t m_unshared_bytes = 0;

@@ -1,0 +1,121 @@
+"""Optimizers that build update pairs for ``runtime.computation(..., updates=...)``.
+
+Their state (momentum buffers, Adam's moments and step count) is made of variables, so a
+whole training step - forward, backward, optimizer update - is one compiled executable and
+nothing round-trips through Python between steps.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from ngraph import ops
+from ngraph._ngraph import Node, Variable
+from ngraph.autodiff import gradients
+
+Updates = list  # list[tuple[Variable, Node]]
+
+
+def variable(initial_value, dtype=None, name: str | None = None) -> Variable:
+    """A variable holding `initial_value` (an array or scalar; converted to `dtype` if
+    given). Use it wherever a node is; read it with get_value(), replace it with set_value()."""
+    from ngraph._ngraph import make_variable
+    from ngraph.utils import to_dtype
+
+    value = np.asarray(initial_value, dtype=None if dtype is None else to_dtype(dtype))
+    if dtype is None and value.dtype == np.float64 and not isinstance(initial_value, np.ndarray):
+        value = value.astype(np.float32)  # Python floats become float32, as for parameters
+    return make_variable(np.array(value, order="C"), name or "")
+
+
+class Optimizer:
+    """Base class: `updates(loss, variables)` returns (variable, new value) pairs."""
+
+    def __init__(self, learning_rate: float) -> None:
+        if not learning_rate > 0:
+            raise ValueError(f"learning_rate must be > 0, got {learning_rate}")
+        self.learning_rate = float(learning_rate)
+
+    def updates(self, loss: Node, variables: Sequence[Variable],
+                grads: Sequence[Node] | None = None) -> Updates:
+        """Update pairs minimising `loss` over `variables`. Pass `grads` to use gradients
+        computed elsewhere (for example averaged across ranks)."""
+        variables = list(variables)
+        for i, v in enumerate(variables):
+            if not isinstance(v, Variable):
+                raise TypeError(f"[{type(self).__name__}] variables[{i}] ({v!r}) is not a "
+                                "variable; make it with ng.variable")
+        if grads is None:
+            grads = gradients(loss, variables)
+        elif len(grads) != len(variables):
+            raise ValueError(f"[{type(self).__name__}] got {len(grads)} gradients for "
+                             f"{len(variables)} variables")
+        out: Updates = []
+        for v, g in zip(variables, grads):
+            out.extend(self._update(v, g))
+        out.extend(self._step_updates())
+        return out
+
+    def _update(self, v: Variable, g: Node) -> Updates:
+        raise NotImplementedError
+
+    def _step_updates(self) -> Updates:
+        return []
+
+    def _slot(self, v: Variable, what: str) -> Variable:
+        return variable(np.zeros(v.shape, v.dtype), name=f"{v.name}/{what}")
+
+
+class SGD(Optimizer):
+    """Stochastic gradient descent, optionally with (Nesterov) momentum, as in PyTorch:
+    buf = momentum * buf + g; w -= lr * (g + momentum * buf if nesterov else buf)."""
+
+    def __init__(self, learning_rate: float = 0.01, momentum: float = 0.0,
+                 nesterov: bool = False) -> None:
+        super().__init__(learning_rate)
+        if momentum < 0:
+            raise ValueError(f"momentum must be >= 0, got {momentum}")
+        if nesterov and momentum == 0:
+            raise ValueError("nesterov momentum needs momentum > 0")
+        self.momentum = float(momentum)
+        self.nesterov = bool(nesterov)
+
+    def _update(self, v: Variable, g: Node) -> Updates:
+        lr = self.learning_rate
+        if self.momentum == 0:
+            return [(v, v - g * lr)]
+        buf = self._slot(v, "momentum")
+        new_buf = buf * self.momentum + g
+        step = g + new_buf * self.momentum if self.nesterov else new_buf
+        return [(buf, new_buf), (v, v - step * lr)]
+
+
+class Adam(Optimizer):
+    """Adam (Kingma and Ba), with bias correction folded into the step size."""
+
+    def __init__(self, learning_rate: float = 1e-3, beta1: float = 0.9, beta2: float = 0.999,
+                 epsilon: float = 1e-8) -> None:
+        super().__init__(learning_rate)
+        for name, b in (("beta1", beta1), ("beta2", beta2)):
+            if not 0 <= b < 1:
+                raise ValueError(f"{name} must be in [0, 1), got {b}")
+        self.beta1, self.beta2, self.epsilon = float(beta1), float(beta2), float(epsilon)
+        self.step = variable(np.float32(0), name="adam/step")
+        self._t = self.step + np.float32(1)
+
+    def _update(self, v: Variable, g: Node) -> Updates:
+        b1, b2 = self.beta1, self.beta2
+        m, s = self._slot(v, "m"), self._slot(v, "v")
+        new_m = m * b1 + g * (1 - b1)
+        new_s = s * b2 + g * g * (1 - b2)
+        t = self._t if v.dtype == np.float32 else ops.convert(self._t, v.dtype)
+        # lr * sqrt(1 - b2^t) / (1 - b1^t), computed in the graph from the step count.
+        corr = ops.sqrt(1 - ops.power(ops.constant(b2, v.dtype), t)) / (
+            1 - ops.power(ops.constant(b1, v.dtype), t))
+        step = new_m * (corr * self.learning_rate) / (ops.sqrt(new_s) + self.epsilon)
+        return [(m, new_m), (s, new_s), (v, v - step)]
+
+    def _step_updates(self) -> Updates:
+        return [(self.step, self._t)]

@@ -1,0 +1,128 @@
+// Autodiff and training state: gradients as graph nodes, variables that live in the runtime.
+#include "bindings.hpp"
+#include "ngraph/autodiff/adjoints.hpp"
+#include "ngraph/function.hpp"
+#include "ngraph/ops.hpp"
+
+namespace py = pybind11;
+
+namespace ngraph {
+namespace python {
+
+namespace {
+
+std::string variable_name(const op::Variable& v) {
+  return v.get_friendly_name().empty() ? v.get_name() : v.get_friendly_name();
+}
+
+// Checks `value` against the variable and returns a C-contiguous array of its dtype.
+py::array checked_value(const op::Variable& v, const py::object& value) {
+  const auto& st = *v.get_state();
+  py::dtype want = dtype_of(st.get_element_type());
+  py::array a = py::array::ensure(value);
+  if (!a) throw py::type_error("[Variable] " + variable_name(v) + ": value is not array-like");
+  if (!a.dtype().is(want)) {
+    auto numpy = py::module_::import("numpy");
+    if (!numpy.attr("can_cast")(a.dtype(), want, "same_kind").cast<bool>())
+      throw py::type_error("[Variable] " + variable_name(v) + " holds " +
+                           st.get_element_type().get_type_name() + to_braces(st.get_shape()) +
+                           "; cannot convert a " + py::str(a.dtype()).cast<std::string>() +
+                           " value safely");
+    a = a.attr("astype")(want);
+  }
+  Shape s(a.shape(), a.shape() + a.ndim());
+  if (s != st.get_shape())
+    throw py::value_error("[Variable] " + variable_name(v) + " holds " +
+                          st.get_element_type().get_type_name() + to_braces(st.get_shape()) +
+                          ", got a value of shape " + to_braces(s));
+  return py::array::ensure(a, py::array::c_style);
+}
+
+}  // namespace
+
+void init_training(py::module_& m) {
+  py::register_exception<autodiff::NoGradientRule>(m, "NoGradientError", PyExc_ValueError);
+
+  py::class_<op::Variable, Node, std::shared_ptr<op::Variable>>(
+      m, "Variable", "A value that lives in the runtime between calls (weights, optimizer state).")
+      .def("get_value",
+           [](const op::Variable& v) {
+             const auto& st = *v.get_state();
+             py::array out(dtype_of(st.get_element_type()),
+                           std::vector<py::ssize_t>(st.get_shape().begin(), st.get_shape().end()));
+             st.get(out.mutable_data());
+             return out;
+           },
+           "A NumPy copy of the current value.")
+      .def("set_value",
+           [](op::Variable& v, const py::object& value) {
+             py::array a = checked_value(v, value);
+             v.get_state()->set(a.data());
+           },
+           py::arg("value"), "Replaces the value (shape and dtype checked).");
+
+  m.def("make_variable",
+        [](const py::object& initial, const std::string& name) {
+          py::array a = py::array::ensure(initial, py::array::c_style);
+          if (!a) throw py::type_error("[Variable] initial value is not array-like");
+          element::Type t = element_type_of(a.dtype(), "[Variable] initial value");
+          Shape s(a.shape(), a.shape() + a.ndim());
+          auto state = std::make_shared<VariableState>(t, s, a.data());
+          state->set_name(name);
+          auto v = std::make_shared<op::Variable>(state);
+          if (!name.empty()) v->set_friendly_name(name);
+          return v;
+        },
+        py::arg("initial"), py::arg("name") = "");
+
+  m.def("gradients",
+        [](const std::shared_ptr<Node>& y, const std::vector<std::shared_ptr<Node>>& xs,
+           const std::shared_ptr<Node>& seed) {
+          Output s = seed ? seed->output(0)
+                          : std::make_shared<op::Broadcast>(
+                                autodiff::scalar(y->get_element_type(), 1.0), y->get_shape(),
+                                [&] {
+                                  AxisSet all;
+                                  for (size_t i = 0; i < y->get_shape().size(); ++i) all.insert(i);
+                                  return all;
+                                }());
+          autodiff::Adjoints adjoints(OutputVector{y->output(0)}, OutputVector{s});
+          NodeVector out;
+          for (const auto& x : xs) {
+            if (!x) throw py::type_error("[gradients] a variable is None");
+            out.push_back(adjoints.backprop_output(x->output(0)).get_node_shared_ptr());
+          }
+          return out;
+        },
+        py::arg("y"), py::arg("xs"), py::arg("seed") = nullptr);
+
+  m.def("function_with_updates",
+        [](const std::vector<std::shared_ptr<Node>>& results,
+           const std::vector<std::shared_ptr<Node>>& parameters,
+           const std::vector<std::pair<std::shared_ptr<Node>, std::shared_ptr<Node>>>& updates,
+           const std::string& name) {
+          ParameterVector params;
+          for (size_t i = 0; i < parameters.size(); ++i) {
+            auto p = std::dynamic_pointer_cast<op::Parameter>(parameters[i]);
+            if (!p) throw py::type_error("[Function] parameter " + std::to_string(i) + " is not a Parameter node");
+            params.push_back(p);
+          }
+          OutputVector outs;
+          for (const auto& r : results) outs.push_back(r->output(0));
+          NodeVector sinks;
+          for (size_t i = 0; i < updates.size(); ++i) {
+            auto var = std::dynamic_pointer_cast<op::Variable>(updates[i].first);
+            if (!var)
+              throw py::type_error("[updates] pair " + std::to_string(i) + ": " +
+                                   (updates[i].first ? updates[i].first->get_name() : "None") +
+                                   " is not a variable (make it with ng.variable)");
+            if (!updates[i].second) throw py::type_error("[updates] pair " + std::to_string(i) + ": value is None");
+            sinks.push_back(std::make_shared<op::Assign>(var, updates[i].second->output(0)));
+          }
+          return std::make_shared<Function>(outs, sinks, params, name);
+        },
+        py::arg("results"), py::arg("parameters"), py::arg("updates"), py::arg("name") = "");
+}
+
+}  // namespace python
+}  // namespace ngraph
