@@ -1,0 +1,135 @@
+"""Readers for MNIST-format (IDX) datasets, gzip-compressed or raw.
+
+``mnist(path)`` reads the four standard files of a directory (MNIST digits, or
+Fashion-MNIST, which uses the same format and names). By default it looks in Debian's
+dataset-fashion-mnist location. Errors name the file and what is wrong with it.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+from typing import NamedTuple
+
+import numpy as np
+
+#: Where Debian's dataset-fashion-mnist package installs Fashion-MNIST.
+DEFAULT_FASHION_MNIST = "/usr/share/datasets/fashion-mnist"
+
+_IDX_TYPES = {
+    0x08: np.dtype(np.uint8),
+    0x09: np.dtype(np.int8),
+    0x0B: np.dtype(">i2"),
+    0x0C: np.dtype(">i4"),
+    0x0D: np.dtype(">f4"),
+    0x0E: np.dtype(">f8"),
+}
+
+
+class DatasetError(ValueError):
+    """A dataset file is missing, truncated or corrupt."""
+
+
+def load_idx(path: str) -> np.ndarray:
+    """Reads one IDX file (gzip or raw, by content) into an array of its shape and type."""
+    if not os.path.exists(path):
+        raise DatasetError(f"{path}: file not found")
+    try:
+        with open(path, "rb") as f:
+            head = f.read(2)
+        opener = gzip.open if head == b"\x1f\x8b" else open
+        with opener(path, "rb") as f:
+            data = f.read()
+    except (OSError, EOFError) as e:  # gzip.BadGzipFile is an OSError
+        raise DatasetError(f"{path}: cannot read ({e})") from None
+    if len(data) < 4:
+        raise DatasetError(f"{path}: truncated: {len(data)} bytes, no IDX header")
+    zero, type_code, ndim = int.from_bytes(data[:2], "big"), data[2], data[3]
+    if zero != 0 or type_code not in _IDX_TYPES or ndim == 0:
+        raise DatasetError(
+            f"{path}: not an IDX file (magic bytes {data[:4].hex()}; expected 0000 then a type "
+            "code 08/09/0b/0c/0d/0e and a rank >= 1)"
+        )
+    header = 4 + 4 * ndim
+    if len(data) < header:
+        raise DatasetError(f"{path}: truncated header ({len(data)} of {header} bytes)")
+    shape = tuple(int.from_bytes(data[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim))
+    dtype = _IDX_TYPES[type_code]
+    expected = int(np.prod(shape)) * dtype.itemsize
+    body = len(data) - header
+    if body != expected:
+        what = "truncated" if body < expected else "too long"
+        raise DatasetError(
+            f"{path}: {what}: header says shape {shape} of {dtype} ({expected} bytes of data), "
+            f"file has {body}"
+        )
+    return np.frombuffer(data, dtype=dtype, offset=header).reshape(shape).astype(
+        dtype.newbyteorder("="), copy=False
+    )
+
+
+class Split(NamedTuple):
+    images: np.ndarray  # (n, 28, 28) uint8
+    labels: np.ndarray  # (n,) int64
+
+
+class MNIST(NamedTuple):
+    train: Split | None
+    test: Split | None
+
+
+_NAMES = {
+    "train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
+    "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"),
+}
+
+
+def _find(directory: str, stem: str) -> str | None:
+    for name in (stem + ".gz", stem, stem.replace("-idx", ".idx")):
+        p = os.path.join(directory, name)
+        if os.path.exists(p):
+            return p
+    return None
+
+
+def load_split(directory: str, split: str) -> Split:
+    """Reads the 'train' or 'test' images and labels of an MNIST-format directory."""
+    img_stem, lbl_stem = _NAMES[split]
+    img_path, lbl_path = _find(directory, img_stem), _find(directory, lbl_stem)
+    if img_path is None or lbl_path is None:
+        missing = img_stem if img_path is None else lbl_stem
+        raise DatasetError(f"{os.path.join(directory, missing)}[.gz]: file not found")
+    images, labels = load_idx(img_path), load_idx(lbl_path)
+    if images.ndim != 3 or images.dtype != np.uint8:
+        raise DatasetError(f"{img_path}: expected uint8 images of rank 3, got {images.dtype} "
+                           f"{images.shape}")
+    if labels.ndim != 1 or labels.shape[0] != images.shape[0]:
+        raise DatasetError(f"{lbl_path}: {labels.shape[0] if labels.ndim else 0} labels for "
+                           f"{images.shape[0]} images in {img_path}")
+    if labels.size and labels.max() > 9:
+        raise DatasetError(f"{lbl_path}: label {int(labels.max())} is out of range 0..9")
+    return Split(images, labels.astype(np.int64))
+
+
+def mnist(path: str = DEFAULT_FASHION_MNIST, splits=("train", "test")) -> MNIST:
+    """Reads an MNIST-format directory. Splits whose files are absent are None when the
+    other split exists (the shared 10k MNIST digits have only the test split); an
+    absent directory or no split at all is an error."""
+    if not os.path.isdir(path):
+        raise DatasetError(f"{path}: directory not found")
+    out = {}
+    for split in ("train", "test"):
+        if split not in splits:
+            out[split] = None
+            continue
+        img, lbl = (_find(path, s) for s in _NAMES[split])
+        out[split] = load_split(path, split) if (img or lbl) else None
+    if all(v is None for v in out.values()):
+        raise DatasetError(f"{path}: no MNIST-format files (expected {_NAMES['train'][0]}[.gz] "
+                           f"or {_NAMES['test'][0]}[.gz])")
+    return MNIST(out["train"], out["test"])
+
+
+def flatten(images: np.ndarray, dtype=np.float32) -> np.ndarray:
+    """(n, 28, 28) uint8 images as (n, 784) values in [0, 1]."""
+    return (images.reshape(len(images), -1).astype(dtype)) / dtype(255)
