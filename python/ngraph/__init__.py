@@ -74,3 +74,15 @@ ceil = ceiling
 __version__ = "0.1.0"
 
 __all__ = [name for name in dir() if not name.startswith("_")]
+
+from ngraph import distributed  # noqa: E402
+from ngraph.distributed import (  # noqa: E402
+    allgather,
+    allreduce,
+    broadcast_distributed,
+    recv,
+    reduce_scatter,
+    send,
+)
+
+__all__ = [name for name in dir() if not name.startswith("_")]

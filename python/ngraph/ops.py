@@ -378,6 +378,14 @@ def _install_operators() -> None:
     # NumPy arrays on the left (``array + node``, ``array < node``) defer to the node's
     # reflected operators instead of building an object array of per-element nodes.
     Node.__array_ufunc__ = None
+    # `==` builds a node, so `node in list` or `if a == b` would always be true: refuse.
+    def _no_truth_value(self):
+        raise TypeError(
+            f"the truth value of {self!r} is undefined (comparisons build nodes); "
+            "compare nodes with `is`"
+        )
+
+    Node.__bool__ = _no_truth_value
     # Comparisons return nodes, so identity is what hashing uses.
     Node.__hash__ = lambda self: builtins.hash(self.get_instance_id())
 

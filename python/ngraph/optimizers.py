@@ -25,7 +25,8 @@ def variable(initial_value, dtype=None, name: str | None = None) -> Variable:
     from ngraph.utils import to_dtype
 
     value = np.asarray(initial_value, dtype=None if dtype is None else to_dtype(dtype))
-    if dtype is None and value.dtype == np.float64 and not isinstance(initial_value, np.ndarray):
+    if dtype is None and value.dtype == np.float64 and not isinstance(
+            initial_value, (np.ndarray, np.generic)):
         value = value.astype(np.float32)  # Python floats become float32, as for parameters
     return make_variable(np.array(value, order="C"), name or "")
 

@@ -51,10 +51,11 @@ class Computation:
                                 "not with a Function")
             self.function = node_or_function
             self._single = False
+            self._layout = [True] * len(node_or_function.get_results())
         else:
             self._single = isinstance(node_or_function, Node)
-            results = [node_or_function] if self._single else list(node_or_function)
-            for i, r in enumerate(results):
+            given = [node_or_function] if self._single else list(node_or_function)
+            for i, r in enumerate(given):
                 if not isinstance(r, Node):
                     raise TypeError(f"Runtime.computation: result {i} is a "
                                     f"{type(r).__name__}, not a Node")
@@ -62,21 +63,25 @@ class Computation:
                 if not isinstance(p, Node) or p.get_type_name() != "Parameter":
                     raise TypeError(f"Runtime.computation: argument {i + 1} must be a "
                                     f"Parameter node, got {p!r}")
-            name = results[0].name if self._single else ""
-            if updates:
-                pairs = []
-                for i, pair in enumerate(updates):
-                    try:
-                        var, value = pair
-                    except (TypeError, ValueError):
-                        raise TypeError(f"updates[{i}] must be a (variable, value) pair, "
-                                        f"got {pair!r}") from None
-                    if not isinstance(var, Variable):
-                        raise TypeError(f"updates[{i}]: {var!r} is not a variable "
-                                        "(make it with ng.variable)")
-                    pairs.append((var, as_node(value, var.dtype)))
-                self.function = _ngraph.function_with_updates(results, list(parameters),
-                                                              pairs, name)
+            # Nodes without a value (ng.send) run as sinks; their place in the output is None.
+            self._layout = [r.get_output_size() > 0 for r in given]
+            results = [r for r, has_value in zip(given, self._layout) if has_value]
+            sinks = [r for r, has_value in zip(given, self._layout) if not has_value]
+            name = given[0].name if self._single else ""
+            pairs = []
+            for i, pair in enumerate(updates or []):
+                try:
+                    var, value = pair
+                except (TypeError, ValueError):
+                    raise TypeError(f"updates[{i}] must be a (variable, value) pair, "
+                                    f"got {pair!r}") from None
+                if not isinstance(var, Variable):
+                    raise TypeError(f"updates[{i}]: {var!r} is not a variable "
+                                    "(make it with ng.variable)")
+                pairs.append((var, as_node(value, var.dtype)))
+            if pairs or sinks:
+                self.function = _ngraph.make_function(results, list(parameters), pairs, sinks,
+                                                      name)
             else:
                 self.function = Function(results, list(parameters), name)
         self.parameters = self.function.get_parameters()
@@ -119,5 +124,6 @@ class Computation:
             raise TypeError(f"computation expects {len(self.parameters)} arguments "
                             f"({names}), got {len(input_values)}")
         arrays = [self._convert(i, v) for i, v in enumerate(input_values)]
-        outputs = self.executable.call(arrays)
+        values = iter(self.executable.call(arrays))
+        outputs = [next(values) if has_value else None for has_value in self._layout]
         return outputs[0] if self._single else outputs

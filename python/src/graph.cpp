@@ -123,7 +123,8 @@ class DictLoader : public AttributeVisitor {
 };
 
 std::shared_ptr<Node> make_node(const std::string& type, const std::vector<std::shared_ptr<Node>>& inputs,
-                                const py::dict& attrs, const std::string& name) {
+                                const py::dict& attrs, const std::string& name,
+                                const std::shared_ptr<distributed::Communicator>& comm) {
   if (type == "Constant")
     throw std::invalid_argument("[Constant] build constants with ngraph.constant(value)");
   auto node = OpRegistry::get().create(type);
@@ -143,6 +144,11 @@ std::shared_ptr<Node> make_node(const std::string& type, const std::vector<std::
     node->fail(e.what());
   }
   loader.check_all_used();
+  if (auto* coll = dynamic_cast<op::Collective*>(node.get())) {
+    coll->set_communicator(comm);  // null: the default communicator
+  } else if (comm) {
+    node->fail("takes no communicator");
+  }
   node->validate_and_infer_types();
   if (!name.empty()) node->set_friendly_name(name);
   return node;
@@ -195,7 +201,7 @@ void init_graph(py::module_& m) {
       });
 
   m.def("make_node", &make_node, py::arg("type"), py::arg("inputs"), py::arg("attributes"),
-        py::arg("name") = "",
+        py::arg("name") = "", py::arg("communicator") = nullptr,
         "Builds a node of the op `type` on `inputs` with keyword `attributes`; validates it.");
   m.def("make_constant", &make_constant, py::arg("value"), py::arg("name") = "");
   m.def("constant_value", [](const std::shared_ptr<Node>& n) {

@@ -18,4 +18,5 @@ PYBIND11_MODULE(_ngraph, m) {
   ngraph::python::init_graph(m);
   ngraph::python::init_runtime(m);
   ngraph::python::init_training(m);
+  ngraph::python::init_distributed(m);
 }

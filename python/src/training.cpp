@@ -96,11 +96,11 @@ void init_training(py::module_& m) {
         },
         py::arg("y"), py::arg("xs"), py::arg("seed") = nullptr);
 
-  m.def("function_with_updates",
+  m.def("make_function",
         [](const std::vector<std::shared_ptr<Node>>& results,
            const std::vector<std::shared_ptr<Node>>& parameters,
            const std::vector<std::pair<std::shared_ptr<Node>, std::shared_ptr<Node>>>& updates,
-           const std::string& name) {
+           const std::vector<std::shared_ptr<Node>>& sinks_in, const std::string& name) {
           ParameterVector params;
           for (size_t i = 0; i < parameters.size(); ++i) {
             auto p = std::dynamic_pointer_cast<op::Parameter>(parameters[i]);
@@ -109,7 +109,7 @@ void init_training(py::module_& m) {
           }
           OutputVector outs;
           for (const auto& r : results) outs.push_back(r->output(0));
-          NodeVector sinks;
+          NodeVector sinks(sinks_in.begin(), sinks_in.end());
           for (size_t i = 0; i < updates.size(); ++i) {
             auto var = std::dynamic_pointer_cast<op::Variable>(updates[i].first);
             if (!var)
@@ -121,7 +121,9 @@ void init_training(py::module_& m) {
           }
           return std::make_shared<Function>(outs, sinks, params, name);
         },
-        py::arg("results"), py::arg("parameters"), py::arg("updates"), py::arg("name") = "");
+        py::arg("results"), py::arg("parameters"), py::arg("updates"), py::arg("sinks"),
+        py::arg("name") = "",
+        "A Function with (variable, value) updates and sinks (nodes without outputs: Send).");
 }
 
 }  // namespace python

@@ -85,12 +85,12 @@ Function::Function(const OutputVector& results, const NodeVector& sinks,
     : Function(results, parameters, name) {
   std::unordered_set<const void*> states;
   for (size_t i = 0; i < sinks.size(); ++i) {
-    auto assign = std::dynamic_pointer_cast<op::Assign>(sinks[i]);
-    if (!assign)
+    if (!sinks[i] || sinks[i]->get_output_size() != 0)
       throw std::invalid_argument("[Function] sink " + std::to_string(i) + " (" +
                                   (sinks[i] ? sinks[i]->get_name() : std::string("null")) +
-                                  ") is not an Assign");
-    if (!states.insert(assign->get_state().get()).second)
+                                  ") is not a node without outputs (Assign, Send)");
+    auto assign = std::dynamic_pointer_cast<op::Assign>(sinks[i]);
+    if (assign && !states.insert(assign->get_state().get()).second)
       throw std::invalid_argument("[Function] variable " + assign->get_state()->get_name() +
                                   " is updated twice");
   }

@@ -26,8 +26,8 @@ class Function {
            const std::string& name = "");
   Function(const NodeVector& results, const ParameterVector& parameters,
            const std::string& name = "");
-  // With sinks: nodes without outputs that must run (variable updates: op::Assign). At most
-  // one Assign per variable.
+  // With sinks: nodes without outputs that must run (variable updates: op::Assign; op::Send).
+  // At most one Assign per variable.
   Function(const OutputVector& results, const NodeVector& sinks, const ParameterVector& parameters,
            const std::string& name = "");
 

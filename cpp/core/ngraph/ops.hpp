@@ -7,3 +7,4 @@
 #include "ngraph/ops/reduction.hpp"
 #include "ngraph/ops/shape_ops.hpp"
 #include "ngraph/ops/variable.hpp"
+#include "ngraph/ops/collective.hpp"

@@ -197,7 +197,8 @@ void Select::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& delt
 void Convert::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
   element::Type from = get_input_element_type(0);
   if (!from.is_real())
-    throw autodiff::NoGradientRule("[Convert] is not differentiable: its input (node " +
+    throw autodiff::NoGradientRule("[Convert] is not differentiable: its input (" +
+                                   input_value(0).get_node()->get_type_name() + " node " +
                                    input_value(0).get_node()->get_name() + ") has element type " +
                                    from.get_type_name());
   adj.add_delta(input_value(0), std::make_shared<Convert>(deltas[0], from));

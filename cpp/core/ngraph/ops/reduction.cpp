@@ -48,14 +48,16 @@ void Sum::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas)
   adj.add_delta(input_value(0), expand(deltas[0], get_input_shape(0), m_axes));
 }
 
-// The gradient is shared equally by the elements that attain the extreme value.
+// The gradient is shared equally by the elements that attain the extreme value. Masks are
+// made with Select, not Convert(bool): they are constants for a gradient of this gradient.
 void extreme_adjoints(Node& node, const AxisSet& axes, autodiff::Adjoints& adj,
                       const Output& delta) {
   Output x = node.input_value(0);
   const Shape& shape = x.get_shape();
   element::Type t = x.get_element_type();
-  auto hit = std::make_shared<Convert>(
-      std::make_shared<Equal>(x, expand(node.output(0), shape, axes)), t);
+  auto hit = std::make_shared<Select>(
+      std::make_shared<Equal>(x, expand(node.output(0), shape, axes)),
+      autodiff::scalar(t, 1.0), autodiff::scalar(t, 0.0), np);
   auto count = std::make_shared<Sum>(hit, axes);
   auto share = std::make_shared<Divide>(delta, count);
   adj.add_delta(x, std::make_shared<Multiply>(expand(share, shape, axes), hit));
@@ -78,8 +80,9 @@ void Product::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& del
   auto zero = autodiff::scalar(t, 0.0), one = autodiff::scalar(t, 1.0);
   auto is_zero = std::make_shared<Equal>(x, zero, np);
   auto nonzero_x = std::make_shared<Select>(is_zero, one, x, np);
-  auto zeros_in_group = expand(std::make_shared<Sum>(std::make_shared<Convert>(is_zero, t), m_axes),
-                               shape, m_axes);
+  auto zeros_in_group = expand(
+      std::make_shared<Sum>(std::make_shared<Select>(is_zero, one, zero, np), m_axes), shape,
+      m_axes);
   auto rest = expand(std::make_shared<Product>(nonzero_x, m_axes), shape, m_axes);
   auto no_zero = std::make_shared<Equal>(zeros_in_group, zero, np);
   auto one_zero_here = std::make_shared<LogicalAnd>(

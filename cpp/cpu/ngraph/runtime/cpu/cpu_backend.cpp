@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <set>
 #include <unordered_map>
 
 #include "ngraph/ops.hpp"
@@ -75,6 +76,38 @@ std::string tensor_name(const Output& o) {
   return o.get_node()->get_name() + ":" + std::to_string(o.get_index());
 }
 
+// A topological order that starts every Send as soon as its value is ready and runs every Recv
+// as late as possible, so ranks exchanging values in a ring never all block in Recv. Ties keep
+// the function's order, so every rank schedules the same graph the same way.
+NodeVector schedule_order(const NodeVector& ops) {
+  std::unordered_map<const Node*, size_t> index;
+  for (size_t i = 0; i < ops.size(); ++i) index[ops[i].get()] = i;
+  std::vector<size_t> missing(ops.size(), 0);
+  std::vector<std::vector<size_t>> users(ops.size());
+  for (size_t i = 0; i < ops.size(); ++i)
+    for (const auto& in : ops[i]->input_values()) {
+      size_t j = index.at(in.get_node());
+      users[j].push_back(i);
+      ++missing[i];
+    }
+  auto rank_of = [&](size_t i) {
+    const std::string& t = ops[i]->get_type_name();
+    return t == "Send" ? 0 : t == "Recv" ? 2 : 1;
+  };
+  std::set<std::pair<int, size_t>> ready;
+  for (size_t i = 0; i < ops.size(); ++i)
+    if (!missing[i]) ready.emplace(rank_of(i), i);
+  NodeVector out;
+  while (!ready.empty()) {
+    size_t i = ready.begin()->second;
+    ready.erase(ready.begin());
+    out.push_back(ops[i]);
+    for (size_t u : users[i])
+      if (--missing[u] == 0) ready.emplace(rank_of(u), u);
+  }
+  return out;
+}
+
 }  // namespace
 
 bool is_structural_op(const std::string& op) {
@@ -103,7 +136,7 @@ CPUExecutable::CPUExecutable(std::shared_ptr<Function> function, const CompileOp
   m_parameters = m_function->get_parameters();
   m_results = m_function->get_results();
 
-  NodeVector ops = m_function->get_ordered_ops();
+  NodeVector ops = schedule_order(m_function->get_ordered_ops());
   std::unordered_map<const Node*, size_t> param_index;
   for (size_t i = 0; i < m_parameters.size(); ++i) param_index[m_parameters[i].get()] = i;
 
@@ -119,7 +152,9 @@ CPUExecutable::CPUExecutable(std::shared_ptr<Function> function, const CompileOp
   // Updates write straight into the variable's next buffer the same way.
   std::map<Output, VariableState*> update_binding;
   for (const auto& sink : m_function->get_sinks()) {
-    auto& assign = static_cast<op::Assign&>(*sink);
+    auto* as_assign = dynamic_cast<op::Assign*>(sink.get());
+    if (!as_assign) continue;
+    auto& assign = *as_assign;
     m_updated.push_back(assign.get_state());
     Output v = assign.input_value(0);
     if (is_structural_op(v.get_node()->get_type_name()) || result_binding.count(v) ||
@@ -162,6 +197,19 @@ CPUExecutable::CPUExecutable(std::shared_ptr<Function> function, const CompileOp
     if (!builder)
       throw ngraph_error("[CPU] no kernel for op " + node->get_type_name() + " (node " +
                          node->get_name() + ")");
+    if (auto* coll = dynamic_cast<op::Collective*>(node.get())) {
+      std::string sig = coll->collective_signature();
+      if (!sig.empty()) {
+        auto it = std::find_if(m_collective_checks.begin(), m_collective_checks.end(),
+                               [&](const CollectiveCheck& c) { return c.comm == coll->get_communicator(); });
+        if (it == m_collective_checks.end()) {
+          m_collective_checks.push_back({coll->get_communicator(), {}, {}});
+          it = std::prev(m_collective_checks.end());
+        }
+        it->signature.push_back(sig);
+        it->labels.push_back(node->get_name());
+      }
+    }
     Step step;
     step.name = node->get_name();
     step.kernel = (*builder)(*node);
@@ -212,7 +260,9 @@ CPUExecutable::CPUExecutable(std::shared_ptr<Function> function, const CompileOp
                         shape_size(v.get_shape()) * v.get_element_type().size()});
   }
   for (const auto& sink : m_function->get_sinks()) {
-    auto& assign = static_cast<op::Assign&>(*sink);
+    auto* as_assign = dynamic_cast<op::Assign*>(sink.get());
+    if (!as_assign) continue;
+    auto& assign = *as_assign;
     Output v = assign.input_value(0);
     auto bound = update_binding.find(v);
     if (bound != update_binding.end() && bound->second == assign.get_state().get()) continue;
@@ -241,15 +291,36 @@ void* CPUExecutable::slot_ptr(size_t slot, void* const* outputs, const void* con
   return nullptr;
 }
 
+void CPUExecutable::check_collectives() {
+  auto mode = distributed::get_check_mode();
+  if (mode == distributed::CheckMode::never || (mode == distributed::CheckMode::first && m_checked_once))
+    return;
+  std::string where = "graph '" + (m_function->get_name().empty() ? std::string("unnamed") : m_function->get_name()) + "'";
+  for (auto& c : m_collective_checks) c.comm->check_same_collectives(c.signature, c.labels, where);
+  m_checked_once = true;
+}
+
 void CPUExecutable::call_raw(void* const* outputs, const void* const* inputs) {
   std::lock_guard<std::mutex> lock(m_mutex);
-  for (auto& step : m_steps) {
-    for (size_t i = 0; i < step.in_slots.size(); ++i)
-      step.in_ptrs[i] = slot_ptr(step.in_slots[i], outputs, inputs);
-    for (size_t i = 0; i < step.out_slots.size(); ++i)
-      step.out_ptrs[i] = slot_ptr(step.out_slots[i], outputs, inputs);
-    step.kernel(step.in_ptrs.data(), step.out_ptrs.data());
+  if (!m_collective_checks.empty()) check_collectives();
+  CallContext ctx;
+  CallScope scope(ctx);
+  try {
+    for (auto& step : m_steps) {
+      for (size_t i = 0; i < step.in_slots.size(); ++i)
+        step.in_ptrs[i] = slot_ptr(step.in_slots[i], outputs, inputs);
+      for (size_t i = 0; i < step.out_slots.size(); ++i)
+        step.out_ptrs[i] = slot_ptr(step.out_slots[i], outputs, inputs);
+      step.kernel(step.in_ptrs.data(), step.out_ptrs.data());
+    }
+  } catch (...) {
+    try {
+      ctx.finish();  // started sends must not be abandoned
+    } catch (...) {
+    }
+    throw;
   }
+  ctx.finish();
   for (const auto& c : m_copies)
     if (c.bytes)
       std::memcpy(slot_ptr(c.to_slot, outputs, inputs), slot_ptr(c.from_slot, outputs, inputs),

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "ngraph/ops/collective.hpp"
 #include "ngraph/ops/variable.hpp"
 #include "ngraph/runtime/backend.hpp"
 #include "ngraph/runtime/cpu/kernel.hpp"
@@ -66,7 +67,16 @@ class CPUExecutable : public Executable {
 
   void* slot_ptr(size_t slot, void* const* outputs, const void* const* inputs) const;
 
+  // The collectives of the schedule, per communicator, for the agreement check.
+  struct CollectiveCheck {
+    std::shared_ptr<distributed::Communicator> comm;
+    std::vector<std::string> signature, labels;
+  };
+  void check_collectives();
+
   std::shared_ptr<Function> m_function;
+  std::vector<CollectiveCheck> m_collective_checks;
+  bool m_checked_once = false;
   std::vector<std::shared_ptr<Node>> m_keep_alive;  // constants referenced by slots
   std::vector<Slot> m_slots;
   std::vector<Step> m_steps;

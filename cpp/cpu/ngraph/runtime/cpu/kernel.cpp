@@ -34,6 +34,29 @@ std::vector<std::string> KernelRegistry::names() const {
   return out;
 }
 
+namespace {
+thread_local CallContext* t_current_call = nullptr;
+}
+
+CallContext* CallContext::current() { return t_current_call; }
+
+void CallContext::finish() {
+  std::exception_ptr first;
+  auto deferred = std::move(m_deferred);
+  m_deferred.clear();
+  for (auto& f : deferred) {
+    try {
+      f();
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  if (first) std::rethrow_exception(first);
+}
+
+CallScope::CallScope(CallContext& ctx) : m_previous(t_current_call) { t_current_call = &ctx; }
+CallScope::~CallScope() { t_current_call = m_previous; }
+
 StridedLoop::StridedLoop(const Shape& shape,
                          const std::vector<std::vector<std::ptrdiff_t>>& strides) {
   size_t nops = strides.size();

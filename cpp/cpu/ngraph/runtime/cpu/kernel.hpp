@@ -31,6 +31,31 @@ class KernelRegistry {
   std::vector<std::pair<std::string, KernelBuilder>> m_builders;
 };
 
+// The call being run on this thread: kernels that start work which must finish by the end of
+// the call (a Send) hand its completion here.
+class CallContext {
+ public:
+  void defer(std::function<void()> finish) { m_deferred.push_back(std::move(finish)); }
+  // Runs the deferred completions in order; all of them run even if one throws (the first
+  // exception is rethrown).
+  void finish();
+  static CallContext* current();
+
+ private:
+  friend class CallScope;
+  std::vector<std::function<void()>> m_deferred;
+};
+
+// Makes `ctx` current on this thread for its lifetime.
+class CallScope {
+ public:
+  explicit CallScope(CallContext& ctx);
+  ~CallScope();
+
+ private:
+  CallContext* m_previous;
+};
+
 // Ops whose values the executable provides itself (no kernel runs for them).
 bool is_structural_op(const std::string& op);
 

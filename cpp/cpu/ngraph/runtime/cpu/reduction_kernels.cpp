@@ -81,12 +81,15 @@ KernelBuilder reduction(Reduce kind) {
     const Shape& in = node.get_input_shape(0);
     const AxisSet& axes = dynamic_cast<const op::ReductionAxes&>(node).get_reduction_axes();
     element::Type t = node.get_element_type();
-    if (t == element::f32 && dnnl_rank_ok(in) && !axes.empty()) {
-      dnnl::algorithm alg = kind == Reduce::sum       ? dnnl::algorithm::reduction_sum
-                            : kind == Reduce::product ? dnnl::algorithm::reduction_mul
-                            : kind == Reduce::max     ? dnnl::algorithm::reduction_max
-                                                      : dnnl::algorithm::reduction_min;
-      return dnnl_reduction(in, axes, alg);
+    // oneDNN rejects a reduction whose source and destination dims are equal, which is the
+    // case when every reduced axis has size 1: the loop below handles that (it only copies).
+    // Max and Min stay on the loop, which propagates NaN as the other types do; oneDNN's
+    // reduction_max/min skip it.
+    bool reduces = std::any_of(axes.begin(), axes.end(), [&](size_t a) { return in[a] > 1; });
+    if (t == element::f32 && dnnl_rank_ok(in) && reduces &&
+        (kind == Reduce::sum || kind == Reduce::product)) {
+      return dnnl_reduction(in, axes, kind == Reduce::sum ? dnnl::algorithm::reduction_sum
+                                                          : dnnl::algorithm::reduction_mul);
     }
     StridedLoop loop(in, {reduced_strides(in, axes), to_signed(row_major_strides(in))});
     size_t out_n = shape_size(node.get_shape());

@@ -1,0 +1,119 @@
+// Collective kernels: run on the op's communicator, with the wait bounded by its timeout.
+// AllGather/ReduceScatter on an axis other than 0 pack the blocks rank-major in a scratch
+// buffer made at compile time.
+#include <cstring>
+
+#include "ngraph/ops/collective.hpp"
+#include "ngraph/runtime/cpu/kernel.hpp"
+
+namespace ngraph {
+namespace runtime {
+namespace cpu {
+namespace {
+
+using distributed::Communicator;
+
+// Rank-major blocks <-> axis-major layout: shape [outer, n, block] <-> [n, outer, block].
+// Returns a kernel-free copy function (elements of elem_size bytes).
+void transpose_blocks(const char* src, char* dst, size_t outer, size_t n, size_t block_bytes,
+                      bool to_rank_major) {
+  for (size_t o = 0; o < outer; ++o)
+    for (size_t r = 0; r < n; ++r) {
+      const char* s = to_rank_major ? src + (o * n + r) * block_bytes : src + (r * outer + o) * block_bytes;
+      char* d = to_rank_major ? dst + (r * outer + o) * block_bytes : dst + (o * n + r) * block_bytes;
+      std::memcpy(d, s, block_bytes);
+    }
+}
+
+NGRAPH_CPU_KERNEL("AllReduce", [](const Node& node) -> Kernel {
+  auto& op = static_cast<const op::AllReduce&>(node);
+  auto comm = op.get_communicator();
+  size_t count = shape_size(op.get_shape());
+  element::Type t = op.get_element_type();
+  auto reduce = op.get_reduce_op();
+  return [comm, count, t, reduce](const void* const* in, void* const* out) {
+    comm->allreduce(in[0], out[0], count, t, reduce);
+  };
+});
+
+NGRAPH_CPU_KERNEL("BroadcastDistributed", [](const Node& node) -> Kernel {
+  auto& op = static_cast<const op::BroadcastDistributed&>(node);
+  auto comm = op.get_communicator();
+  size_t count = shape_size(op.get_shape());
+  element::Type t = op.get_element_type();
+  int root = op.get_root();
+  return [comm, count, t, root](const void* const* in, void* const* out) {
+    if (comm->rank() == root && count) std::memcpy(out[0], in[0], count * t.size());
+    comm->broadcast(out[0], count, t, root);
+  };
+});
+
+NGRAPH_CPU_KERNEL("AllGather", [](const Node& node) -> Kernel {
+  auto& op = static_cast<const op::AllGather&>(node);
+  auto comm = op.get_communicator();
+  const Shape& in = op.get_input_shape(0);
+  size_t axis = op.get_axis();
+  element::Type t = op.get_element_type();
+  size_t count = shape_size(in), n = static_cast<size_t>(comm->size());
+  size_t outer = 1;
+  for (size_t d = 0; d < axis; ++d) outer *= in[d];
+  if (outer == 1)  // rank-major already: gather straight into the output
+    return [comm, count, t](const void* const* i, void* const* o) { comm->allgather(i[0], o[0], count, t); };
+  size_t block = count / std::max<size_t>(outer, 1) * t.size();
+  auto scratch = std::make_shared<std::vector<char>>(count * n * t.size());
+  return [comm, count, t, scratch, outer, n, block](const void* const* i, void* const* o) {
+    comm->allgather(i[0], scratch->data(), count, t);
+    transpose_blocks(scratch->data(), static_cast<char*>(o[0]), outer, n, block, false);
+  };
+});
+
+NGRAPH_CPU_KERNEL("ReduceScatter", [](const Node& node) -> Kernel {
+  auto& op = static_cast<const op::ReduceScatter&>(node);
+  auto comm = op.get_communicator();
+  const Shape& out = op.get_shape();
+  size_t axis = op.get_axis();
+  element::Type t = op.get_element_type();
+  auto reduce = op.get_reduce_op();
+  size_t count = shape_size(out), n = static_cast<size_t>(comm->size());
+  size_t outer = 1;
+  for (size_t d = 0; d < axis; ++d) outer *= out[d];
+  if (outer == 1)
+    return [comm, count, t, reduce](const void* const* i, void* const* o) {
+      comm->reduce_scatter(i[0], o[0], count, t, reduce);
+    };
+  size_t block = count / std::max<size_t>(outer, 1) * t.size();
+  auto scratch = std::make_shared<std::vector<char>>(count * n * t.size());
+  return [comm, count, t, reduce, scratch, outer, n, block](const void* const* i, void* const* o) {
+    transpose_blocks(static_cast<const char*>(i[0]), scratch->data(), outer, n, block, true);
+    comm->reduce_scatter(scratch->data(), o[0], count, t, reduce);
+  };
+});
+
+NGRAPH_CPU_KERNEL("Send", [](const Node& node) -> Kernel {
+  auto& op = static_cast<const op::Send&>(node);
+  auto comm = op.get_communicator();
+  size_t count = shape_size(op.get_input_shape(0));
+  element::Type t = op.get_input_element_type(0);
+  int dest = op.get_dest(), tag = op.get_tag();
+  return [comm, count, t, dest, tag](const void* const* in, void* const*) {
+    std::shared_ptr<distributed::Request> req = comm->start_send(in[0], count, t, dest, tag);
+    if (auto* ctx = CallContext::current()) ctx->defer([req] { req->wait(); });
+    else req->wait();
+  };
+});
+
+NGRAPH_CPU_KERNEL("Recv", [](const Node& node) -> Kernel {
+  auto& op = static_cast<const op::Recv&>(node);
+  auto comm = op.get_communicator();
+  size_t count = shape_size(op.get_shape());
+  element::Type t = op.get_element_type();
+  int src = op.get_src(), tag = op.get_tag();
+  return [comm, count, t, src, tag](const void* const*, void* const* out) {
+    comm->recv(out[0], count, t, src, tag);
+  };
+});
+
+}  // namespace
+}  // namespace cpu
+}  // namespace runtime
+}  // namespace ngraph

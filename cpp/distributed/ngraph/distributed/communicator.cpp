@@ -1,0 +1,235 @@
+#include "ngraph/distributed/communicator.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+namespace ngraph {
+namespace distributed {
+
+const char* to_string(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum: return "sum";
+    case ReduceOp::mean: return "mean";
+    case ReduceOp::max: return "max";
+    case ReduceOp::min: return "min";
+    case ReduceOp::prod: return "prod";
+  }
+  return "?";
+}
+
+ReduceOp reduce_op_from_string(const std::string& name) {
+  if (name == "sum") return ReduceOp::sum;
+  if (name == "mean") return ReduceOp::mean;
+  if (name == "max") return ReduceOp::max;
+  if (name == "min") return ReduceOp::min;
+  if (name == "prod") return ReduceOp::prod;
+  throw std::invalid_argument("unknown reduction '" + name +
+                              "' (expected sum, mean, max, min or prod)");
+}
+
+namespace {
+double default_timeout() {
+  if (const char* env = std::getenv("NGRAPH_DIST_TIMEOUT")) {
+    char* end = nullptr;
+    double v = std::strtod(env, &end);
+    if (end != env && v > 0) return v;
+  }
+  return 60.0;
+}
+
+// FNV-1a: the same on every rank, whatever the standard library.
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+class DoneRequest : public Request {
+ public:
+  void wait() override {}
+};
+}  // namespace
+
+Communicator::Communicator() : m_timeout(default_timeout()) {}
+
+void Communicator::set_timeout(double seconds) {
+  if (!(seconds > 0)) throw std::invalid_argument("timeout must be > 0 seconds");
+  m_timeout = seconds;
+}
+
+void Communicator::check_rank(int r, const char* what) const {
+  if (r < 0 || r >= size())
+    throw std::invalid_argument(std::string(what) + " rank " + std::to_string(r) +
+                                " is out of range for a communicator of size " +
+                                std::to_string(size()));
+}
+
+void Communicator::check_same_collectives(const std::vector<std::string>& signature,
+                                          const std::vector<std::string>& labels,
+                                          const std::string& where) {
+  int n = size();
+  if (n == 1) return;
+  std::string text;
+  for (const auto& s : signature) text += s + "\n";
+  // Cheap path: one allreduce of {h, -h} with max; all hashes agree iff max(h) == -max(-h).
+  auto h = static_cast<int64_t>(fnv1a(text) >> 2);  // 62 bits: negation cannot overflow
+  int64_t in[2] = {h, -h}, out[2] = {0, 0};
+  allreduce(in, out, 2, element::i64, ReduceOp::max);
+  if (out[0] == -out[1]) {
+    ++m_checks_passed;
+    return;
+  }
+  // They differ: gather everyone's signature (padded to the longest) and explain.
+  std::string mine;
+  for (size_t i = 0; i < signature.size(); ++i)
+    mine += signature[i] + "\t" + (i < labels.size() ? labels[i] : "") + "\n";
+  int64_t len = static_cast<int64_t>(mine.size()), max_len = 0;
+  allreduce(&len, &max_len, 1, element::i64, ReduceOp::max);
+  std::vector<char> padded(static_cast<size_t>(max_len) + 1, '\0');
+  std::memcpy(padded.data(), mine.data(), mine.size());
+  // Gather as i64 words to stay within the interface's types.
+  size_t words = (padded.size() + 7) / 8;
+  std::vector<int64_t> send(words, 0), all(words * static_cast<size_t>(n), 0);
+  std::memcpy(send.data(), padded.data(), padded.size());
+  allgather(send.data(), all.data(), words, element::i64);
+  std::vector<std::vector<std::pair<std::string, std::string>>> per_rank(n);
+  for (int r = 0; r < n; ++r) {
+    std::string s(reinterpret_cast<const char*>(all.data() + r * words));
+    std::istringstream lines(s);
+    std::string line;
+    while (std::getline(lines, line)) {
+      auto tab = line.find('\t');
+      per_rank[r].emplace_back(line.substr(0, tab), tab == std::string::npos ? "" : line.substr(tab + 1));
+    }
+  }
+  // The first position where some rank differs from rank 0.
+  size_t longest = 0;
+  for (auto& v : per_rank) longest = std::max(longest, v.size());
+  for (size_t i = 0; i <= longest; ++i) {
+    std::map<std::string, std::vector<int>> groups;
+    for (int r = 0; r < n; ++r)
+      groups[i < per_rank[r].size() ? per_rank[r][i].first : std::string("(no collective)")].push_back(r);
+    if (groups.size() <= 1) continue;
+    std::ostringstream msg;
+    std::string op = i < per_rank[0].size() ? per_rank[0][i].first : std::string();
+    op = op.substr(0, op.find(' '));
+    msg << "[" << (op.empty() ? "collective" : op) << "] ranks disagree on collective #" << i
+        << " of " << where << ":";
+    for (auto& [desc, ranks] : groups) {
+      msg << (ranks.size() == 1 ? " rank " : " ranks ");
+      for (size_t k = 0; k < ranks.size(); ++k) msg << (k ? "," : "") << ranks[k];
+      const auto& v = per_rank[ranks[0]];
+      msg << (ranks.size() == 1 ? " runs " : " run ") << desc;
+      if (i < v.size() && !v[i].second.empty()) msg << " (" << v[i].second << ")";
+      msg << ";";
+    }
+    msg << " every rank must run the same collectives in the same order";
+    throw DistributedError(msg.str());
+  }
+  throw DistributedError("[collective] ranks disagree on the collectives of " + where);
+}
+
+// ------------------------------------------------------------------------------ local
+
+namespace {
+void copy(const void* in, void* out, size_t count, element::Type type) {
+  if (in != out && count) std::memcpy(out, in, count * type.size());
+}
+}  // namespace
+
+std::unique_ptr<Request> LocalCommunicator::start_allreduce(const void* in, void* out, size_t count,
+                                                            element::Type type, ReduceOp) {
+  copy(in, out, count, type);
+  return std::make_unique<DoneRequest>();
+}
+std::unique_ptr<Request> LocalCommunicator::start_broadcast(void*, size_t, element::Type, int root) {
+  check_rank(root, "broadcast root");
+  return std::make_unique<DoneRequest>();
+}
+std::unique_ptr<Request> LocalCommunicator::start_allgather(const void* in, void* out, size_t count,
+                                                            element::Type type) {
+  copy(in, out, count, type);
+  return std::make_unique<DoneRequest>();
+}
+std::unique_ptr<Request> LocalCommunicator::start_reduce_scatter(const void* in, void* out,
+                                                                 size_t count, element::Type type,
+                                                                 ReduceOp) {
+  copy(in, out, count, type);
+  return std::make_unique<DoneRequest>();
+}
+std::unique_ptr<Request> LocalCommunicator::start_send(const void*, size_t, element::Type, int dest,
+                                                       int) {
+  check_rank(dest, "send destination");
+  throw DistributedError("[Send] a one-process communicator cannot send to itself");
+}
+std::unique_ptr<Request> LocalCommunicator::start_recv(void*, size_t, element::Type, int source, int) {
+  check_rank(source, "recv source");
+  throw DistributedError("[Recv] a one-process communicator cannot receive from itself");
+}
+
+// ---------------------------------------------------------------------------- default
+
+namespace {
+std::mutex g_mutex;
+std::shared_ptr<Communicator> g_default;
+std::function<std::shared_ptr<Communicator>()> g_world_factory;
+}  // namespace
+
+namespace {
+CheckMode initial_check_mode() {
+  if (const char* env = std::getenv("NGRAPH_DIST_CHECK")) {
+    std::string v(env);
+    if (v == "first") return CheckMode::first;
+    if (v == "never") return CheckMode::never;
+  }
+  return CheckMode::always;
+}
+CheckMode g_check_mode = initial_check_mode();
+}  // namespace
+
+CheckMode get_check_mode() { return g_check_mode; }
+void set_check_mode(CheckMode mode) { g_check_mode = mode; }
+
+bool launched_with_several_ranks() {
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "MV2_COMM_WORLD_SIZE",
+                          "SLURM_NTASKS"}) {
+    if (const char* v = std::getenv(var)) return std::atoi(v) > 1;
+  }
+  return false;
+}
+
+std::shared_ptr<Communicator> get_default_communicator() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (!g_default) {
+    if (launched_with_several_ranks()) {
+      if (!g_world_factory)
+        throw DistributedError(
+            "this process was started by an MPI launcher with several ranks, but ngraph's MPI "
+            "library is not loaded");
+      g_default = g_world_factory();
+    } else {
+      g_default = std::make_shared<LocalCommunicator>();
+    }
+  }
+  return g_default;
+}
+
+void set_default_communicator(std::shared_ptr<Communicator> comm) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_default = std::move(comm);
+}
+
+void register_world_factory(std::function<std::shared_ptr<Communicator>()> factory) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_world_factory = std::move(factory);
+}
+
+}  // namespace distributed
+}  // namespace ngraph

@@ -1,0 +1,145 @@
+// Communicators: the small interface ngraph's collective ops run on. One process without a
+// launcher gets a LocalCommunicator (every collective is a cheap identity); under mpirun,
+// an MPICommunicator (mpi_communicator.hpp). Every wait is bounded by a timeout, so a rank
+// that never arrives ends in an error instead of a hang.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "ngraph/element_type.hpp"
+
+namespace ngraph {
+namespace distributed {
+
+enum class ReduceOp { sum, mean, max, min, prod };
+const char* to_string(ReduceOp op);
+// "sum", "mean", "max", "min", "prod"; throws std::invalid_argument otherwise.
+ReduceOp reduce_op_from_string(const std::string& name);
+
+// A collective failed, timed out, or ranks disagree about what to run. The message names
+// the op, the rank and what differs. Python: ngraph.distributed.DistributedError.
+class DistributedError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A started operation; wait() completes it or throws DistributedError after the
+// communicator's timeout.
+class Request {
+ public:
+  virtual ~Request() = default;
+  virtual void wait() = 0;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // "local", "MPI (duplicate of MPI_COMM_WORLD)", ...
+  virtual std::string name() const = 0;
+
+  // Non-blocking starts. Counts are elements; allgather/reduce_scatter counts are per rank
+  // (allgather: in has count, out has count * size; reduce_scatter: in has count * size, out
+  // has count). `in` and `out` never overlap.
+  virtual std::unique_ptr<Request> start_allreduce(const void* in, void* out, size_t count,
+                                                   element::Type type, ReduceOp op) = 0;
+  // On the root, `buffer` holds the value; on the others it receives it.
+  virtual std::unique_ptr<Request> start_broadcast(void* buffer, size_t count, element::Type type,
+                                                   int root) = 0;
+  virtual std::unique_ptr<Request> start_allgather(const void* in, void* out, size_t count,
+                                                   element::Type type) = 0;
+  virtual std::unique_ptr<Request> start_reduce_scatter(const void* in, void* out, size_t count,
+                                                        element::Type type, ReduceOp op) = 0;
+  virtual std::unique_ptr<Request> start_send(const void* buffer, size_t count, element::Type type,
+                                              int dest, int tag) = 0;
+  // Fails (in wait) when the message that arrives has a different number of elements.
+  virtual std::unique_ptr<Request> start_recv(void* buffer, size_t count, element::Type type,
+                                              int source, int tag) = 0;
+
+  // Blocking forms.
+  void allreduce(const void* in, void* out, size_t count, element::Type type, ReduceOp op) {
+    start_allreduce(in, out, count, type, op)->wait();
+  }
+  void broadcast(void* buffer, size_t count, element::Type type, int root) {
+    start_broadcast(buffer, count, type, root)->wait();
+  }
+  void allgather(const void* in, void* out, size_t count, element::Type type) {
+    start_allgather(in, out, count, type)->wait();
+  }
+  void reduce_scatter(const void* in, void* out, size_t count, element::Type type, ReduceOp op) {
+    start_reduce_scatter(in, out, count, type, op)->wait();
+  }
+  void send(const void* buffer, size_t count, element::Type type, int dest, int tag = 0) {
+    start_send(buffer, count, type, dest, tag)->wait();
+  }
+  void recv(void* buffer, size_t count, element::Type type, int source, int tag = 0) {
+    start_recv(buffer, count, type, source, tag)->wait();
+  }
+
+  // Seconds a wait may take before it fails (default: $NGRAPH_DIST_TIMEOUT, else 60).
+  double get_timeout() const { return m_timeout; }
+  void set_timeout(double seconds);
+
+  // Checks that every rank is about to run the same sequence of collectives (one text line
+  // per collective, without node names). Throws DistributedError on every rank, naming the
+  // first collective that differs and the ranks, when they are not. `where` names the graph
+  // and `labels` (same length as `signature`) name the nodes, for the message.
+  void check_same_collectives(const std::vector<std::string>& signature,
+                              const std::vector<std::string>& labels, const std::string& where);
+  // How many signature checks found agreement (for tests and benchmarks).
+  size_t get_checks_passed() const { return m_checks_passed; }
+
+ protected:
+  Communicator();
+  void check_rank(int r, const char* what) const;
+
+ private:
+  double m_timeout;
+  size_t m_checks_passed = 0;
+};
+
+// One process: rank 0 of 1; collectives copy `in` to `out`; send/recv to self are an error.
+class LocalCommunicator : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  std::string name() const override { return "local (one process)"; }
+  std::unique_ptr<Request> start_allreduce(const void* in, void* out, size_t count,
+                                           element::Type type, ReduceOp op) override;
+  std::unique_ptr<Request> start_broadcast(void* buffer, size_t count, element::Type type,
+                                           int root) override;
+  std::unique_ptr<Request> start_allgather(const void* in, void* out, size_t count,
+                                           element::Type type) override;
+  std::unique_ptr<Request> start_reduce_scatter(const void* in, void* out, size_t count,
+                                                element::Type type, ReduceOp op) override;
+  std::unique_ptr<Request> start_send(const void* buffer, size_t count, element::Type type,
+                                      int dest, int tag) override;
+  std::unique_ptr<Request> start_recv(void* buffer, size_t count, element::Type type, int source,
+                                      int tag) override;
+};
+
+// When executables check that all ranks agree on their collectives: before every call
+// (default; one small allreduce per call and communicator), before the first call only, or
+// never. Set with NGRAPH_DIST_CHECK=always|first|never or set_check_mode.
+enum class CheckMode { always, first, never };
+CheckMode get_check_mode();
+void set_check_mode(CheckMode mode);
+
+// The communicator ops use when they are given none. Until set, the first use creates it:
+// the MPI world (initialising MPI if needed) when the process was started by an MPI launcher
+// (mpirun/srun environment) with more than one rank, else a LocalCommunicator.
+std::shared_ptr<Communicator> get_default_communicator();
+void set_default_communicator(std::shared_ptr<Communicator> comm);
+// Used by the MPI library to offer the world communicator.
+void register_world_factory(std::function<std::shared_ptr<Communicator>()> factory);
+// True when environment variables of an MPI launcher say this job has more than one rank.
+bool launched_with_several_ranks();
+
+}  // namespace distributed
+}  // namespace ngraph

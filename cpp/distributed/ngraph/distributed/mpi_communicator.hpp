@@ -1,0 +1,63 @@
+// The MPI implementation of Communicator (Open MPI). It wraps an existing MPI_Comm (always
+// duplicated, so ngraph's traffic never mixes with the user's) or the world, initialising
+// MPI itself when nobody has (and then finalising it at exit).
+#pragma once
+
+#include <mpi.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "ngraph/distributed/communicator.hpp"
+
+namespace ngraph {
+namespace distributed {
+
+class MPICommunicator : public Communicator {
+ public:
+  // Duplicates `comm` (collective over its ranks). MPI must be initialised.
+  explicit MPICommunicator(MPI_Comm comm, const std::string& description = "");
+  ~MPICommunicator() override;
+
+  // The world, initialising MPI (MPI_THREAD_SERIALIZED) if it is not yet.
+  static std::shared_ptr<MPICommunicator> world();
+  // Initialises MPI if nobody has; returns true if this call did.
+  static bool ensure_initialized();
+  // MPI_Get_library_version of the library this code is linked with.
+  static std::string library_version();
+
+  int rank() const override { return m_rank; }
+  int size() const override { return m_size; }
+  std::string name() const override { return m_name; }
+  MPI_Comm handle() const { return m_comm; }
+
+  std::unique_ptr<Request> start_allreduce(const void* in, void* out, size_t count,
+                                           element::Type type, ReduceOp op) override;
+  std::unique_ptr<Request> start_broadcast(void* buffer, size_t count, element::Type type,
+                                           int root) override;
+  std::unique_ptr<Request> start_allgather(const void* in, void* out, size_t count,
+                                           element::Type type) override;
+  std::unique_ptr<Request> start_reduce_scatter(const void* in, void* out, size_t count,
+                                                element::Type type, ReduceOp op) override;
+  std::unique_ptr<Request> start_send(const void* buffer, size_t count, element::Type type,
+                                      int dest, int tag) override;
+  std::unique_ptr<Request> start_recv(void* buffer, size_t count, element::Type type, int source,
+                                      int tag) override;
+
+  // After a failed wait the communicator may hold unfinished operations: every later
+  // operation fails at once with the first error.
+  bool is_broken() const { return !m_broken.empty(); }
+  const std::string& broken_reason() const { return m_broken; }
+  void mark_broken(const std::string& why);
+
+ private:
+  void check_usable(const char* op) const;
+  MPI_Comm m_comm = MPI_COMM_NULL;
+  int m_rank = 0, m_size = 1;
+  std::string m_name;
+  std::string m_broken;
+};
+
+}  // namespace distributed
+}  // namespace ngraph
