@@ -37,6 +37,8 @@ __all__ = [
     "reduce_scatter",
     "send",
     "recv",
+    "broadcast_variables",
+    "as_communicator",
 ]
 
 _wrapped: dict[int, tuple[Any, Communicator]] = {}  # id(mpi4py comm) -> (comm, ours)
@@ -216,3 +218,20 @@ def recv(shape: Sequence[int], dtype: Any, src: int, tag: int = 0, comm: Any = N
     is an error naming both)."""
     return _make("Recv", [], comm, name, shape=shape_of(shape, "[Recv] shape"),
                  element_type=to_dtype(dtype, "[Recv] dtype"), src=int(src), tag=int(tag))
+
+
+def broadcast_variables(variables: Sequence[Node], root: int = 0, comm: Any = None) -> None:
+    """Sets every variable to its value on rank `root` (one compiled BroadcastDistributed
+    per variable, applied as in-place updates), so ranks start training from the same
+    weights. Collective: call it on every rank with the same variables."""
+    from ngraph._ngraph import Variable  # noqa: PLC0415
+    from ngraph.runtime import runtime  # noqa: PLC0415
+
+    variables = list(variables)
+    for i, v in enumerate(variables):
+        if not isinstance(v, Variable):
+            raise TypeError(f"[broadcast_variables] variables[{i}] ({v!r}) is not a variable")
+    if not variables:
+        return
+    updates = [(v, broadcast_distributed(v, root, comm)) for v in variables]
+    runtime().computation([], updates=updates)()
