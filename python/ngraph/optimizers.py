@@ -38,6 +38,10 @@ class Optimizer:
         if not learning_rate > 0:
             raise ValueError(f"learning_rate must be > 0, got {learning_rate}")
         self.learning_rate = float(learning_rate)
+        #: The optimizer's own variables (momentum buffers, moments, step count), for
+        #: checkpoints.
+        self.state_variables: list[Variable] = []
+        self._slots: dict = {}
 
     def updates(self, loss: Node, variables: Sequence[Variable],
                 grads: Sequence[Node] | None = None) -> Updates:
@@ -66,7 +70,14 @@ class Optimizer:
         return []
 
     def _slot(self, v: Variable, what: str) -> Variable:
-        return variable(np.zeros(v.shape, v.dtype), name=f"{v.name}/{what}")
+        # One slot per variable: updates() called again (another step shape) shares state.
+        key = (v.get_instance_id(), what)
+        slot = self._slots.get(key)
+        if slot is None:
+            slot = variable(np.zeros(v.shape, v.dtype), name=f"{v.name}/{what}")
+            self._slots[key] = slot
+            self.state_variables.append(slot)
+        return slot
 
 
 class SGD(Optimizer):
@@ -104,6 +115,7 @@ class Adam(Optimizer):
                 raise ValueError(f"{name} must be in [0, 1), got {b}")
         self.beta1, self.beta2, self.epsilon = float(beta1), float(beta2), float(epsilon)
         self.step = variable(np.float32(0), name="adam/step")
+        self.state_variables.append(self.step)
         self._t = self.step + np.float32(1)
 
     def _update(self, v: Variable, g: Node) -> Updates:
