@@ -10,15 +10,18 @@ if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 echo "== system packages (apt-get)"
 $SUDO apt-get update -qq
 DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
-  g++ make pkg-config \
+  g++ make pkg-config zlib1g-dev \
   openmpi-bin libopenmpi-dev \
   libdnnl-dev libgtest-dev libbenchmark-dev \
   dataset-fashion-mnist >/dev/null
 
 echo "== Python packages (pip)"
-python3 -m pip install -q --upgrade pip >/dev/null
 python3 -m pip install -q "cmake>=3.20" ninja "scikit-build-core>=0.10" "pybind11>=2.12" \
-  "numpy>=1.22" "pytest>=7" ruff
+  "numpy>=1.22" "pytest>=7" ruff matplotlib
+# mpi4py must load the same MPI library as ngraph: build it against Debian's Open MPI.
+if ! python3 -c "from mpi4py import MPI; import sys; sys.exit('Open MPI' not in MPI.Get_library_version())" 2>/dev/null; then
+  python3 -m pip install -q --no-binary=mpi4py --force-reinstall --no-deps "mpi4py>=3.1"
+fi
 
 echo "== ngraph (pip install)"
 # Editable when NGRAPH_EDITABLE=1 (development), a regular install otherwise.

@@ -1,0 +1,172 @@
+"""Every op of the C++ core has a Python op function, and test_ops.py exercises it.
+
+OP_FUNCTIONS is the explicit map from core op name to the Python function that builds it.
+Adding an op to the core without adding it here (with a Python wrapper and a test in
+test_ops.py) fails test_every_core_op_has_a_python_function.
+"""
+
+import pathlib
+import re
+
+import numpy as np
+import pytest
+
+import ngraph as ng
+from ngraph import _ngraph
+
+# Graph leaves and roots that every computation has: no op function of their own.
+STRUCTURAL_OPS = {"Parameter", "Constant", "Result"}
+
+# Core op name -> name of the Python function (in the ngraph namespace) that builds it.
+OP_FUNCTIONS = {
+    "Abs": "absolute",
+    "Add": "add",
+    "ArgMax": "argmax",
+    "ArgMin": "argmin",
+    "Assign": "variable",  # built by runtime.computation(..., updates=[(variable, value)])
+    "Broadcast": "broadcast",
+    "Ceiling": "ceiling",
+    "Concat": "concat",
+    "Convert": "convert",
+    "Cos": "cos",
+    "Divide": "divide",
+    "Dot": "dot",
+    "Equal": "equal",
+    "Exp": "exp",
+    "Floor": "floor",
+    "Greater": "greater",
+    "GreaterEq": "greater_eq",
+    "Less": "less",
+    "LessEq": "less_eq",
+    "Log": "log",
+    "LogicalAnd": "logical_and",
+    "LogicalNot": "logical_not",
+    "LogicalOr": "logical_or",
+    "MatMul": "matmul",
+    "Max": "max",
+    "Maximum": "maximum",
+    "Min": "min",
+    "Minimum": "minimum",
+    "Multiply": "multiply",
+    "Negative": "negative",
+    "NotEqual": "not_equal",
+    "OneHot": "one_hot",
+    "Pad": "pad",
+    "Power": "power",
+    "Product": "prod",
+    "Relu": "relu",
+    "Reshape": "reshape",
+    "Reverse": "reverse",
+    "Select": "select",
+    "Sigmoid": "sigmoid",
+    "Sign": "sign",
+    "Sin": "sin",
+    "Slice": "slice",
+    "Softmax": "softmax",
+    "Sqrt": "sqrt",
+    "Subtract": "subtract",
+    "Sum": "sum",
+    "Tanh": "tanh",
+    "Variable": "variable",
+}
+
+TEST_OPS = pathlib.Path(__file__).with_name("test_ops.py")
+
+
+def test_every_core_op_has_a_python_function():
+    core_ops = set(_ngraph.op_names()) - STRUCTURAL_OPS
+    missing = sorted(core_ops - set(OP_FUNCTIONS))
+    assert not missing, f"core ops without a Python op function in OP_FUNCTIONS: {missing}"
+    stale = sorted(set(OP_FUNCTIONS) - core_ops)
+    assert not stale, f"OP_FUNCTIONS names ops the core does not have: {stale}"
+    assert STRUCTURAL_OPS <= set(_ngraph.op_names())
+
+
+@pytest.mark.parametrize("op", sorted(OP_FUNCTIONS))
+def test_python_function_exists_and_is_exported(op):
+    name = OP_FUNCTIONS[op]
+    fn = getattr(ng, name, None)
+    assert callable(fn), f"ng.{name} (for {op}) is missing"
+    assert name in ng.__all__
+
+
+@pytest.mark.parametrize("op", sorted(OP_FUNCTIONS))
+def test_python_function_is_exercised_by_test_ops(op):
+    source = TEST_OPS.read_text()
+    name = OP_FUNCTIONS[op]
+    assert re.search(rf"\bng\.{name}\b", source), f"test_ops.py never uses ng.{name} ({op})"
+
+
+def _p(shape, dtype=np.float32):
+    return ng.parameter(shape, dtype=dtype)
+
+
+# One small graph per op, built through its Python function: the node it returns is of that
+# op, so OP_FUNCTIONS maps each name to the function that really builds it.
+BUILDERS = {
+    "Abs": lambda: ng.absolute(_p([2])),
+    "Add": lambda: ng.add(_p([2]), _p([2])),
+    "ArgMax": lambda: ng.argmax(_p([2, 3]), 1),
+    "ArgMin": lambda: ng.argmin(_p([2, 3]), 1),
+    "Broadcast": lambda: ng.broadcast(_p([3]), [2, 3], {0}),
+    "Ceiling": lambda: ng.ceiling(_p([2])),
+    "Concat": lambda: ng.concat([_p([2]), _p([3])], 0),
+    "Convert": lambda: ng.convert(_p([2]), np.int32),
+    "Cos": lambda: ng.cos(_p([2])),
+    "Divide": lambda: ng.divide(_p([2]), _p([2])),
+    "Dot": lambda: ng.dot(_p([2, 3]), _p([3])),
+    "Equal": lambda: ng.equal(_p([2]), _p([2])),
+    "Exp": lambda: ng.exp(_p([2])),
+    "Floor": lambda: ng.floor(_p([2])),
+    "Greater": lambda: ng.greater(_p([2]), _p([2])),
+    "GreaterEq": lambda: ng.greater_eq(_p([2]), _p([2])),
+    "Less": lambda: ng.less(_p([2]), _p([2])),
+    "LessEq": lambda: ng.less_eq(_p([2]), _p([2])),
+    "Log": lambda: ng.log(_p([2])),
+    "LogicalAnd": lambda: ng.logical_and(_p([2], bool), _p([2], bool)),
+    "LogicalNot": lambda: ng.logical_not(_p([2], bool)),
+    "LogicalOr": lambda: ng.logical_or(_p([2], bool), _p([2], bool)),
+    "MatMul": lambda: ng.matmul(_p([2, 3]), _p([3, 4])),
+    "Max": lambda: ng.max(_p([2, 3]), 1),
+    "Maximum": lambda: ng.maximum(_p([2]), _p([2])),
+    "Min": lambda: ng.min(_p([2, 3]), 1),
+    "Minimum": lambda: ng.minimum(_p([2]), _p([2])),
+    "Multiply": lambda: ng.multiply(_p([2]), _p([2])),
+    "Negative": lambda: ng.negative(_p([2])),
+    "NotEqual": lambda: ng.not_equal(_p([2]), _p([2])),
+    "OneHot": lambda: ng.one_hot(_p([3], np.int32), [3, 4], 1),
+    "Pad": lambda: ng.pad(_p([2]), 0, [1], [1]),
+    "Power": lambda: ng.power(_p([2]), _p([2])),
+    "Product": lambda: ng.prod(_p([2, 3]), 1),
+    "Relu": lambda: ng.relu(_p([2])),
+    "Reshape": lambda: ng.reshape(_p([2, 3]), [3, 2], [1, 0]),
+    "Reverse": lambda: ng.reverse(_p([2]), 0),
+    "Select": lambda: ng.select(_p([2], bool), _p([2]), _p([2])),
+    "Sigmoid": lambda: ng.sigmoid(_p([2])),
+    "Sign": lambda: ng.sign(_p([2])),
+    "Sin": lambda: ng.sin(_p([2])),
+    "Slice": lambda: ng.slice(_p([4]), [1], [3]),
+    "Softmax": lambda: ng.softmax(_p([2, 3]), 1),
+    "Sqrt": lambda: ng.sqrt(_p([2])),
+    "Subtract": lambda: ng.subtract(_p([2]), _p([2])),
+    "Sum": lambda: ng.sum(_p([2, 3]), 1),
+    "Tanh": lambda: ng.tanh(_p([2])),
+    "Variable": lambda: ng.variable(np.zeros(2, np.float32)),
+}
+
+
+def _assign_node():
+    v = ng.variable(np.zeros(2, np.float32))
+    p = _p([2])
+    comp = ng.runtime(backend_name="CPU").computation(p, p, updates=[(v, v + p)])
+    return next(n for n in comp.function.get_ordered_ops() if n.get_type_name() == "Assign")
+
+
+BUILDERS["Assign"] = _assign_node
+
+
+@pytest.mark.parametrize("op", sorted(OP_FUNCTIONS))
+def test_python_function_builds_its_op(op):
+    assert op in BUILDERS, f"add a builder for {op}"
+    node = BUILDERS[op]()
+    assert node.get_type_name() == op

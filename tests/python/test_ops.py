@@ -1,0 +1,1014 @@
+"""Every op function of ``ngraph`` against NumPy, run on the CPU backend.
+
+Each test builds a graph on parameters, compiles it with
+``ng.runtime(backend_name="CPU").computation(node, *params)`` and compares the result of calling
+it on NumPy arrays with what NumPy computes.
+"""
+
+import numpy as np
+import pytest
+
+import ngraph as ng
+
+RUNTIME = ng.runtime(backend_name="CPU")
+
+FLOATS = [np.float32, np.float64]
+INTS = [np.int32, np.int64]
+NUMERIC = FLOATS + INTS
+ALL_TYPES = NUMERIC + [np.bool_]
+
+
+def dtype_id(dtype):
+    return np.dtype(dtype).name
+
+
+def shape_id(shape):
+    return "x".join(map(str, shape)) if shape else "scalar"
+
+
+def run(node, params, *arrays):
+    """Compiles `node` on `params` and calls it on `arrays`."""
+    return RUNTIME.computation(node, *params)(*arrays)
+
+
+def run_with_params(fn, *arrays):
+    """fn(*params) for one parameter per array (of its shape and dtype), run on `arrays`."""
+    params = [ng.parameter(a.shape, dtype=a.dtype, name=f"p{i}") for i, a in enumerate(arrays)]
+    return run(fn(*params), params, *arrays)
+
+
+def data(shape, dtype, kind="any", seed=0):
+    """Random test data: kind 'any', 'positive' or 'nonzero'."""
+    rng = np.random.default_rng(seed)
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return np.asarray(rng.random(shape) < 0.5)
+    if dtype.kind == "i":
+        if kind == "positive":
+            values = rng.integers(1, 10, size=shape)
+        elif kind == "nonzero":
+            values = rng.integers(1, 10, size=shape) * rng.choice([-1, 1], size=shape)
+        else:
+            values = rng.integers(-9, 10, size=shape)
+        return np.asarray(values, dtype=dtype)
+    if kind == "positive":
+        values = rng.uniform(0.1, 3.0, size=shape)
+    elif kind == "nonzero":
+        values = rng.uniform(0.5, 3.0, size=shape) * rng.choice([-1, 1], size=shape)
+    else:
+        values = rng.standard_normal(size=shape)
+    return np.asarray(values, dtype=dtype)
+
+
+def check(got, expected, dtype=None, rtol=None, atol=None):
+    """Asserts shape, dtype and values (exact for integers and booleans)."""
+    expected = np.asarray(expected)
+    if dtype is not None:
+        expected = expected.astype(dtype)
+    assert isinstance(got, np.ndarray)
+    assert got.shape == expected.shape, (got.shape, expected.shape)
+    assert got.dtype == expected.dtype, (got.dtype, expected.dtype)
+    if expected.dtype.kind == "f":
+        if rtol is None:
+            rtol = 1e-5 if expected.dtype == np.float32 else 1e-12
+        if atol is None:
+            atol = 1e-6 if expected.dtype == np.float32 else 1e-12
+        np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol)
+    else:
+        np.testing.assert_array_equal(got, expected)
+
+
+# ------------------------------------------------------------------ binary elementwise
+
+# Shape pairs that broadcast NumPy-style: equal, rank-0 scalars, size-1 axes, zero-size
+# axes, and a bias added to a batch (both ways round).
+BROADCAST_SHAPES = [
+    ((2, 3), (2, 3)),
+    ((), ()),
+    ((4,), ()),
+    ((), (4,)),
+    ((2, 3), ()),
+    ((2, 1, 3), (4, 1)),
+    ((3, 1), (1, 4)),
+    ((1, 1, 7), (2, 3, 1)),
+    ((2, 3, 4, 5), (3, 1, 5)),
+    ((0, 3), (1, 3)),
+    ((0, 3), (3,)),
+    ((1,), (0,)),
+    ((2, 0), (2, 1)),
+    ((128, 600), (600,)),
+    ((600,), (128, 600)),
+]
+SHAPE_IDS = [f"{shape_id(a)}-{shape_id(b)}" for a, b in BROADCAST_SHAPES]
+
+ARITHMETIC = [
+    (ng.add, np.add),
+    (ng.subtract, np.subtract),
+    (ng.multiply, np.multiply),
+    (ng.maximum, np.maximum),
+    (ng.minimum, np.minimum),
+]
+
+
+@pytest.mark.parametrize("shapes", BROADCAST_SHAPES, ids=SHAPE_IDS)
+@pytest.mark.parametrize("dtype", NUMERIC, ids=dtype_id)
+@pytest.mark.parametrize("ng_fn,np_fn", ARITHMETIC, ids=lambda f: f.__name__)
+def test_arithmetic(ng_fn, np_fn, dtype, shapes):
+    a, b = data(shapes[0], dtype, seed=1), data(shapes[1], dtype, seed=2)
+    check(run_with_params(ng_fn, a, b), np_fn(a, b), dtype)
+
+
+def test_add_bias_to_batch():
+    """The `h + b` of a dense layer: a {128,600} batch plus a {600} bias."""
+    h = ng.parameter([128, 600], name="h")
+    b = ng.parameter([600], name="b")
+    hv, bv = data((128, 600), np.float32, seed=3), data((600,), np.float32, seed=4)
+    check(run(h + b, [h, b], hv, bv), hv + bv)
+    check(run(b + h, [h, b], hv, bv), bv + hv)
+
+
+@pytest.mark.parametrize("shapes", BROADCAST_SHAPES, ids=SHAPE_IDS)
+@pytest.mark.parametrize("dtype", FLOATS, ids=dtype_id)
+def test_divide_float(dtype, shapes):
+    a, b = data(shapes[0], dtype, seed=1), data(shapes[1], dtype, "nonzero", seed=2)
+    check(run_with_params(ng.divide, a, b), a / b, dtype)
+
+
+@pytest.mark.parametrize("shapes", BROADCAST_SHAPES, ids=SHAPE_IDS)
+@pytest.mark.parametrize("dtype", INTS, ids=dtype_id)
+def test_divide_int_is_floor_division(dtype, shapes):
+    a, b = data(shapes[0], dtype, seed=1), data(shapes[1], dtype, "nonzero", seed=2)
+    check(run_with_params(ng.divide, a, b), a // b, dtype)
+
+
+@pytest.mark.parametrize("dtype", INTS, ids=dtype_id)
+def test_divide_int_signs(dtype):
+    a = np.array([7, -7, 7, -7, 6, -6, 0, 1, -1], dtype=dtype)
+    b = np.array([2, 2, -2, -2, 3, -3, 5, -3, 3], dtype=dtype)
+    got = run_with_params(ng.divide, a, b)
+    check(got, a // b, dtype)
+    assert got.tolist() == [int(x) // int(y) for x, y in zip(a, b)]
+
+
+@pytest.mark.parametrize("shapes", BROADCAST_SHAPES[:9], ids=SHAPE_IDS[:9])
+@pytest.mark.parametrize("dtype", FLOATS, ids=dtype_id)
+def test_power_float(dtype, shapes):
+    a = data(shapes[0], dtype, "positive", seed=1)
+    b = np.asarray(np.random.default_rng(2).uniform(-2, 2, size=shapes[1]), dtype=dtype)
+    check(run_with_params(ng.power, a, b), np.power(a, b), dtype)
+
+
+@pytest.mark.parametrize("shapes", BROADCAST_SHAPES[:9], ids=SHAPE_IDS[:9])
+@pytest.mark.parametrize("dtype", INTS, ids=dtype_id)
+def test_power_int(dtype, shapes):
+    a = np.asarray(np.random.default_rng(1).integers(-5, 6, size=shapes[0]), dtype=dtype)
+    b = np.asarray(np.random.default_rng(2).integers(0, 6, size=shapes[1]), dtype=dtype)
+    check(run_with_params(ng.power, a, b), np.power(a, b), dtype)
+
+
+COMPARISONS = [
+    (ng.equal, np.equal),
+    (ng.not_equal, np.not_equal),
+    (ng.greater, np.greater),
+    (ng.greater_eq, np.greater_equal),
+    (ng.less, np.less),
+    (ng.less_eq, np.less_equal),
+]
+COMPARISON_SHAPES = [((2, 3), (2, 3)), ((), ()), ((4, 1), (3,)), ((0, 2), (2,)), ((5,), ())]
+
+
+@pytest.mark.parametrize("shapes", COMPARISON_SHAPES,
+                         ids=[f"{shape_id(a)}-{shape_id(b)}" for a, b in COMPARISON_SHAPES])
+@pytest.mark.parametrize("dtype", NUMERIC, ids=dtype_id)
+@pytest.mark.parametrize("ng_fn,np_fn", COMPARISONS, ids=lambda f: f.__name__)
+def test_comparison(ng_fn, np_fn, dtype, shapes):
+    # Small integers so that equal values occur.
+    a = np.asarray(np.random.default_rng(1).integers(-2, 3, size=shapes[0]), dtype=dtype)
+    b = np.asarray(np.random.default_rng(2).integers(-2, 3, size=shapes[1]), dtype=dtype)
+    check(run_with_params(ng_fn, a, b), np_fn(a, b), np.bool_)
+
+
+@pytest.mark.parametrize("ng_fn,np_fn", COMPARISONS[:2], ids=lambda f: f.__name__)
+def test_equality_of_booleans(ng_fn, np_fn):
+    a, b = data((3, 4), np.bool_, seed=1), data((4,), np.bool_, seed=2)
+    check(run_with_params(ng_fn, a, b), np_fn(a, b), np.bool_)
+
+
+@pytest.mark.parametrize("ng_fn,np_fn", COMPARISONS, ids=lambda f: f.__name__)
+def test_comparison_with_nan(ng_fn, np_fn):
+    a = np.array([np.nan, 1.0, np.nan, 2.0], dtype=np.float32)
+    b = np.array([np.nan, np.nan, 1.0, 2.0], dtype=np.float32)
+    check(run_with_params(ng_fn, a, b), np_fn(a, b), np.bool_)
+
+
+LOGICAL = [(ng.logical_and, np.logical_and), (ng.logical_or, np.logical_or)]
+
+
+@pytest.mark.parametrize("shapes", [((2, 3), (2, 3)), ((), ()), ((4, 1), (3,)), ((0,), (1,))],
+                         ids=["same", "scalar", "broadcast", "empty"])
+@pytest.mark.parametrize("ng_fn,np_fn", LOGICAL, ids=lambda f: f.__name__)
+def test_logical_binary(ng_fn, np_fn, shapes):
+    a, b = data(shapes[0], np.bool_, seed=1), data(shapes[1], np.bool_, seed=2)
+    check(run_with_params(ng_fn, a, b), np_fn(a, b), np.bool_)
+
+
+@pytest.mark.parametrize("shape", [(2, 3), (), (0, 4), (17,)], ids=shape_id)
+def test_logical_not(shape):
+    a = data(shape, np.bool_)
+    check(run_with_params(ng.logical_not, a), np.logical_not(a), np.bool_)
+
+
+# ------------------------------------------------------------------- unary elementwise
+
+UNARY_SHAPES = [(), (5,), (2, 3, 4), (0, 3), (1000,)]
+
+
+def _sigmoid(x):
+    return 1 / (1 + np.exp(-x))
+
+
+def _relu(x):
+    return np.maximum(x, np.zeros((), dtype=x.dtype))
+
+
+NUMERIC_UNARY = [
+    (ng.negative, np.negative),
+    (ng.absolute, np.absolute),
+    (ng.abs, np.abs),
+    (ng.sign, np.sign),
+    (ng.floor, np.floor),
+    (ng.ceiling, np.ceil),
+    (ng.ceil, np.ceil),
+    (ng.relu, _relu),
+]
+FLOAT_UNARY = [
+    (ng.exp, np.exp, "any"),
+    (ng.log, np.log, "positive"),
+    (ng.sqrt, np.sqrt, "positive"),
+    (ng.sin, np.sin, "any"),
+    (ng.cos, np.cos, "any"),
+    (ng.tanh, np.tanh, "any"),
+    (ng.sigmoid, _sigmoid, "any"),
+]
+
+
+@pytest.mark.parametrize("shape", UNARY_SHAPES, ids=shape_id)
+@pytest.mark.parametrize("dtype", NUMERIC, ids=dtype_id)
+@pytest.mark.parametrize("ng_fn,np_fn", NUMERIC_UNARY, ids=lambda f: f.__name__)
+def test_numeric_unary(ng_fn, np_fn, dtype, shape):
+    a = data(shape, dtype) * (3 if np.dtype(dtype).kind == "f" else 1)
+    if np_fn in (np.floor, np.ceil) and np.dtype(dtype).kind == "i":
+        expected = a  # integers are their own floor and ceiling
+    else:
+        expected = np_fn(a)
+    check(run_with_params(ng_fn, a), expected, dtype)
+
+
+@pytest.mark.parametrize("shape", UNARY_SHAPES, ids=shape_id)
+@pytest.mark.parametrize("dtype", FLOATS, ids=dtype_id)
+@pytest.mark.parametrize("ng_fn,np_fn,kind", FLOAT_UNARY, ids=lambda f: getattr(f, "__name__", f))
+def test_float_unary(ng_fn, np_fn, kind, dtype, shape):
+    a = data(shape, dtype, kind) * (2 if kind == "any" else 1)
+    # oneDNN's f32 eltwise kernels are accurate to a few ulp, not correctly rounded.
+    f32 = dtype == np.float32
+    check(run_with_params(ng_fn, a), np_fn(a), dtype, rtol=1e-5 if f32 else 1e-12,
+          atol=1e-5 if f32 else 1e-12)
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=dtype_id)
+def test_float_unary_special_values(dtype):
+    a = np.array([0.0, -0.0, np.inf, -np.inf, 2.5, -2.5, -0.5, 0.5], dtype=dtype)
+    for ng_fn, np_fn in [(ng.floor, np.floor), (ng.ceiling, np.ceil), (ng.absolute, np.abs),
+                         (ng.negative, np.negative), (ng.relu, _relu)]:
+        check(run_with_params(ng_fn, a), np_fn(a), dtype)
+    check(run_with_params(ng.sigmoid, np.array([-1000, 1000, 0], dtype=dtype)),
+          np.array([0.0, 1.0, 0.5]), dtype)
+    check(run_with_params(ng.tanh, np.array([-1000, 1000], dtype=dtype)), [-1.0, 1.0], dtype)
+    check(run_with_params(ng.exp, np.array([-np.inf, 0], dtype=dtype)), [0.0, 1.0], dtype)
+
+
+# ---------------------------------------------------------------------- contractions
+
+DOT_CASES = [
+    # (shape_a, shape_b, reduction_axes_count)
+    ((3,), (3,), None),  # dot of vectors: a scalar
+    ((2, 3), (3,), None),  # matrix-vector
+    ((3,), (3, 4), None),  # vector-matrix
+    ((2, 3), (3, 4), None),  # matrix-matrix
+    ((2, 3, 4), (4, 5), None),  # default 1 for tensors
+    ((), (2, 3), None),  # a scalar: default 0, scales
+    ((2, 3), (), None),
+    ((), (), None),
+    ((2,), (3,), 0),  # outer product
+    ((2, 3), (4,), 0),
+    ((), (3,), 0),
+    ((2, 3, 4), (4, 5), 1),
+    ((2, 3, 4), (3, 4, 5), 2),
+    ((3, 4), (3, 4), 2),  # full contraction: a scalar
+    ((2, 3, 4), (2, 3, 4), 3),
+    ((2, 0), (0, 3), None),  # empty contraction: zeros
+    ((0, 3), (3, 4), None),
+    ((64, 128), (128, 32), None),
+]
+
+
+def _dot_reference(a, b, count):
+    if count is None:
+        count = 0 if a.ndim == 0 or b.ndim == 0 else 1
+    return np.tensordot(a, b, axes=count)
+
+
+@pytest.mark.parametrize("dtype", NUMERIC, ids=dtype_id)
+@pytest.mark.parametrize("shape_a,shape_b,count", DOT_CASES,
+                         ids=[f"{shape_id(a)}-{shape_id(b)}-{c}" for a, b, c in DOT_CASES])
+def test_dot(shape_a, shape_b, count, dtype):
+    a, b = data(shape_a, dtype, seed=1), data(shape_b, dtype, seed=2)
+    got = run_with_params(lambda x, y: ng.dot(x, y, count), a, b)
+    check(got, _dot_reference(a, b, count), dtype, rtol=1e-4 if dtype == np.float32 else None,
+          atol=1e-4 if dtype == np.float32 else None)
+
+
+MATMUL_CASES = [
+    # (shape_a, shape_b, transpose_a, transpose_b)
+    ((2, 3), (3, 4), False, False),
+    ((3, 2), (3, 4), True, False),
+    ((2, 3), (4, 3), False, True),
+    ((3, 2), (4, 3), True, True),
+    ((3,), (3, 4), False, False),
+    ((2, 3), (3,), False, False),
+    ((3,), (3,), False, False),
+    ((3,), (4, 3), False, True),
+    ((3,), (3, 4), True, False),  # transpose of a 1-D argument is ignored
+    ((2, 3), (3,), False, True),
+    ((5, 2, 3), (3, 4), False, False),
+    ((4, 2, 3), (3,), False, False),
+    ((3,), (4, 3, 2), False, False),
+    ((2, 1, 2, 3), (5, 3, 4), False, False),
+    ((2, 1, 3, 2), (5, 4, 3), True, True),
+    ((7, 1, 2, 3), (1, 6, 3, 5), False, False),
+    ((2, 0), (0, 3), False, False),
+    ((0, 3), (3, 4), False, False),
+    ((64, 128), (128, 32), False, False),
+    ((128, 64), (32, 128), True, True),
+]
+
+
+def _matmul_reference(a, b, ta, tb):
+    if ta and a.ndim >= 2:
+        a = np.swapaxes(a, -1, -2)
+    if tb and b.ndim >= 2:
+        b = np.swapaxes(b, -1, -2)
+    return np.matmul(a, b)
+
+
+@pytest.mark.parametrize("dtype", NUMERIC, ids=dtype_id)
+@pytest.mark.parametrize("shape_a,shape_b,ta,tb", MATMUL_CASES,
+                         ids=[f"{shape_id(a)}-{shape_id(b)}-{int(ta)}{int(tb)}"
+                              for a, b, ta, tb in MATMUL_CASES])
+def test_matmul(shape_a, shape_b, ta, tb, dtype):
+    a, b = data(shape_a, dtype, seed=1), data(shape_b, dtype, seed=2)
+    got = run_with_params(lambda x, y: ng.matmul(x, y, ta, tb), a, b)
+    check(got, _matmul_reference(a, b, ta, tb), dtype,
+          rtol=1e-4 if dtype == np.float32 else None, atol=1e-4 if dtype == np.float32 else None)
+
+
+def test_matmul_keywords_and_operator():
+    a, b = data((3, 2), np.float32, seed=1), data((4, 3), np.float32, seed=2)
+    got = run_with_params(lambda x, y: ng.matmul(x, y, transpose_a=True, transpose_b=True), a, b)
+    check(got, a.T @ b.T)
+    x, y = data((2, 3), np.float32), data((3, 4), np.float32)
+    check(run_with_params(lambda p, q: p @ q, x, y), x @ y)
+
+
+# ----------------------------------------------------------------------- data movement
+
+
+def _broadcast_reference(x, shape, axes):
+    for axis in sorted(axes):
+        x = np.expand_dims(x, axis)
+    return np.broadcast_to(x, shape)
+
+
+BROADCAST_AXES_CASES = [
+    ((3,), [2, 3], {0}),
+    ((2,), [2, 3], {1}),
+    ((2, 4), [2, 3, 4], [1]),
+    ((), [2, 3], {0, 1}),
+    ((2, 3), [2, 3], set()),
+    ((3,), [2, 3, 4], (0, 2)),
+    ((3,), [0, 3], {0}),
+    ((1, 3), [1, 5, 3], {1}),
+]
+
+
+@pytest.mark.parametrize("dtype", ALL_TYPES, ids=dtype_id)
+@pytest.mark.parametrize("shape,new_shape,axes", BROADCAST_AXES_CASES,
+                         ids=[f"{shape_id(s)}-{shape_id(n)}-{sorted(a)}"
+                              for s, n, a in BROADCAST_AXES_CASES])
+def test_broadcast_with_axes(shape, new_shape, axes, dtype):
+    x = data(shape, dtype)
+    got = run_with_params(lambda p: ng.broadcast(p, new_shape, broadcast_axes=axes), x)
+    check(got, _broadcast_reference(x, new_shape, axes), dtype)
+
+
+BROADCAST_AXIS_CASES = [
+    # (shape, new_shape, axis): the input's axes start at `axis`
+    ((3,), [2, 3, 4], 1),
+    ((3,), [3, 4], 0),
+    ((3,), [4, 3], 1),
+    ((2, 3), [2, 3, 4], 0),
+    ((1, 3), [5, 2, 3], 1),  # size-1 axes stretch
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int64], ids=dtype_id)
+@pytest.mark.parametrize("shape,new_shape,axis", BROADCAST_AXIS_CASES,
+                         ids=[f"{shape_id(s)}-{shape_id(n)}-{a}"
+                              for s, n, a in BROADCAST_AXIS_CASES])
+def test_broadcast_with_int_axis(shape, new_shape, axis, dtype):
+    x = data(shape, dtype)
+    expected = x.reshape((1,) * axis + x.shape + (1,) * (len(new_shape) - axis - x.ndim))
+    expected = np.broadcast_to(expected, new_shape)
+    check(run_with_params(lambda p: ng.broadcast(p, new_shape, axis), x), expected, dtype)
+    check(run_with_params(lambda p: ng.broadcast_to(p, new_shape, axis), x), expected, dtype)
+
+
+NUMPY_BROADCAST_CASES = [
+    ((4,), [2, 3, 4]),
+    ((3, 1), [2, 3, 4]),
+    ((1,), [5]),
+    ((), [2, 2]),
+    ((1, 1), [3, 1]),
+    ((2, 3), [2, 3]),
+    ((1,), [0]),
+    ((1, 3), [0, 3]),
+]
+
+
+@pytest.mark.parametrize("dtype", ALL_TYPES, ids=dtype_id)
+@pytest.mark.parametrize("shape,new_shape", NUMPY_BROADCAST_CASES,
+                         ids=[f"{shape_id(s)}-{shape_id(n)}" for s, n in NUMPY_BROADCAST_CASES])
+def test_broadcast_numpy_style(shape, new_shape, dtype):
+    x = data(shape, dtype)
+    expected = np.broadcast_to(x, new_shape)
+    check(run_with_params(lambda p: ng.broadcast(p, new_shape), x), expected, dtype)
+    check(run_with_params(lambda p: ng.broadcast(p, new_shape, None), x), expected, dtype)
+    check(run_with_params(lambda p: ng.broadcast_to(p, new_shape), x), expected, dtype)
+
+
+RESHAPE_CASES = [
+    ((2, 3, 4), [6, 4], None),
+    ((2, 3, 4), [24], None),
+    ((), [1, 1], None),
+    ((1, 1), [], None),
+    ((2, 3), [3, 2], [1, 0]),  # transpose
+    ((2, 3), [6], [1, 0]),  # transpose, then flatten
+    ((2, 3, 4), [4, 6], [2, 0, 1]),
+    ((2, 3, 4), [3, 4, 2], [1, 2, 0]),
+    ((0, 3), [3, 0], [1, 0]),
+    ((4, 5), [2, 10], [0, 1]),
+]
+
+
+@pytest.mark.parametrize("dtype", ALL_TYPES, ids=dtype_id)
+@pytest.mark.parametrize("shape,out_shape,order", RESHAPE_CASES,
+                         ids=[f"{shape_id(s)}-{shape_id(o)}-{'T' if p else 'id'}{i}"
+                              for i, (s, o, p) in enumerate(RESHAPE_CASES)])
+def test_reshape(shape, out_shape, order, dtype):
+    x = data(shape, dtype)
+    expected = (x if order is None else np.transpose(x, order)).reshape(out_shape)
+    check(run_with_params(lambda p: ng.reshape(p, out_shape, order), x), expected, dtype)
+
+
+SLICE_CASES = [
+    ((5, 6), [1, 0], [4, 6], None),
+    ((5, 6), [0, 1], [5, 6], [2, 3]),
+    ((4, 5, 6), [0, 1, 2], [4, 5, 6], [3, 2, 4]),
+    ((7,), [2], [7], [5]),
+    ((7,), [3], [3], None),  # empty
+    ((), [], [], None),
+    ((3, 4), [0, 0], [3, 4], [1, 1]),
+    ((10, 10), [9, 9], [10, 10], [4, 4]),
+]
+
+
+@pytest.mark.parametrize("dtype", ALL_TYPES, ids=dtype_id)
+@pytest.mark.parametrize("shape,lower,upper,strides", SLICE_CASES,
+                         ids=[f"{shape_id(s)}-{lo}-{up}-{st}" for s, lo, up, st in SLICE_CASES])
+def test_slice(shape, lower, upper, strides, dtype):
+    x = data(shape, dtype)
+    steps = strides or [1] * len(shape)
+    expected = x[tuple(slice(lo, up, st) for lo, up, st in zip(lower, upper, steps))]
+    check(run_with_params(lambda p: ng.slice(p, lower, upper, strides), x), expected, dtype)
+
+
+CONCAT_CASES = [
+    ([(2, 3), (4, 3)], 0),
+    ([(2, 3), (2, 1), (2, 0), (2, 5)], 1),
+    ([(2, 3, 4), (2, 3, 1)], -1),
+    ([(2, 3)], 0),
+    ([(0, 3), (0, 3)], 0),
+    ([(0, 3), (2, 3)], 0),
+    ([(3,), (4,), (5,)], 0),
+    ([(2, 1, 3), (2, 4, 3)], 1),
+]
+
+
+@pytest.mark.parametrize("dtype", ALL_TYPES, ids=dtype_id)
+@pytest.mark.parametrize("shapes,axis", CONCAT_CASES,
+                         ids=[f"{len(s)}x-{shape_id(s[0])}-{a}" for s, a in CONCAT_CASES])
+def test_concat(shapes, axis, dtype):
+    arrays = [data(s, dtype, seed=i) for i, s in enumerate(shapes)]
+    got = run_with_params(lambda *ps: ng.concat(list(ps), axis), *arrays)
+    check(got, np.concatenate(arrays, axis=axis), dtype)
+
+
+def test_concat_with_arrays():
+    x = data((2, 3), np.float32)
+    const = np.arange(6, dtype=np.float64).reshape(2, 3)  # becomes an f32 constant
+    check(run_with_params(lambda p: ng.concat([p, const], 1), x),
+          np.concatenate([x, const.astype(np.float32)], axis=1))
+
+
+def _pad_reference(x, below, above, mode, value):
+    positive = [(max(b, 0), max(a, 0)) for b, a in zip(below, above)]
+    if mode == "constant":
+        y = np.pad(x, positive, mode="constant", constant_values=value)
+    else:
+        y = np.pad(x, positive, mode=mode)
+    crop = tuple(slice(-min(b, 0), y.shape[i] + min(a, 0))
+                 for i, (b, a) in enumerate(zip(below, above)))
+    return y[crop]
+
+
+PAD_CASES = [
+    ((3, 4), [1, 2], [2, 0], "constant"),
+    ((3, 4), [0, 0], [0, 0], "constant"),
+    ((3, 4), [-1, 1], [1, -2], "constant"),  # negative padding crops
+    ((3, 4), [-1, -1], [-1, -2], "constant"),
+    ((5,), [3], [2], "constant"),
+    ((3, 4), [2, 1], [0, 3], "edge"),
+    ((3, 4), [2, 3], [1, 3], "reflect"),
+    ((3, 4), [3, 2], [1, 4], "symmetric"),
+    ((2, 3, 4), [1, 0, 2], [1, 2, 0], "reflect"),
+    ((2, 3, 4), [1, 2, 1], [2, 1, 3], "edge"),
+    ((5,), [-2], [3], "reflect"),
+    ((5,), [2], [-3], "symmetric"),
+    ((4, 4), [-1, 2], [2, -1], "edge"),
+]
+
+
+@pytest.mark.parametrize("dtype", ALL_TYPES, ids=dtype_id)
+@pytest.mark.parametrize("shape,below,above,mode", PAD_CASES,
+                         ids=[f"{shape_id(s)}-{b}-{a}-{m}" for s, b, a, m in PAD_CASES])
+def test_pad(shape, below, above, mode, dtype):
+    x = data(shape, dtype)
+    value = True if dtype == np.bool_ else 7
+    got = run_with_params(lambda p: ng.pad(p, value, below, above, pad_mode=mode), x)
+    check(got, _pad_reference(x, below, above, mode, value), dtype)
+
+
+def test_pad_value_from_a_parameter():
+    x = data((2, 3), np.float32)
+    p = ng.parameter([2, 3], name="x")
+    v = ng.parameter([], name="v")
+    comp = RUNTIME.computation(ng.pad(p, v, [1, 0], [0, 2]), p, v)
+    check(comp(x, np.float32(-5)), np.pad(x, [(1, 0), (0, 2)], constant_values=-5))
+    check(comp(x, np.float32(3)), np.pad(x, [(1, 0), (0, 2)], constant_values=3))
+
+
+def test_pad_defaults():
+    x = data((2, 3), np.int32)
+    check(run_with_params(lambda p: ng.pad(p, 0), x), x)
+    check(run_with_params(lambda p: ng.pad(p, 0, [1, 1], [1, 1], [0, 0]), x),
+          np.pad(x, 1))
+
+
+REVERSE_CASES = [
+    ((2, 3, 4), 0),
+    ((2, 3, 4), [0, 1]),
+    ((2, 3, 4), [0, 1, 2]),
+    ((2, 3, 4), []),
+    ((2, 3, 4), -1),
+    ((5,), [0]),
+    ((), []),
+    ((0, 3), [0, 1]),
+]
+
+
+@pytest.mark.parametrize("dtype", ALL_TYPES, ids=dtype_id)
+@pytest.mark.parametrize("shape,axes", REVERSE_CASES,
+                         ids=[f"{shape_id(s)}-{a}" for s, a in REVERSE_CASES])
+def test_reverse(shape, axes, dtype):
+    x = data(shape, dtype)
+    expected = np.flip(x, axis=axes if isinstance(axes, int) else tuple(axes))
+    check(run_with_params(lambda p: ng.reverse(p, axes), x), expected, dtype)
+
+
+# -------------------------------------------------------------------------- reductions
+
+REDUCTIONS = [(ng.sum, np.sum), (ng.prod, np.prod), (ng.max, np.max), (ng.min, np.min)]
+REDUCTION_CASES = [
+    ((2, 3, 4), None),
+    ((2, 3, 4), 1),
+    ((2, 3, 4), -1),
+    ((2, 3, 4), [0, 2]),
+    ((2, 3, 4), [0, 1, 2]),
+    ((2, 3, 4), []),
+    ((7,), 0),
+    ((), None),
+    ((), []),
+    ((3, 300), 1),
+    ((300, 3), 0),
+]
+
+
+def _reduction_reference(np_fn, x, axes):
+    axis = None if axes is None else (axes if isinstance(axes, int) else tuple(axes))
+    if np_fn in (np.max, np.min):
+        if x.dtype.kind == "f":
+            initial = -np.inf if np_fn is np.max else np.inf
+        else:
+            info = np.iinfo(x.dtype)
+            initial = info.min if np_fn is np.max else info.max
+        return np_fn(x, axis=axis, initial=initial)
+    return np_fn(x, axis=axis, dtype=x.dtype)
+
+
+@pytest.mark.parametrize("dtype", NUMERIC, ids=dtype_id)
+@pytest.mark.parametrize("shape,axes", REDUCTION_CASES,
+                         ids=[f"{shape_id(s)}-{a}" for s, a in REDUCTION_CASES])
+@pytest.mark.parametrize("ng_fn,np_fn", REDUCTIONS, ids=lambda f: f.__name__)
+def test_reduction(ng_fn, np_fn, shape, axes, dtype):
+    x = data(shape, dtype, seed=5)
+    if np_fn is np.prod:  # keep products finite and exact
+        rng = np.random.default_rng(5)
+        values = rng.choice([-1, 1], size=shape) if x.size > 24 else np.clip(x, -3, 3)
+        x = np.asarray(values, dtype=dtype)
+    got = run_with_params(lambda p: ng_fn(p, axes), x)
+    check(got, _reduction_reference(np_fn, x, axes), dtype,
+          rtol=1e-5 if dtype == np.float32 else None, atol=1e-5 if dtype == np.float32 else None)
+
+
+@pytest.mark.parametrize("dtype", NUMERIC, ids=dtype_id)
+@pytest.mark.parametrize("ng_fn,np_fn", REDUCTIONS, ids=lambda f: f.__name__)
+def test_reduction_of_empty_axis(ng_fn, np_fn, dtype):
+    """Sum/Product of nothing is 0/1; Max/Min of nothing is -inf/+inf (lowest/highest for
+    integers)."""
+    x = np.zeros((0, 3), dtype=dtype)
+    got = run_with_params(lambda p: ng_fn(p, 0), x)
+    check(got, _reduction_reference(np_fn, x, [0]), dtype)
+    got_all = run_with_params(lambda p: ng_fn(p), x)
+    check(got_all, _reduction_reference(np_fn, x, None), dtype)
+    got_kept = run_with_params(lambda p: ng_fn(p, 1), x)  # reduces a non-empty axis: (0,)
+    check(got_kept, np.zeros((0,)), dtype)
+
+
+def test_max_of_empty_axis_is_minus_infinity():
+    x = np.zeros((2, 0), dtype=np.float32)
+    got = run_with_params(lambda p: ng.max(p, 1), x)
+    check(got, np.array([-np.inf, -np.inf]), np.float32)
+    got = run_with_params(lambda p: ng.min(p, [1]), x)
+    check(got, np.array([np.inf, np.inf]), np.float32)
+
+
+@pytest.mark.parametrize("ng_fn,np_fn", REDUCTIONS[2:], ids=lambda f: f.__name__)
+def test_max_min_propagate_nan(ng_fn, np_fn):
+    x = np.array([[1.0, np.nan, 3.0], [np.nan, 5.0, 6.0]], dtype=np.float64)
+    check(run_with_params(lambda p: ng_fn(p, 1), x), np_fn(x, axis=1), np.float64)
+    check(run_with_params(lambda p: ng_fn(p, 0), x), np_fn(x, axis=0), np.float64)
+
+
+@pytest.mark.xfail(reason="cpp bug: f32 Max/Min reductions (oneDNN path) ignore a NaN unless "
+                   "it is the last element reduced; the f64 loop propagates it as NumPy does",
+                   strict=True)
+@pytest.mark.parametrize("axes", [0, 1, None], ids=str)
+@pytest.mark.parametrize("ng_fn,np_fn", REDUCTIONS[2:], ids=lambda f: f.__name__)
+def test_max_min_propagate_nan_float32(ng_fn, np_fn, axes):
+    x = np.array([[1.0, np.nan, 3.0], [np.nan, 5.0, 6.0]], dtype=np.float32)
+    check(run_with_params(lambda p: ng_fn(p, axes), x), np_fn(x, axis=axes), np.float32)
+
+
+@pytest.mark.xfail(reason="cpp bug: Maximum/Minimum do not propagate NaN as np.maximum/"
+                   "np.minimum do (f32 oneDNN returns the other operand, the f64 loop returns "
+                   "arg0)", strict=True)
+@pytest.mark.parametrize("dtype", FLOATS, ids=dtype_id)
+@pytest.mark.parametrize("ng_fn,np_fn", [(ng.maximum, np.maximum), (ng.minimum, np.minimum)],
+                         ids=lambda f: f.__name__)
+def test_maximum_minimum_propagate_nan(ng_fn, np_fn, dtype):
+    a = np.array([np.nan, 1.0, np.nan, 2.0], dtype=dtype)
+    b = np.array([1.0, np.nan, np.nan, 3.0], dtype=dtype)
+    check(run_with_params(ng_fn, a, b), np_fn(a, b), dtype)
+
+
+INDEX_CASES = [((5,), 0), ((3, 4), 0), ((3, 4), 1), ((3, 4), -1), ((2, 3, 4), 1), ((2, 0, 3), 2)]
+
+
+@pytest.mark.parametrize("dtype", NUMERIC, ids=dtype_id)
+@pytest.mark.parametrize("shape,axis", INDEX_CASES,
+                         ids=[f"{shape_id(s)}-{a}" for s, a in INDEX_CASES])
+@pytest.mark.parametrize("ng_fn,np_fn", [(ng.argmax, np.argmax), (ng.argmin, np.argmin)],
+                         ids=lambda f: f.__name__)
+def test_index_reduction(ng_fn, np_fn, shape, axis, dtype):
+    # Few distinct values, so ties occur: the first index wins, as in NumPy.
+    x = np.asarray(np.random.default_rng(3).integers(0, 3, size=shape), dtype=dtype)
+    got = run_with_params(lambda p: ng_fn(p, axis), x)
+    check(got, np_fn(x, axis=axis), np.int32)
+
+
+@pytest.mark.parametrize("ng_fn", [ng.argmax, ng.argmin], ids=lambda f: f.__name__)
+def test_index_reduction_ties_and_types(ng_fn):
+    x = np.array([[1, 3, 3, 0, 3, 0], [2, 2, 2, 2, 2, 2]], dtype=np.float32)
+    expected = [1, 0] if ng_fn is ng.argmax else [3, 0]  # ties: the first index
+    got = run_with_params(lambda p: ng_fn(p, 1), x)
+    check(got, expected, np.int32)  # nGraph's default index type
+    got = run_with_params(lambda p: ng_fn(p, axis=1, index_element_type=np.int64), x)
+    check(got, expected, np.int64)
+    got = run_with_params(lambda p: ng_fn(p), x)  # axis 0 by default
+    check(got, (np.argmax if ng_fn is ng.argmax else np.argmin)(x, axis=0), np.int32)
+
+
+def _softmax_reference(x, axes):
+    axes = tuple(axes) if not isinstance(axes, int) else (axes,)
+    e = np.exp(x - np.max(x, axis=axes, keepdims=True))
+    return e / np.sum(e, axis=axes, keepdims=True)
+
+
+SOFTMAX_CASES = [
+    ((3, 4), 1),
+    ((3, 4), 0),
+    ((3, 4), -1),
+    ((5,), 0),
+    ((2, 3, 4), [1, 2]),
+    ((2, 3, 4), {0, 2}),
+    ((2, 3, 4), (0, 1, 2)),
+    ((2, 3, 4), 1),
+    ((64, 1000), 1),
+]
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=dtype_id)
+@pytest.mark.parametrize("shape,axes", SOFTMAX_CASES,
+                         ids=[f"{shape_id(s)}-{sorted(a) if not isinstance(a, int) else a}"
+                              for s, a in SOFTMAX_CASES])
+def test_softmax(shape, axes, dtype):
+    x = data(shape, dtype) * 5
+    check(run_with_params(lambda p: ng.softmax(p, axes), x), _softmax_reference(x, axes), dtype)
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=dtype_id)
+def test_softmax_is_stable_for_large_values(dtype):
+    x = np.array([[1000.0, 1001.0, 1002.0], [-1000.0, -1000.0, -1000.0]], dtype=dtype)
+    got = run_with_params(lambda p: ng.softmax(p, 1), x)
+    check(got, _softmax_reference(x, 1), dtype)
+    assert np.all(np.isfinite(got))
+
+
+def _one_hot_reference(x, depth, axis):
+    hot = (np.asarray(x)[..., None] == np.arange(depth)).astype(x.dtype)
+    return np.moveaxis(hot, -1, axis)
+
+
+ONE_HOT_CASES = [
+    ([2, 0, 3, 1], [4, 5], 1),
+    ([2, 0, 3, 1], [5, 4], 0),
+    ([[0, 1, 2], [3, 2, 1]], [2, 4, 3], 1),
+    ([[0, 1, 2], [3, 2, 1]], [2, 3, 4], -1),
+    (3, [5], 0),
+]
+
+
+@pytest.mark.parametrize("dtype", NUMERIC, ids=dtype_id)
+@pytest.mark.parametrize("values,shape,axis", ONE_HOT_CASES,
+                         ids=[f"{shape_id(s)}-{a}" for _, s, a in ONE_HOT_CASES])
+def test_one_hot(values, shape, axis, dtype):
+    x = np.asarray(values, dtype=dtype)
+    got = run_with_params(lambda p: ng.one_hot(p, shape, axis), x)
+    check(got, _one_hot_reference(x, shape[axis], axis), dtype)
+
+
+CONVERT_CASES = [
+    (np.float32, np.int32, [1.7, -1.7, 0.0, 3.2]),  # truncation toward zero
+    (np.float64, np.int64, [2.9, -2.9, 100.5]),
+    (np.float64, np.float32, [0.1, 1e10, -3.5]),
+    (np.float32, np.float64, [0.1, -2.5]),
+    (np.int32, np.float32, [1, -2, 3]),
+    (np.int64, np.float64, [1, -2, 2**40]),
+    (np.int64, np.int32, [1, -2, 3]),
+    (np.int32, np.int64, [1, -2, 3]),
+    (np.int32, np.bool_, [0, 1, -2, 0]),  # != 0
+    (np.float32, np.bool_, [0.0, 0.5, -1.0]),
+    (np.bool_, np.float32, [True, False, True]),
+    (np.bool_, np.int64, [True, False]),
+    (np.float32, np.float32, [1.5, -2.5]),
+]
+
+
+@pytest.mark.parametrize("src,dst,values", CONVERT_CASES,
+                         ids=[f"{dtype_id(s)}-{dtype_id(d)}" for s, d, _ in CONVERT_CASES])
+def test_convert(src, dst, values):
+    x = np.asarray(values, dtype=src)
+    check(run_with_params(lambda p: ng.convert(p, dst), x), x.astype(dst), dst)
+
+
+@pytest.mark.parametrize("new_type,dtype", [("f32", np.float32), ("i64", np.int64),
+                                            ("boolean", np.bool_), ("float64", np.float64),
+                                            (float, np.float32), (int, np.int32),
+                                            (bool, np.bool_), (np.dtype("int32"), np.int32)])
+def test_convert_type_names(new_type, dtype):
+    x = np.array([[0.0, 1.0], [2.0, -3.0]], dtype=np.float64)
+    check(run_with_params(lambda p: ng.convert(p, new_type), x), x.astype(dtype), dtype)
+
+
+SELECT_SHAPES = [((2, 3), (2, 3), (2, 3)), ((2, 3), (3,), ()), ((), (4,), (4,)),
+                 ((4, 1), (1, 5), (5,)), ((0, 2), (2,), (2,))]
+
+
+@pytest.mark.parametrize("dtype", ALL_TYPES, ids=dtype_id)
+@pytest.mark.parametrize("shapes", SELECT_SHAPES,
+                         ids=["-".join(shape_id(s) for s in ss) for ss in SELECT_SHAPES])
+def test_select(shapes, dtype):
+    c = data(shapes[0], np.bool_, seed=1)
+    a, b = data(shapes[1], dtype, seed=2), data(shapes[2], dtype, seed=3)
+    check(run_with_params(ng.select, c, a, b), np.where(c, a, b), dtype)
+
+
+def test_select_with_values():
+    x = data((2, 3), np.float32)
+    p = ng.parameter([2, 3], name="x")
+    node = ng.select(p > 0, p, 0.0)
+    check(run(node, [p], x), np.where(x > 0, x, 0).astype(np.float32))
+    node = ng.select(np.array([True, False, True]), 1.0, p)
+    check(run(node, [p], x), np.where([True, False, True], 1.0, x).astype(np.float32))
+
+
+# ---------------------------------------------------------------------- Python operators
+
+OPERATORS = [
+    ("+", lambda x, y: x + y),
+    ("-", lambda x, y: x - y),
+    ("*", lambda x, y: x * y),
+    ("/", lambda x, y: x / y),
+    ("**", lambda x, y: x**y),
+    ("==", lambda x, y: x == y),
+    ("!=", lambda x, y: x != y),
+    ("<", lambda x, y: x < y),
+    ("<=", lambda x, y: x <= y),
+    (">", lambda x, y: x > y),
+    (">=", lambda x, y: x >= y),
+]
+
+
+def _operand(kind, shape, dtype, seed):
+    """A value for one side of an operator: a node (then given a value), a NumPy array of
+    another dtype, a Python scalar or a NumPy scalar."""
+    values = data(shape, dtype, "positive", seed=seed)
+    if kind == "array":
+        return values.astype(np.float64 if np.dtype(dtype).kind == "f" else np.int64), values
+    if kind == "python":
+        v = 2.0 if np.dtype(dtype).kind == "f" else 2
+        return v, np.asarray(v, dtype=dtype)
+    v = np.float64(3.0) if np.dtype(dtype).kind == "f" else np.int64(3)
+    return v, np.asarray(v, dtype=dtype)
+
+
+@pytest.mark.parametrize("other", ["node", "array", "python", "numpy_scalar"])
+@pytest.mark.parametrize("node_on_left", [True, False], ids=["node_left", "node_right"])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.float64], ids=dtype_id)
+@pytest.mark.parametrize("symbol,op", OPERATORS, ids=[s for s, _ in OPERATORS])
+def test_python_operators(symbol, op, dtype, node_on_left, other):
+    shape = (2, 3)
+    x = data(shape, dtype, "positive", seed=1)
+    p = ng.parameter(shape, dtype=dtype, name="p")
+    params, arrays = [p], [x]
+    if other == "node":
+        y = data(shape, dtype, "positive", seed=2)
+        q = ng.parameter(shape, dtype=dtype, name="q")
+        params.append(q)
+        arrays.append(y)
+        operand, y_value = q, y
+    else:
+        operand, y_value = _operand(other, shape, dtype, seed=2)
+    node = op(p, operand) if node_on_left else op(operand, p)
+    assert isinstance(node, ng.Node), f"{symbol} gave {type(node).__name__}"
+    left, right = (x, y_value) if node_on_left else (y_value, x)
+    if symbol == "/" and np.dtype(dtype).kind == "i":
+        expected = left // right
+    else:
+        expected = op(left, right)
+    bool_result = symbol in ("==", "!=", "<", "<=", ">", ">=")
+    # Constants take the node's dtype, so the result keeps it.
+    check(run(node, params, *arrays), expected, np.bool_ if bool_result else dtype)
+
+
+@pytest.mark.parametrize("dtype", NUMERIC, ids=dtype_id)
+def test_unary_operators(dtype):
+    x = data((2, 3), dtype)
+    check(run_with_params(lambda p: -p, x), -x, dtype)
+    check(run_with_params(lambda p: abs(p), x), np.abs(x), dtype)
+    check(run_with_params(lambda p: -(-p), x), x, dtype)
+
+
+def test_operators_on_scalars_and_broadcasting():
+    p = ng.parameter([], name="s")
+    node = 2 * p + 1
+    assert node.shape == []
+    check(run(node, [p], np.float32(3)), np.float32(7))
+    q = ng.parameter([3, 1], name="q")
+    node = q + np.arange(4)  # an int64 array becomes an f32 constant
+    assert node.dtype == np.float32 and node.shape == [3, 4]
+    x = data((3, 1), np.float32)
+    check(run(node, [q], x), x + np.arange(4, dtype=np.float32))
+    node = 1 - q / 4
+    check(run(node, [q], x), 1 - x / 4)
+    node = np.ones((2, 1, 1), dtype=np.float32) @ ng.reshape(q, [1, 3])
+    check(run(node, [q], x), np.ones((2, 1, 1), np.float32) @ x.reshape(1, 3))
+
+
+def test_integer_node_with_exact_float_scalar():
+    p = ng.parameter([3], dtype=np.int32, name="p")
+    node = p * 2.0  # 2.0 is exactly an int32: allowed
+    assert node.dtype == np.int32
+    check(run(node, [p], np.array([1, 2, 3], np.int32)), [2, 4, 6], np.int32)
+    with pytest.raises(TypeError, match="0.5"):
+        p + 0.5
+
+
+# ------------------------------------------------------------------------- composition
+
+
+def test_chain_of_ops_matches_numpy():
+    """A small dense layer with softmax: relu(x @ W + b) then softmax over classes."""
+    x = data((16, 32), np.float32, seed=1)
+    w = data((32, 10), np.float32, seed=2) / 4
+    b = data((10,), np.float32, seed=3)
+    px, pw, pb = ng.parameter([16, 32], name="x"), ng.parameter([32, 10], name="W"), \
+        ng.parameter([10], name="b")
+    node = ng.softmax(ng.relu(ng.dot(px, pw) + pb), 1)
+    expected = _softmax_reference(np.maximum(x @ w + b, 0), 1)
+    check(run(node, [px, pw, pb], x, w, b), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_constant_only_graph():
+    c = ng.constant(np.arange(6, dtype=np.int64).reshape(2, 3))
+    node = ng.sum(c * 2, 1)
+    check(run(node, []), [6, 24], np.int64)
+    assert ng.constant(1.5).shape == []
+    assert ng.constant(1.5).dtype == np.float64
+    assert ng.constant(1.5, np.float32).dtype == np.float32
+    assert ng.constant([1, 2], dtype="i32").dtype == np.int32
+
+
+# ------------------------------------------------------------------ state: Variable, Assign
+
+
+@pytest.mark.parametrize("dtype", NUMERIC, ids=dtype_id)
+def test_variable_and_assign(dtype):
+    """ng.variable makes a Variable node; the updates of a computation are Assign nodes that
+    replace its value at the end of each call (reads see the value from before the call)."""
+    init = data((2, 3), dtype, seed=1)
+    v = ng.variable(init, name="v")
+    assert v.get_type_name() == "Variable" and v.dtype == np.dtype(dtype)
+    p = ng.parameter([2, 3], dtype=dtype, name="p")
+    comp = RUNTIME.computation(v * p, p, updates=[(v, v + p)])
+    assert "Assign" in [n.get_type_name() for n in comp.function.get_ordered_ops()]
+    x = data((2, 3), dtype, seed=2)
+    check(comp(x), init * x, dtype)
+    check(v.get_value(), init + x, dtype)
+    check(comp(x), (init + x) * x, dtype)
+    check(v.get_value(), init + 2 * x, dtype)
+
+
+# ------------------------------------------------------------------- constant folding
+
+FOLDING_CASES = [
+    ("add", lambda a, b: a + b, [(2, 3), (3,)], np.float32),
+    ("divide_int", ng.divide, [(2, 3), (2, 3)], np.int32),
+    ("power_float", lambda a, b: ng.power(ng.absolute(a) + 1, b), [(4,), (4,)], np.float64),
+    ("dot", ng.dot, [(2, 3), (3, 4)], np.int64),
+    ("matmul", lambda a, b: ng.matmul(a, b, transpose_b=True), [(2, 3), (4, 3)], np.float32),
+    ("sum", lambda a: ng.sum(a, 1), [(3, 4)], np.float32),
+    ("max", lambda a: ng.max(a, [0]), [(3, 4)], np.int32),
+    ("softmax", lambda a: ng.softmax(a, 1), [(3, 4)], np.float64),
+    ("argmin", lambda a: ng.argmin(a, 1), [(3, 4)], np.float32),
+    ("broadcast", lambda a: ng.broadcast(a, [2, 3, 4], {0}), [(3, 4)], np.int64),
+    ("reshape", lambda a: ng.reshape(a, [4, 3], [1, 0]), [(3, 4)], np.float32),
+    ("slice", lambda a: ng.slice(a, [0, 1], [3, 4], [2, 2]), [(3, 4)], np.int32),
+    ("pad", lambda a: ng.pad(a, 0, [1, 0], [0, 2], pad_mode="reflect"), [(3, 4)], np.float32),
+    ("reverse", lambda a: ng.reverse(a, [0, 1]), [(3, 4)], np.int64),
+    ("concat", lambda a, b: ng.concat([a, b], 0), [(1, 4), (3, 4)], np.float32),
+    ("select", lambda a, b: ng.select(a > b, a, b), [(3, 4), (4,)], np.float32),
+    ("convert", lambda a: ng.convert(a, np.int32), [(3, 4)], np.float64),
+    ("exp_tanh", lambda a: ng.tanh(ng.exp(a)), [(3, 4)], np.float32),
+]
+
+
+@pytest.mark.parametrize("name,fn,shapes,dtype", FOLDING_CASES, ids=[c[0] for c in FOLDING_CASES])
+def test_graph_of_constants_matches_graph_of_parameters(name, fn, shapes, dtype):
+    """A graph on constants (folded when compiled) computes what the same graph on
+    parameters computes."""
+    kind = "nonzero" if name == "divide_int" else "any"
+    arrays = [data(s, dtype, kind, seed=i) for i, s in enumerate(shapes)]
+    from_params = run_with_params(fn, *arrays)
+    from_constants = run(fn(*[ng.constant(a) for a in arrays]), [])
+    check(from_constants, from_params, from_params.dtype)
