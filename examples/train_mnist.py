@@ -43,6 +43,8 @@ def parse_args(argv=None):
     p.add_argument("--lr", type=float, default=0.05, help="learning rate")
     p.add_argument("--optimizer", choices=["sgd", "momentum", "adam"], default="momentum",
                    help="sgd, sgd with momentum 0.9, or adam")
+    p.add_argument("--schedule", choices=["cosine", "constant"], default="cosine",
+                   help="learning rate per epoch: cosine decay from --lr, or constant")
     p.add_argument("--data-dir", default=ng.datasets.DEFAULT_FASHION_MNIST,
                    help="directory with MNIST-format IDX files (gzip or raw)")
     p.add_argument("--seed", type=int, default=0, help="seed of initial weights and shuffling")
@@ -54,6 +56,8 @@ def parse_args(argv=None):
                    help="continue from the checkpoint in --output-dir")
     p.add_argument("--max-train", type=int, default=0,
                    help="use only the first N training examples (0: all)")
+    p.add_argument("--stop-after", type=int, default=0,
+                   help="stop after this many epochs, as if interrupted (for testing --resume)")
     p.add_argument("--no-plot", action="store_true", help="do not write the PNG")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     args = p.parse_args(argv)
@@ -90,6 +94,10 @@ def load_data(data_dir: str, max_train: int = 0):
     x_test, y_test = ng.datasets.flatten(test[0]), np.asarray(test[1], np.int64)
     if max_train:
         x_train, y_train = x_train[:max_train], y_train[:max_train]
+    # Standardise with the training set's statistics (the same on every rank).
+    mean, std = np.float32(x_train.mean()), np.float32(x_train.std())
+    x_train = (x_train - mean) / std
+    x_test = (x_test - mean) / std
     return x_train, y_train, x_test, y_test
 
 
@@ -129,7 +137,14 @@ class MLP:
         return h
 
 
-def make_optimizer(name: str, lr: float):
+def learning_rate(args, epoch: int) -> float:
+    """The learning rate of `epoch` (0-based): cosine decay over the run, or constant."""
+    if args.schedule == "constant":
+        return args.lr
+    return args.lr * 0.5 * (1 + np.cos(np.pi * epoch / args.epochs))
+
+
+def make_optimizer(name: str, lr):
     if name == "sgd":
         return ng.optimizers.SGD(lr)
     if name == "momentum":
@@ -266,7 +281,7 @@ def save_checkpoint(path, variables, epoch, history, args):
 def config(args):
     """The settings a resumed run must share with the original."""
     return {"hidden": args.hidden, "optimizer": args.optimizer, "batch_size": args.batch_size,
-            "lr": args.lr, "seed": args.seed, "data_dir": os.path.abspath(args.data_dir),
+            "lr": args.lr, "schedule": args.schedule, "epochs": args.epochs, "seed": args.seed, "data_dir": os.path.abspath(args.data_dir),
             "max_train": args.max_train}
 
 
@@ -322,7 +337,8 @@ def train(args) -> dict:
                          f"({size})")
 
     model = MLP([784, *args.hidden, 10], args.seed)
-    optimizer = make_optimizer(args.optimizer, args.lr)
+    lr = ng.variable(np.float32(args.lr), name="learning_rate")  # set each epoch
+    optimizer = make_optimizer(args.optimizer, lr)
     trainer = Trainer(model, optimizer, comm)
     # Build every step shape once so the optimizer state exists before a resume restores it.
     n = len(x_train)
@@ -347,13 +363,16 @@ def train(args) -> dict:
     progress = Progress(lead and not args.quiet)
     if lead:
         print(f"ngraph {ng.__version__}: {size} rank(s), MLP 784-{'-'.join(map(str, args.hidden))}"
-              f"-10, {args.optimizer} lr {args.lr}, global batch {args.batch_size}, "
+              f"-10, {args.optimizer} lr {args.lr} ({args.schedule}), global batch "
+              f"{args.batch_size}, "
               f"{n} training / {len(x_test)} test examples from {args.data_dir}", flush=True)
     t_start = time.perf_counter()
     train_time, trained = 0.0, 0
     test_shard = shard(np.arange(len(x_test)), rank, size)
-    for epoch in range(start_epoch, args.epochs):
+    last_epoch = min(args.epochs, args.stop_after) if args.stop_after else args.epochs
+    for epoch in range(start_epoch, last_epoch):
         order = epoch_order(n, args.seed, epoch)
+        lr.set_value(np.float32(learning_rate(args, epoch)))
         t0 = time.perf_counter()
         losses = []
         for i, start in enumerate(range(0, n, args.batch_size)):

@@ -8,6 +8,7 @@ dataset-fashion-mnist location. Errors name the file and what is wrong with it.
 from __future__ import annotations
 
 import gzip
+import zlib
 import os
 from typing import NamedTuple
 
@@ -40,7 +41,7 @@ def load_idx(path: str) -> np.ndarray:
         opener = gzip.open if head == b"\x1f\x8b" else open
         with opener(path, "rb") as f:
             data = f.read()
-    except (OSError, EOFError) as e:  # gzip.BadGzipFile is an OSError
+    except (OSError, EOFError, zlib.error) as e:  # gzip.BadGzipFile is an OSError
         raise DatasetError(f"{path}: cannot read ({e})") from None
     if len(data) < 4:
         raise DatasetError(f"{path}: truncated: {len(data)} bytes, no IDX header")

@@ -15,6 +15,7 @@ communicator's timeout instead of hanging.
 from __future__ import annotations
 
 import sys
+import time
 import traceback
 from typing import Any, Sequence
 
@@ -155,6 +156,9 @@ def barrier(comm: Any = None) -> None:
 
 
 _hook_installed = False
+# Seconds a failing rank waits, after printing its error, before MPI_Abort ends the job:
+# ranks that fail together (a disagreement raises on every rank) each get to report theirs.
+_ABORT_GRACE_S = 1.0
 
 
 def _install_excepthook() -> None:
@@ -168,6 +172,7 @@ def _install_excepthook() -> None:
         sys.stderr.write(f"[ngraph rank {r}] unhandled exception; ending every rank of the job\n")
         sys.stderr.write("".join(traceback.format_exception(exc_type, exc, tb)))
         sys.stderr.flush()
+        time.sleep(_ABORT_GRACE_S)
         _ngraph.abort(1)
         previous(exc_type, exc, tb)  # only reached when MPI is not running
 

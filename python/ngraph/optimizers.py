@@ -34,10 +34,17 @@ def variable(initial_value, dtype=None, name: str | None = None) -> Variable:
 class Optimizer:
     """Base class: `updates(loss, variables)` returns (variable, new value) pairs."""
 
-    def __init__(self, learning_rate: float) -> None:
-        if not learning_rate > 0:
-            raise ValueError(f"learning_rate must be > 0, got {learning_rate}")
-        self.learning_rate = float(learning_rate)
+    def __init__(self, learning_rate) -> None:
+        # A float, or a node (e.g. a scalar ng.variable) for schedules set between calls.
+        if isinstance(learning_rate, Node):
+            if learning_rate.shape != []:
+                raise ValueError(f"learning_rate must be a scalar node, got shape "
+                                 f"{learning_rate.shape}")
+            self.learning_rate = learning_rate
+        else:
+            if not learning_rate > 0:
+                raise ValueError(f"learning_rate must be > 0, got {learning_rate}")
+            self.learning_rate = float(learning_rate)
         #: The optimizer's own variables (momentum buffers, moments, step count), for
         #: checkpoints.
         self.state_variables: list[Variable] = []
@@ -69,6 +76,13 @@ class Optimizer:
     def _step_updates(self) -> Updates:
         return []
 
+    def _lr(self, v: Variable):
+        """The learning rate in v's dtype."""
+        lr = self.learning_rate
+        if isinstance(lr, Node) and lr.dtype != v.dtype:
+            return ops.convert(lr, v.dtype)
+        return lr
+
     def _slot(self, v: Variable, what: str) -> Variable:
         # One slot per variable: updates() called again (another step shape) shares state.
         key = (v.get_instance_id(), what)
@@ -95,7 +109,7 @@ class SGD(Optimizer):
         self.nesterov = bool(nesterov)
 
     def _update(self, v: Variable, g: Node) -> Updates:
-        lr = self.learning_rate
+        lr = self._lr(v)
         if self.momentum == 0:
             return [(v, v - g * lr)]
         buf = self._slot(v, "momentum")
@@ -127,7 +141,7 @@ class Adam(Optimizer):
         # lr * sqrt(1 - b2^t) / (1 - b1^t), computed in the graph from the step count.
         corr = ops.sqrt(1 - ops.power(ops.constant(b2, v.dtype), t)) / (
             1 - ops.power(ops.constant(b1, v.dtype), t))
-        step = new_m * (corr * self.learning_rate) / (ops.sqrt(new_s) + self.epsilon)
+        step = new_m * (corr * self._lr(v)) / (ops.sqrt(new_s) + self.epsilon)
         return [(m, new_m), (s, new_s), (v, v - step)]
 
     def _step_updates(self) -> Updates:

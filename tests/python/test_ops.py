@@ -679,9 +679,6 @@ def test_max_min_propagate_nan(ng_fn, np_fn):
     check(run_with_params(lambda p: ng_fn(p, 0), x), np_fn(x, axis=0), np.float64)
 
 
-@pytest.mark.xfail(reason="cpp bug: f32 Max/Min reductions (oneDNN path) ignore a NaN unless "
-                   "it is the last element reduced; the f64 loop propagates it as NumPy does",
-                   strict=True)
 @pytest.mark.parametrize("axes", [0, 1, None], ids=str)
 @pytest.mark.parametrize("ng_fn,np_fn", REDUCTIONS[2:], ids=lambda f: f.__name__)
 def test_max_min_propagate_nan_float32(ng_fn, np_fn, axes):
@@ -689,9 +686,6 @@ def test_max_min_propagate_nan_float32(ng_fn, np_fn, axes):
     check(run_with_params(lambda p: ng_fn(p, axes), x), np_fn(x, axis=axes), np.float32)
 
 
-@pytest.mark.xfail(reason="cpp bug: Maximum/Minimum do not propagate NaN as np.maximum/"
-                   "np.minimum do (f32 oneDNN returns the other operand, the f64 loop returns "
-                   "arg0)", strict=True)
 @pytest.mark.parametrize("dtype", FLOATS, ids=dtype_id)
 @pytest.mark.parametrize("ng_fn,np_fn", [(ng.maximum, np.maximum), (ng.minimum, np.minimum)],
                          ids=lambda f: f.__name__)

@@ -173,7 +173,11 @@ void Power::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& delta
   auto da = mul(mul(deltas[0], b), std::make_shared<Power>(a, b_minus_1, np));
   add_input_delta(adj, *this, 0, da);
   auto db = mul(mul(deltas[0], output(0)), std::make_shared<Log>(a));
-  add_input_delta(adj, *this, 1, db);
+  // 0^b is 0 around any b > 0: its derivative is 0, not 0 * log(0) = nan (as in PyTorch,
+  // for b >= 0). Without this one zero base makes a broadcast exponent's gradient nan.
+  auto zero_base = std::make_shared<LogicalAnd>(std::make_shared<Equal>(a, cst(a, 0.0), np),
+                                                std::make_shared<GreaterEq>(b, cst(b, 0.0), np), np);
+  add_input_delta(adj, *this, 1, std::make_shared<Select>(zero_base, cst(db, 0.0), db, np));
 }
 // At ties the whole gradient goes to arg0, so the two parts always add up to delta.
 void Maximum::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {

@@ -135,6 +135,13 @@ CPUExecutable::CPUExecutable(std::shared_ptr<Function> function, const CompileOp
   }
   m_parameters = m_function->get_parameters();
   m_results = m_function->get_results();
+  // A Result used inside the graph (not only as an output) passes its value through.
+  {
+    std::map<Output, Output> through;
+    for (const auto& node : m_function->get_ordered_ops())
+      if (node->get_type_name() == "Result") through[node->output(0)] = node->input_value(0);
+    replace_outputs(*m_function, through);
+  }
 
   NodeVector ops = schedule_order(m_function->get_ordered_ops());
   std::unordered_map<const Node*, size_t> param_index;

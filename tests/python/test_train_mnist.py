@@ -1,0 +1,160 @@
+"""examples/train_mnist.py: synchronous SGD equivalence across rank counts, identical
+weights on all ranks, --resume, accuracy on MNIST digits and Fashion-MNIST, --help.
+
+The multi-rank runs launch mpirun in a subprocess with a timeout (a hang is a failure)."""
+
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "examples" / "train_mnist.py"
+SHARED_MNIST = ROOT.parent / "shared" / "data" / "mnist"
+FASHION = pathlib.Path("/usr/share/datasets/fashion-mnist")
+MPIRUN = shutil.which("mpirun")
+
+
+def launch_env(**extra):
+    """This process's environment without the variables of an MPI job: when MPI was
+    initialised in the test process (a singleton), they would confuse the child mpirun."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("OMPI_", "PMIX_", "PMI_", "OPAL_", "ORTE_"))}
+    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", **extra)
+    return env
+
+needs_mnist = pytest.mark.skipif(not SHARED_MNIST.exists(), reason=f"{SHARED_MNIST} is absent")
+needs_mpi = pytest.mark.skipif(MPIRUN is None, reason="mpirun is not installed")
+
+
+def run(tmp, args, ranks=0, timeout=600):
+    cmd = [sys.executable, str(SCRIPT), "--quiet", "--no-plot", *map(str, args)]
+    if ranks:
+        cmd = [MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", str(ranks), *cmd]
+    env = launch_env(NGRAPH_DIST_TIMEOUT="120", OMP_NUM_THREADS="1")
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=tmp)
+    assert proc.returncode == 0, f"{' '.join(cmd)} failed:\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+def weights(out_dir):
+    with np.load(pathlib.Path(out_dir) / "checkpoint.npz") as f:
+        return {k: f[k] for k in f.files if k.startswith("var/")}
+
+
+def summary(out_dir):
+    return json.loads((pathlib.Path(out_dir) / "summary.json").read_text())
+
+
+def test_help_lists_the_options():
+    out = subprocess.run([sys.executable, str(SCRIPT), "--help"], capture_output=True, text=True,
+                         timeout=60).stdout
+    for opt in ["--epochs", "--batch-size", "--lr", "--optimizer", "--data-dir", "--seed",
+                "--hidden", "--output-dir", "--resume"]:
+        assert opt in out
+
+
+def test_missing_data_dir_is_a_clear_error(tmp_path):
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--data-dir", str(tmp_path / "none")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert "none: directory not found" in proc.stderr
+
+
+@needs_mnist
+@needs_mpi
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_synchronous_sgd_equivalence(tmp_path, ranks):
+    """N ranks with per-rank batch B/N end with the same weights as 1 rank with batch B,
+    over several steps including a partial last batch (500 = 7 * 64 + 52)."""
+    common = ["--data-dir", SHARED_MNIST, "--max-train", 500, "--batch-size", 64, "--epochs", 2,
+              "--hidden", 32, "--lr", 0.05]
+    run(tmp_path, [*common, "--output-dir", tmp_path / "one"])
+    run(tmp_path, [*common, "--output-dir", tmp_path / "many"], ranks=ranks)
+    a, b = weights(tmp_path / "one"), weights(tmp_path / "many")
+    assert a.keys() == b.keys() and len(a) >= 4
+    moved = False
+    for k in a:
+        np.testing.assert_allclose(b[k], a[k], rtol=2e-4, atol=2e-6, err_msg=k)
+        moved = moved or not np.allclose(a[k], 0)
+    assert moved
+    np.testing.assert_allclose(summary(tmp_path / "many")["history"][-1]["train_loss"],
+                               summary(tmp_path / "one")["history"][-1]["train_loss"], rtol=1e-4)
+
+
+@needs_mnist
+def test_resume_continues_to_the_same_result(tmp_path):
+    common = ["--data-dir", SHARED_MNIST, "--max-train", 600, "--batch-size", 50, "--epochs", 3,
+              "--hidden", 32, "--optimizer", "adam", "--lr", 0.002]
+    run(tmp_path, [*common, "--output-dir", tmp_path / "straight"])
+    run(tmp_path, [*common, "--output-dir", tmp_path / "cut", "--stop-after", 1])
+    assert summary(tmp_path / "cut")["history"][-1]["epoch"] == 1
+    run(tmp_path, [*common, "--output-dir", tmp_path / "cut", "--resume"])
+    a, b = weights(tmp_path / "straight"), weights(tmp_path / "cut")
+    for k in a:  # weights and Adam's state
+        np.testing.assert_allclose(b[k], a[k], rtol=1e-5, atol=1e-7, err_msg=k)
+    assert [h["epoch"] for h in summary(tmp_path / "cut")["history"]] == [1, 2, 3]
+
+
+@needs_mnist
+def test_resume_refuses_other_settings(tmp_path):
+    common = ["--data-dir", SHARED_MNIST, "--max-train", 200, "--epochs", 1, "--hidden", 16]
+    run(tmp_path, [*common, "--output-dir", tmp_path / "o"])
+    cmd = [sys.executable, str(SCRIPT), "--quiet", "--no-plot", *map(str, common),
+           "--output-dir", str(tmp_path / "o"), "--resume", "--lr", "0.5"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=launch_env())
+    assert proc.returncode != 0 and "--resume" in proc.stderr
+
+
+@needs_mnist
+def test_mnist_digits_accuracy(tmp_path):
+    """MNIST digits, 8k/2k split of the 10k set: at least 95% test accuracy."""
+    run(tmp_path, ["--data-dir", SHARED_MNIST, "--output-dir", tmp_path / "o"])
+    acc = summary(tmp_path / "o")["test_accuracy"]
+    assert acc >= 0.95, acc
+
+
+@needs_mpi
+@pytest.mark.skipif(not FASHION.exists(), reason="Debian's dataset-fashion-mnist is not installed")
+def test_fashion_mnist_two_ranks_accuracy(tmp_path):
+    """The README's main job: Fashion-MNIST, 5 epochs, mpirun -np 2: at least 88%."""
+    run(tmp_path, ["--output-dir", tmp_path / "o"], ranks=2, timeout=1800)
+    s = summary(tmp_path / "o")
+    assert s["ranks"] == 2 and s["epochs"] == 5
+    assert s["test_accuracy"] >= 0.88, s["test_accuracy"]
+    assert s["throughput_samples_per_s"] > 0
+
+
+@needs_mpi
+def test_weight_mismatch_between_ranks_is_an_error(tmp_path):
+    script = tmp_path / "mismatch.py"
+    script.write_text(f"""
+import sys
+sys.path.insert(0, {str(ROOT / 'examples')!r})
+import numpy as np
+import ngraph as ng
+import train_mnist as t
+comm = ng.distributed.init(abort_on_error=False)
+w = ng.variable(np.ones(3, np.float32), name="W0")
+b = ng.variable(np.zeros(2, np.float32), name="b0")
+agreement = t.Agreement(2, comm)
+t.check_same_weights([w, b], agreement)          # equal: no error
+if comm.rank == 1:
+    w.set_value(np.array([1, 2, 3], np.float32))
+try:
+    t.check_same_weights([w, b], agreement)
+    print("rank", comm.rank, "NO ERROR")
+except RuntimeError as e:
+    print("rank", comm.rank, "ERROR", e)
+""")
+    proc = subprocess.run([MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", "2",
+                           sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=300, env=launch_env())
+    assert proc.returncode == 0, proc.stderr
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("rank")]
+    assert len(lines) == 2 and all("ERROR" in line and "(W0)" in line for line in lines), lines
