@@ -55,6 +55,7 @@ from ngraph.ops import (
     slice,
     softmax,
     sqrt,
+    stop_gradient,
     subtract,
     sum,
     tanh,

@@ -25,7 +25,8 @@ def log_softmax(logits: NodeInput, axis: int = -1, name: str | None = None) -> N
     logits = as_node(logits)
     rank = len(logits.shape)
     (axis,) = axis_list(axis, rank, "[log_softmax] axis")
-    m = ops.max(logits, [axis])
+    # The shift cancels out of the result: no gradient flows through it.
+    m = ops.stop_gradient(ops.max(logits, [axis]))
     m_b = ops.broadcast(m, logits.shape, [axis])
     shifted = logits - m_b
     lse = ops.log(ops.sum(ops.exp(shifted), [axis]))

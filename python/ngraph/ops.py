@@ -74,7 +74,12 @@ tanh = _unary("Tanh")
 relu = _unary("Relu")
 sigmoid = _unary("Sigmoid")
 logical_not = _unary("LogicalNot")
+stop_gradient = _unary("StopGradient")
+stop_gradient.__doc__ = (
+    "The value of `node`, treated as a constant by autodiff (its gradient is 0 by definition)."
+)
 absolute.__name__, ceiling.__name__, logical_not.__name__ = "absolute", "ceiling", "logical_not"
+stop_gradient.__name__ = "stop_gradient"
 
 
 def _binary(op: str, doc: str):

@@ -99,7 +99,11 @@ void init_runtime(py::module_& m) {
                              [](runtime::Executable& e) { return as_cpu(e).get_unshared_bytes(); },
                              "Bytes the intermediates would need without buffer reuse.")
       .def_property_readonly("function", [](runtime::Executable& e) { return as_cpu(e).get_function(); },
-                             "The optimised function that was compiled.");
+                             "The optimised function that was compiled.")
+      .def("set_profiling", [](runtime::Executable& e, bool on) { as_cpu(e).set_profiling(on); },
+           py::arg("on"), "Time every step of every call (reset when switched).")
+      .def_property_readonly("step_seconds", [](runtime::Executable& e) { return as_cpu(e).get_step_seconds(); },
+                             "Seconds spent in each step (same order as schedule) while profiling.");
 }
 
 }  // namespace python

@@ -21,7 +21,7 @@ constexpr size_t kAligned1000 = 4032;  // 1000 f32 rounded up to 64 bytes
 std::shared_ptr<CPUExecutable> compile(const std::shared_ptr<Function>& f, bool optimize = true) {
   auto backend = std::dynamic_pointer_cast<runtime::cpu::CPUBackend>(test::cpu_backend());
   auto exe = std::dynamic_pointer_cast<CPUExecutable>(
-      backend->compile(f, runtime::cpu::CompileOptions{optimize}));
+      backend->compile(f, runtime::cpu::CompileOptions{optimize, /*fuse=*/false}));
   EXPECT_TRUE(exe);
   return exe;
 }

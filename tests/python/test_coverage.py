@@ -68,6 +68,7 @@ OP_FUNCTIONS = {
     "Sum": "sum",
     "Tanh": "tanh",
     "Variable": "variable",
+    "StopGradient": "stop_gradient",
     # Collectives: exercised with one rank in test_distributed_local.py and under mpirun in
     # distributed/mpi_test_*.py.
     "AllReduce": "allreduce",
@@ -168,6 +169,7 @@ BUILDERS = {
     "Sum": lambda: ng.sum(_p([2, 3]), 1),
     "Tanh": lambda: ng.tanh(_p([2])),
     "Variable": lambda: ng.variable(np.zeros(2, np.float32)),
+    "StopGradient": lambda: ng.stop_gradient(_p([2])),
     # With one rank (no launcher) every collective builds on the local communicator; Send and
     # Recv need a peer, so they are built on a two-rank run only.
     "AllReduce": lambda: ng.allreduce(_p([2])),

@@ -228,6 +228,11 @@ DIFFERENTIABLE: dict[str, list[Case]] = {
     "Tanh": unary("Tanh", ng.tanh),
     "Sigmoid": unary("Sigmoid", ng.sigmoid),
     "Relu": unary("Relu", ng.relu, "nonzero"),
+    # stop_gradient(sign(x)) * x = |x|: holding sign(x) constant loses nothing (its derivative
+    # is 0), so the result matches finite differences; test_stop_gradient_blocks_exactly
+    # checks the blocking itself.
+    "StopGradient": [case("StopGradient-sign-times-x", lambda p: ng.stop_gradient(ng.sign(p)) * p,
+                          data((2, 3), "nonzero", seed=9))],
     "Dot": [
         case("Dot-count0-matrix-vector", lambda a, b: ng.dot(a, b, 0), data((2, 3)),
              data((4,), seed=1)),
@@ -455,6 +460,15 @@ def test_every_core_op_is_classified():
 @pytest.mark.parametrize("op,c", ALL_CASES, ids=[c.id for _, c in ALL_CASES])
 def test_gradient_matches_finite_differences(op, c):
     check_gradients(c, op)
+
+
+def test_stop_gradient_blocks_exactly():
+    x = ng.parameter([3], F64, name="x")
+    y = ng.sum(ng.stop_gradient(x * x) + x)  # dy/dx = 1, not 2x + 1
+    (g,) = ng.gradients(y, [x])
+    out = RUNTIME.computation([y, g], x)(np.array([1.0, 2.0, 3.0]))
+    np.testing.assert_array_equal(out[0], 1 + 4 + 9 + 6)
+    np.testing.assert_array_equal(out[1], np.ones(3))
 
 
 @pytest.mark.parametrize("op", ["Sign", "Floor", "Ceiling"])

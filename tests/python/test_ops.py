@@ -220,6 +220,13 @@ def test_logical_not(shape):
 
 # ------------------------------------------------------------------- unary elementwise
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64, np.bool_],
+                         ids=dtype_id)
+def test_stop_gradient_is_identity(dtype):
+    x = (np.arange(6).reshape(2, 3) % 2).astype(dtype)
+    check(run_with_params(ng.stop_gradient, x), x, dtype)
+
+
 UNARY_SHAPES = [(), (5,), (2, 3, 4), (0, 3), (1000,)]
 
 

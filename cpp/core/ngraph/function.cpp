@@ -157,19 +157,25 @@ void replace_outputs(const Function& f, const std::map<Output, Output>& replacem
       o = it->second;
     return o;
   };
-  for (const auto& node : f.get_ordered_ops())
-    for (size_t i = 0; i < node->get_input_size(); ++i) {
-      const Output& old = node->input_value(i);
-      Output rep = resolve(old);
-      if (rep == old) continue;
-      if (rep.get_shape() != old.get_shape() || rep.get_element_type() != old.get_element_type())
-        throw ngraph_error("replace_outputs: " + rep.get_node()->get_name() + " (" +
-                           rep.get_element_type().get_type_name() + to_braces(rep.get_shape()) +
-                           ") cannot replace " + old.get_node()->get_name() + " (" +
-                           old.get_element_type().get_type_name() + to_braces(old.get_shape()) +
-                           ")");
-      node->set_argument(i, rep);
-    }
+  // Replacement values may themselves use replaced values (new nodes built on old ones):
+  // walk again until nothing changes.
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (const auto& node : f.get_ordered_ops())
+      for (size_t i = 0; i < node->get_input_size(); ++i) {
+        const Output& old = node->input_value(i);
+        Output rep = resolve(old);
+        if (rep == old) continue;
+        if (rep.get_shape() != old.get_shape() || rep.get_element_type() != old.get_element_type())
+          throw ngraph_error("replace_outputs: " + rep.get_node()->get_name() + " (" +
+                             rep.get_element_type().get_type_name() + to_braces(rep.get_shape()) +
+                             ") cannot replace " + old.get_node()->get_name() + " (" +
+                             old.get_element_type().get_type_name() + to_braces(old.get_shape()) +
+                             ")");
+        node->set_argument(i, rep);
+        changed = true;
+      }
+  }
 }
 
 }  // namespace ngraph

@@ -76,7 +76,8 @@ void AllReduce::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& d
   Output total = std::make_shared<AllReduce>(deltas[0], "sum", m_comm);
   auto zero = autodiff::scalar(t, 0.0), one = autodiff::scalar(t, 1.0);
   if (op == distributed::ReduceOp::max || op == distributed::ReduceOp::min) {
-    auto hit = std::make_shared<Convert>(std::make_shared<Equal>(x, y), t);
+    // A Select, not Convert(bool): the mask is a constant for a gradient of this gradient.
+    auto hit = std::make_shared<Select>(std::make_shared<Equal>(x, y), one, zero, np);
     auto hits = std::make_shared<AllReduce>(hit, "sum", m_comm);
     adj.add_delta(x, std::make_shared<Multiply>(std::make_shared<Divide>(total, hits), hit));
     return;

@@ -115,11 +115,14 @@ void Floor::generate_adjoints(autodiff::Adjoints& adj, const OutputVector&) {
 void Ceiling::generate_adjoints(autodiff::Adjoints& adj, const OutputVector&) {
   adj.add_delta(input_value(0), autodiff::zeros(get_element_type(), get_shape()));
 }
+// From the output (relu(x) > 0 exactly where x > 0), so the pre-activation need not be kept
+// and a backend can fuse the ReLU into the op that produces x.
 void Relu::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
-  auto x = input_value(0);
-  auto positive = std::make_shared<Greater>(x, cst(x, 0.0), np);
-  adj.add_delta(x, std::make_shared<Select>(positive, deltas[0], cst(x, 0.0), np));
+  auto y = output(0);
+  auto positive = std::make_shared<Greater>(y, cst(y, 0.0), np);
+  adj.add_delta(input_value(0), std::make_shared<Select>(positive, deltas[0], cst(y, 0.0), np));
 }
+void StopGradient::generate_adjoints(autodiff::Adjoints&, const OutputVector&) {}
 void Exp::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
   adj.add_delta(input_value(0), mul(deltas[0], output(0)));
 }
@@ -222,6 +225,7 @@ NGRAPH_REGISTER_OP(Cos);
 NGRAPH_REGISTER_OP(Tanh);
 NGRAPH_REGISTER_OP(Sigmoid);
 NGRAPH_REGISTER_OP(LogicalNot);
+NGRAPH_REGISTER_OP(StopGradient);
 NGRAPH_REGISTER_OP(Add);
 NGRAPH_REGISTER_OP(Subtract);
 NGRAPH_REGISTER_OP(Multiply);

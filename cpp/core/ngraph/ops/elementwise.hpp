@@ -97,6 +97,10 @@ NGRAPH_UNARY_OP(Cos, real, GRAD)
 NGRAPH_UNARY_OP(Tanh, real, GRAD)
 NGRAPH_UNARY_OP(Sigmoid, real, GRAD)
 NGRAPH_UNARY_OP(LogicalNot, boolean, NOGRAD)
+// StopGradient(x) = x, whose gradient is defined as 0: it marks a value that autodiff must
+// treat as a constant (e.g. the maximum subtracted in a stable log-softmax). Compiling removes
+// it.
+NGRAPH_UNARY_OP(StopGradient, any, GRAD)
 
 NGRAPH_BINARY_OP(Add, numeric, false, GRAD)
 NGRAPH_BINARY_OP(Subtract, numeric, false, GRAD)

@@ -45,6 +45,7 @@ bool is_identity(const Node& node) {
     return true;
   }
   if (t == "Concat") return node.get_input_size() == 1;
+  if (t == "StopGradient") return true;  // only matters to autodiff
   return false;
 }
 

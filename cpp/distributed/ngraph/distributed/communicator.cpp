@@ -80,9 +80,12 @@ void Communicator::check_same_collectives(const std::vector<std::string>& signat
   for (const auto& s : signature) text += s + "\n";
   // Cheap path: one allreduce of {h, -h} with max; all hashes agree iff max(h) == -max(-h).
   auto h = static_cast<int64_t>(fnv1a(text) >> 2);  // 62 bits: negation cannot overflow
-  int64_t in[2] = {h, -h}, out[2] = {0, 0};
-  allreduce(in, out, 2, element::i64, ReduceOp::max);
-  if (out[0] == -out[1]) {
+  // The buffers belong to the communicator, not to this frame: a check abandoned by a
+  // timeout leaves its MPI operation pending, and ranks that arrive late complete it.
+  m_check_send.assign({h, -h});
+  m_check_recv.assign(2, 0);
+  allreduce(m_check_send.data(), m_check_recv.data(), 2, element::i64, ReduceOp::max);
+  if (m_check_recv[0] == -m_check_recv[1]) {
     ++m_checks_passed;
     return;
   }
@@ -90,15 +93,18 @@ void Communicator::check_same_collectives(const std::vector<std::string>& signat
   std::string mine;
   for (size_t i = 0; i < signature.size(); ++i)
     mine += signature[i] + "\t" + (i < labels.size() ? labels[i] : "") + "\n";
-  int64_t len = static_cast<int64_t>(mine.size()), max_len = 0;
-  allreduce(&len, &max_len, 1, element::i64, ReduceOp::max);
-  std::vector<char> padded(static_cast<size_t>(max_len) + 1, '\0');
+  m_check_send.assign(1, static_cast<int64_t>(mine.size()));
+  m_check_recv.assign(1, 0);
+  allreduce(m_check_send.data(), m_check_recv.data(), 1, element::i64, ReduceOp::max);
+  std::vector<char> padded(static_cast<size_t>(m_check_recv[0]) + 1, '\0');
   std::memcpy(padded.data(), mine.data(), mine.size());
   // Gather as i64 words to stay within the interface's types.
   size_t words = (padded.size() + 7) / 8;
-  std::vector<int64_t> send(words, 0), all(words * static_cast<size_t>(n), 0);
-  std::memcpy(send.data(), padded.data(), padded.size());
-  allgather(send.data(), all.data(), words, element::i64);
+  m_check_send.assign(words, 0);
+  m_check_recv.assign(words * static_cast<size_t>(n), 0);
+  std::memcpy(m_check_send.data(), padded.data(), padded.size());
+  allgather(m_check_send.data(), m_check_recv.data(), words, element::i64);
+  const std::vector<int64_t>& all = m_check_recv;
   std::vector<std::vector<std::pair<std::string, std::string>>> per_rank(n);
   for (int r = 0; r < n; ++r) {
     std::string s(reinterpret_cast<const char*>(all.data() + r * words));
@@ -118,8 +124,14 @@ void Communicator::check_same_collectives(const std::vector<std::string>& signat
       groups[i < per_rank[r].size() ? per_rank[r][i].first : std::string("(no collective)")].push_back(r);
     if (groups.size() <= 1) continue;
     std::ostringstream msg;
-    std::string op = i < per_rank[0].size() ? per_rank[0][i].first : std::string();
-    op = op.substr(0, op.find(' '));
+    // The op, from the first rank that has a collective here.
+    std::string op;
+    for (int r = 0; r < n && op.empty(); ++r) {
+      if (i < per_rank[r].size()) {
+        const std::string& desc = per_rank[r][i].first;
+        op = desc.substr(0, desc.find(' '));
+      }
+    }
     msg << "[" << (op.empty() ? "collective" : op) << "] ranks disagree on collective #" << i
         << " of " << where << ":";
     for (auto& [desc, ranks] : groups) {

@@ -102,6 +102,7 @@ class Communicator {
  private:
   double m_timeout;
   size_t m_checks_passed = 0;
+  std::vector<int64_t> m_check_send, m_check_recv;  // check_same_collectives' buffers
 };
 
 // One process: rank 0 of 1; collectives copy `in` to `out`; send/recv to self are an error.

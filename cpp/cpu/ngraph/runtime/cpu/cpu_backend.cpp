@@ -1,6 +1,7 @@
 #include "ngraph/runtime/cpu/cpu_backend.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -9,6 +10,7 @@
 
 #include "ngraph/ops.hpp"
 #include "ngraph/pass/manager.hpp"
+#include "ngraph/runtime/cpu/fusion.hpp"
 
 namespace ngraph {
 namespace runtime {
@@ -132,6 +134,10 @@ CPUExecutable::CPUExecutable(std::shared_ptr<Function> function, const CompileOp
     manager.register_pass<pass::DeadNodeElimination>();
     manager.register_pass<pass::CommonSubexpressionElimination>();
     manager.run_passes(m_function);
+    if (options.fuse) {
+      fuse_matmul_bias_relu(*m_function);
+      fuse_elementwise(*m_function);
+    }
   }
   m_parameters = m_function->get_parameters();
   m_results = m_function->get_results();
@@ -177,6 +183,11 @@ CPUExecutable::CPUExecutable(std::shared_ptr<Function> function, const CompileOp
     if (!is_structural_op(node->get_type_name())) compute.push_back(node);
   for (size_t s = 0; s < compute.size(); ++s)
     for (const auto& in : compute[s]->input_values()) last_use[in] = s;
+  // A Send completes at the end of the call (CallContext::finish), and MPI may read its
+  // buffer until then: no later step may take that buffer over.
+  for (const auto& node : compute)
+    if (node->get_type_name() == "Send")
+      for (const auto& in : node->input_values()) last_use[in] = compute.size() - 1;
 
   for (const auto& node : ops) {
     const std::string& type = node->get_type_name();
@@ -313,12 +324,19 @@ void CPUExecutable::call_raw(void* const* outputs, const void* const* inputs) {
   CallContext ctx;
   CallScope scope(ctx);
   try {
-    for (auto& step : m_steps) {
+    for (size_t s = 0; s < m_steps.size(); ++s) {
+      auto& step = m_steps[s];
       for (size_t i = 0; i < step.in_slots.size(); ++i)
         step.in_ptrs[i] = slot_ptr(step.in_slots[i], outputs, inputs);
       for (size_t i = 0; i < step.out_slots.size(); ++i)
         step.out_ptrs[i] = slot_ptr(step.out_slots[i], outputs, inputs);
-      step.kernel(step.in_ptrs.data(), step.out_ptrs.data());
+      if (m_profiling) {
+        auto t0 = std::chrono::steady_clock::now();
+        step.kernel(step.in_ptrs.data(), step.out_ptrs.data());
+        m_step_seconds[s] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      } else {
+        step.kernel(step.in_ptrs.data(), step.out_ptrs.data());
+      }
     }
   } catch (...) {
     try {
@@ -334,6 +352,19 @@ void CPUExecutable::call_raw(void* const* outputs, const void* const* inputs) {
                   c.bytes);
   // Every update becomes the current value at once, after all reads of the old ones.
   for (const auto& state : m_updated) state->commit();
+}
+
+void CPUExecutable::set_profiling(bool on) {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  m_profiling = on;
+  m_step_seconds.assign(m_steps.size(), 0.0);
+}
+
+std::vector<double> CPUExecutable::get_step_seconds() const { return m_step_seconds; }
+
+bool CompileOptions::default_fuse() {
+  const char* env = std::getenv("NGRAPH_CPU_FUSION");
+  return !(env && std::string(env) == "0");
 }
 
 std::vector<std::string> CPUExecutable::get_schedule() const {

@@ -18,6 +18,10 @@ namespace cpu {
 
 struct CompileOptions {
   bool optimize = true;  // run DeadNodeElimination, CSE and ConstantFolding first
+  // Form fused CPU kernels (matmul + bias + ReLU, transposes as strides). Default: on, unless
+  // the environment sets NGRAPH_CPU_FUSION=0 (for comparisons).
+  bool fuse = default_fuse();
+  static bool default_fuse();
 };
 
 // Where an intermediate buffer lives in the arena, and when it is alive (step indices).
@@ -43,6 +47,9 @@ class CPUExecutable : public Executable {
   size_t get_arena_bytes() const { return m_arena_bytes; }
   size_t get_unshared_bytes() const { return m_unshared_bytes; }
   const std::vector<BufferAssignment>& get_buffer_assignments() const { return m_assignments; }
+  // Per-step timing: when on, each call adds every step's seconds to get_step_seconds().
+  void set_profiling(bool on);
+  std::vector<double> get_step_seconds() const;
 
  private:
   enum class SlotKind { arena, constant, input, output, variable_read, variable_write };
@@ -87,6 +94,8 @@ class CPUExecutable : public Executable {
   size_t m_unshared_bytes = 0;
   std::vector<BufferAssignment> m_assignments;
   std::mutex m_mutex;
+  bool m_profiling = false;
+  std::vector<double> m_step_seconds;
 };
 
 class CPUBackend : public Backend {

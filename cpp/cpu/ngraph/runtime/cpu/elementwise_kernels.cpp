@@ -2,6 +2,7 @@
 // broadcasting, Select and Convert. f32 goes through oneDNN eltwise/binary where it has the
 // operation; everything else is a tight loop over coalesced strides.
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -97,6 +98,13 @@ NGRAPH_CPU_KERNEL("Sigmoid", unary([](auto x) -> decltype(x) {
   T e = std::exp(x);
   return e / (T(1) + e);
 }, true, true, algorithm::eltwise_logistic));
+
+NGRAPH_CPU_KERNEL("StopGradient", [](const Node& node) -> Kernel {
+  size_t bytes = shape_size(node.get_shape()) * node.get_element_type().size();
+  return [bytes](const void* const* in, void* const* out) {
+    if (bytes) std::memcpy(out[0], in[0], bytes);
+  };
+});
 
 NGRAPH_CPU_KERNEL("LogicalNot", [](const Node& node) -> Kernel {
   return unary_loop<char>(shape_size(node.get_shape()), [](char x) { return static_cast<char>(!x); });
@@ -264,10 +272,23 @@ NGRAPH_CPU_KERNEL("Select", [](const Node& node) -> Kernel {
       const T* b = static_cast<const T*>(in[2]);
       T* o = static_cast<T*>(outp[0]);
       loop.run([&](const std::ptrdiff_t* off, size_t n, const std::ptrdiff_t* inner) {
-        for (size_t i = 0; i < n; ++i) {
-          auto ii = static_cast<std::ptrdiff_t>(i);
-          o[off[0] + ii * inner[0]] = c[off[1] + ii * inner[1]] ? a[off[2] + ii * inner[2]]
-                                                                 : b[off[3] + ii * inner[3]];
+        T* po = o + off[0];
+        const char* pc = c + off[1];
+        const T* pa = a + off[2];
+        const T* pb = b + off[3];
+        if (inner[0] == 1 && inner[1] == 1 && inner[2] == 1 && inner[3] == 1) {
+          for (size_t i = 0; i < n; ++i) po[i] = pc[i] ? pa[i] : pb[i];
+        } else if (inner[0] == 1 && inner[1] == 1 && inner[2] == 1 && inner[3] == 0) {
+          T vb = *pb;
+          for (size_t i = 0; i < n; ++i) po[i] = pc[i] ? pa[i] : vb;
+        } else if (inner[0] == 1 && inner[1] == 1 && inner[2] == 0 && inner[3] == 1) {
+          T va = *pa;
+          for (size_t i = 0; i < n; ++i) po[i] = pc[i] ? va : pb[i];
+        } else {
+          for (size_t i = 0; i < n; ++i) {
+            auto ii = static_cast<std::ptrdiff_t>(i);
+            po[ii * inner[0]] = pc[ii * inner[1]] ? pa[ii * inner[2]] : pb[ii * inner[3]];
+          }
         }
       });
     };

@@ -4,6 +4,7 @@
 
 #include "ngraph/ops.hpp"
 #include "ngraph/runtime/cpu/dnnl_utils.hpp"
+#include "ngraph/runtime/cpu/fusion.hpp"
 #include "ngraph/runtime/cpu/kernel.hpp"
 
 namespace ngraph {
@@ -22,7 +23,8 @@ struct Gemm {
   bool trans_a = false, trans_b = false;
 };
 
-Kernel dnnl_gemm(const Gemm& g) {
+// bias: add a row vector of n elements (input 2); relu: apply ReLU to the result.
+Kernel dnnl_gemm(const Gemm& g, bool bias = false, bool relu = false) {
   size_t r = g.batch.size() + 2;
   auto make = [&](const dims& batch, int64_t rows, int64_t cols, bool trans) {
     dims d = batch;
@@ -43,16 +45,32 @@ Kernel dnnl_gemm(const Gemm& g) {
   auto a_md = make(g.a_batch, g.m, g.k, g.trans_a);
   auto b_md = make(g.b_batch, g.k, g.n, g.trans_b);
   auto c_md = make(g.batch, g.m, g.n, false);
-  dnnl::matmul::desc d(a_md, b_md, c_md);
-  dnnl::matmul::primitive_desc pd(d, dnnl_engine());
+  dnnl::primitive_attr attr;
+  if (relu) {
+    dnnl::post_ops ops;
+    ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+    attr.set_post_ops(ops);
+  }
+  dnnl::memory::dims bias_dims(r, 1);
+  bias_dims[r - 1] = g.n;
+  auto bias_md = plain_desc(Shape(bias_dims.begin(), bias_dims.end()));
+  dnnl::matmul::desc d = bias ? dnnl::matmul::desc(a_md, b_md, bias_md, c_md)
+                              : dnnl::matmul::desc(a_md, b_md, c_md);
+  dnnl::matmul::primitive_desc pd(d, attr, dnnl_engine());
   dnnl::matmul prim(pd);
   dnnl::memory a(a_md, dnnl_engine(), DNNL_MEMORY_NONE), b(b_md, dnnl_engine(), DNNL_MEMORY_NONE),
-      c(c_md, dnnl_engine(), DNNL_MEMORY_NONE);
-  return [prim, a, b, c](const void* const* in, void* const* out) mutable {
+      c(c_md, dnnl_engine(), DNNL_MEMORY_NONE), bm(bias_md, dnnl_engine(), DNNL_MEMORY_NONE);
+  return [prim, a, b, c, bm, bias](const void* const* in, void* const* out) mutable {
     a.set_data_handle(const_cast<void*>(in[0]));
     b.set_data_handle(const_cast<void*>(in[1]));
     c.set_data_handle(out[0]);
-    prim.execute(dnnl_stream(), {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
+    if (bias) {
+      bm.set_data_handle(const_cast<void*>(in[2]));
+      prim.execute(dnnl_stream(), {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_BIAS, bm},
+                                   {DNNL_ARG_DST, c}});
+    } else {
+      prim.execute(dnnl_stream(), {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
+    }
   };
 }
 
@@ -117,6 +135,47 @@ Kernel gemm_kernel(const Node& node, const Gemm& g) {
     default: node.fail_type("CPU kernel has no implementation for element type " + t.get_type_name());
   }
 }
+
+// Bias and ReLU after a loop GEMM (types oneDNN does not cover).
+template <typename T>
+Kernel with_bias_relu(Kernel gemm, size_t m, size_t n, bool bias, bool relu) {
+  return [gemm, m, n, bias, relu](const void* const* in, void* const* out) {
+    gemm(in, out);
+    T* c = static_cast<T*>(out[0]);
+    const T* b = bias ? static_cast<const T*>(in[2]) : nullptr;
+    for (size_t i = 0; i < m; ++i)
+      for (size_t j = 0; j < n; ++j) {
+        T v = c[i * n + j] + (b ? b[j] : T(0));
+        c[i * n + j] = relu && v < T(0) ? T(0) : v;
+      }
+  };
+}
+
+NGRAPH_CPU_KERNEL("CPUMatMulBias", [](const Node& node) -> Kernel {
+  auto& mm = static_cast<const MatMulBias&>(node);
+  const Shape& a = mm.get_input_shape(0);
+  Gemm g;
+  g.trans_a = mm.get_transpose_a();
+  g.trans_b = mm.get_transpose_b();
+  g.m = static_cast<int64_t>(mm.get_shape()[0]);
+  g.n = static_cast<int64_t>(mm.get_shape()[1]);
+  g.k = static_cast<int64_t>(g.trans_a ? a[0] : a[1]);
+  bool bias = mm.has_bias(), relu = mm.get_relu();
+  element::Type t = mm.get_element_type();
+  size_t out_n = shape_size(mm.get_shape());
+  if (out_n == 0) return [](const void* const*, void* const*) {};
+  if (t == element::f32 && g.k > 0) return dnnl_gemm(g, bias, relu);
+  // k == 0 or other types: the plain GEMM (zeros when k == 0), then bias and ReLU.
+  Kernel gemm = gemm_kernel(node, g);
+  auto m = static_cast<size_t>(g.m), n = static_cast<size_t>(g.n);
+  switch (t.get_type_enum()) {
+    case element::Type_t::f32: return with_bias_relu<float>(gemm, m, n, bias, relu);
+    case element::Type_t::f64: return with_bias_relu<double>(gemm, m, n, bias, relu);
+    case element::Type_t::i32: return with_bias_relu<int32_t>(gemm, m, n, bias, relu);
+    case element::Type_t::i64: return with_bias_relu<int64_t>(gemm, m, n, bias, relu);
+    default: node.fail_type("CPU kernel has no implementation for element type " + t.get_type_name());
+  }
+});
 
 NGRAPH_CPU_KERNEL("Dot", [](const Node& node) -> Kernel {
   auto& d = static_cast<const op::Dot&>(node);

@@ -1,0 +1,258 @@
+#include "ngraph/runtime/cpu/fusion.hpp"
+
+#include <map>
+#include <set>
+
+#include "ngraph/ops.hpp"
+
+namespace ngraph {
+namespace runtime {
+namespace cpu {
+
+MatMulBias::MatMulBias(const Output& a, const Output& b, const Output& bias, bool transpose_a,
+                       bool transpose_b, bool relu)
+    : Op<MatMulBias>(bias ? OutputVector{a, b, bias} : OutputVector{a, b}),
+      m_transpose_a(transpose_a),
+      m_transpose_b(transpose_b),
+      m_relu(relu) {
+  constructor_validate_and_infer_types();
+}
+
+void MatMulBias::validate_and_infer_types() {
+  if (get_input_size() != 2 && get_input_size() != 3) fail("expects 2 or 3 inputs");
+  const Shape& a = get_input_shape(0);
+  const Shape& b = get_input_shape(1);
+  if (a.size() != 2 || b.size() != 2) fail(concat_message("needs 2-D arguments, got ", a, " and ", b));
+  size_t m = m_transpose_a ? a[1] : a[0], k = m_transpose_a ? a[0] : a[1];
+  size_t k2 = m_transpose_b ? b[1] : b[0], n = m_transpose_b ? b[0] : b[1];
+  if (k != k2) fail(concat_message("inner dimensions of ", a, " and ", b, " differ"));
+  element::Type t = get_input_element_type(0);
+  for (size_t i = 1; i < get_input_size(); ++i)
+    if (get_input_element_type(i) != t) fail_type("element types differ");
+  if (has_bias() && shape_size(get_input_shape(2)) != n)
+    fail(concat_message("bias shape ", get_input_shape(2), " does not have ", n, " elements"));
+  set_output_type(0, t, Shape{m, n});
+}
+
+const std::vector<std::string>& internal_op_names() {
+  static const std::vector<std::string> names{MatMulBias::type_name, FusedElementwise::type_name};
+  return names;
+}
+
+FusedElementwise::FusedElementwise(const OutputVector& inputs, std::vector<Instr> program,
+                                   const Shape& shape, element::Type type, std::string description)
+    : Op<FusedElementwise>(inputs),
+      m_program(std::move(program)),
+      m_shape(shape),
+      m_type(type),
+      m_description(std::move(description)) {
+  constructor_validate_and_infer_types();
+}
+
+void FusedElementwise::validate_and_infer_types() {
+  if (m_program.empty()) fail("has an empty program");
+  for (size_t i = 0; i < get_input_size(); ++i) {
+    const Shape& s = get_input_shape(i);
+    if (!s.empty() && s != m_shape)
+      fail(concat_message("input ", i, " has shape ", s, "; expected ", m_shape, " or a scalar"));
+    element::Type t = get_input_element_type(i);
+    if (t != m_type && t != element::boolean)
+      fail_type(concat_message("input ", i, " has element type ", t));
+  }
+  set_output_type(0, m_type, m_shape);
+}
+
+namespace {
+
+// x itself, or the argument of a 2-D transpose x = Reshape(y, {1,0}, ...) with the flag flipped.
+std::pair<Output, bool> strip_transpose(const Output& x, bool transposed) {
+  auto* r = dynamic_cast<const op::Reshape*>(x.get_node());
+  if (r && r->get_input_shape(0).size() == 2 && r->get_input_order() == AxisVector{1, 0}) {
+    const Shape& in = r->get_input_shape(0);
+    if (x.get_shape() == Shape{in[1], in[0]}) return {r->input_value(0), !transposed};
+  }
+  return {x, transposed};
+}
+
+bool is_bias_for(const Output& v, size_t n) {
+  const Shape& s = v.get_shape();
+  return (s == Shape{n} || s == Shape{1, n});
+}
+
+}  // namespace
+
+size_t fuse_matmul_bias_relu(Function& f) {
+  NodeVector ops = f.get_ordered_ops();
+  std::map<Output, std::vector<Node*>> users;
+  for (const auto& node : ops)
+    for (const auto& in : node->input_values()) users[in].push_back(node.get());
+  auto single_user = [&](const Output& v) -> Node* {
+    auto it = users.find(v);
+    return it != users.end() && it->second.size() == 1 ? it->second[0] : nullptr;
+  };
+
+  std::map<Output, Output> replacements;
+  size_t fused = 0;
+  for (const auto& node : ops) {
+    bool ta = false, tb = false;
+    const std::string& type = node->get_type_name();
+    if (type == "Dot") {
+      auto& d = static_cast<const op::Dot&>(*node);
+      if (d.get_reduction_axes_count() != 1) continue;
+    } else if (type == "MatMul") {
+      auto& mm = static_cast<const op::MatMul&>(*node);
+      ta = mm.get_transpose_a();
+      tb = mm.get_transpose_b();
+    } else {
+      continue;
+    }
+    if (node->get_input_shape(0).size() != 2 || node->get_input_shape(1).size() != 2) continue;
+    element::Type t = node->get_element_type();
+    if (!t.is_numeric()) continue;
+    auto [a, ta2] = strip_transpose(node->input_value(0), ta);
+    auto [b, tb2] = strip_transpose(node->input_value(1), tb);
+    size_t n = node->get_shape()[1];
+    Output value = node->output(0), bias;
+    bool relu = false;
+    if (Node* add = single_user(value); add && add->get_type_name() == "Add") {
+      size_t other = add->input_value(0) == value ? 1 : 0;
+      Output candidate = add->input_value(other);
+      if (add->get_shape() == node->get_shape() && is_bias_for(candidate, n)) {
+        bias = candidate;
+        value = add->output(0);
+      }
+    }
+    if (Node* r = single_user(value); r && r->get_type_name() == "Relu") {
+      relu = true;
+      value = r->output(0);
+    }
+    if (!bias && !relu && a == node->input_value(0) && b == node->input_value(1) &&
+        type == "MatMul")
+      continue;  // nothing gained
+    auto m = std::make_shared<MatMulBias>(a, b, bias, ta2, tb2, relu);
+    m->set_friendly_name(node->get_friendly_name());
+    replacements[value] = m->output(0);
+    ++fused;
+  }
+  replace_outputs(f, replacements);
+  return fused;
+}
+
+namespace {
+
+using Code = FusedElementwise::Code;
+
+// The fusible ops: their code, and whether they produce a mask (a boolean used by Select).
+bool fusible_code(const std::string& t, Code& code, bool& mask) {
+  static const std::map<std::string, std::pair<Code, bool>> table{
+      {"Add", {Code::add, false}},         {"Subtract", {Code::sub, false}},
+      {"Multiply", {Code::mul, false}},    {"Divide", {Code::div, false}},
+      {"Maximum", {Code::max, false}},     {"Minimum", {Code::min, false}},
+      {"Power", {Code::pow, false}},       {"Negative", {Code::neg, false}},
+      {"Abs", {Code::abs, false}},         {"Exp", {Code::exp, false}},
+      {"Log", {Code::log, false}},         {"Sqrt", {Code::sqrt, false}},
+      {"Tanh", {Code::tanh, false}},       {"Sigmoid", {Code::sigmoid, false}},
+      {"Relu", {Code::relu, false}},       {"Greater", {Code::gt, true}},
+      {"GreaterEq", {Code::ge, true}},     {"Less", {Code::lt, true}},
+      {"LessEq", {Code::le, true}},        {"Equal", {Code::eq, true}},
+      {"NotEqual", {Code::ne, true}},      {"Select", {Code::select, false}}};
+  auto it = table.find(t);
+  if (it == table.end()) return false;
+  code = it->second.first;
+  mask = it->second.second;
+  return true;
+}
+
+// A node the group can evaluate: floating-point data of `shape` (masks: boolean of `shape`
+// from floating-point operands), every input of `shape` or a scalar.
+bool fusible(const Node& node, const Shape& shape, element::Type type) {
+  Code code;
+  bool mask;
+  if (node.get_output_size() != 1 || !fusible_code(node.get_type_name(), code, mask)) return false;
+  if (node.get_shape() != shape) return false;
+  if (node.get_element_type() != (mask ? element::boolean : type)) return false;
+  for (size_t i = 0; i < node.get_input_size(); ++i) {
+    const Output& in = node.input_value(i);
+    bool cond = code == Code::select && i == 0;
+    if (in.get_element_type() != (cond ? element::boolean : type)) return false;
+    if (!in.get_shape().empty() && in.get_shape() != shape) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+size_t fuse_elementwise(Function& f) {
+  NodeVector ops = f.get_ordered_ops();
+  std::map<Output, std::vector<Node*>> users;
+  for (const auto& node : ops)
+    for (const auto& in : node->input_values()) users[in].push_back(node.get());
+  std::set<const Node*> taken;
+  std::map<Output, Output> replacements;
+  size_t groups = 0;
+  for (auto it = ops.rbegin(); it != ops.rend(); ++it) {
+    const auto& root = *it;
+    if (taken.count(root.get())) continue;
+    element::Type type = root->get_output_size() == 1 ? root->get_element_type() : element::undefined;
+    if (!type.is_real() || !fusible(*root, root->get_shape(), type)) continue;
+    const Shape shape = root->get_shape();
+    // Grow the group through inputs that only the group uses.
+    std::set<const Node*> members{root.get()};
+    std::vector<Node*> stack{root.get()};
+    while (!stack.empty()) {
+      Node* n = stack.back();
+      stack.pop_back();
+      for (const auto& in : n->input_values()) {
+        Node* p = in.get_node();
+        if (members.count(p) || taken.count(p)) continue;
+        auto u = users.find(in);
+        if (u == users.end() || u->second.size() != 1 || !fusible(*p, shape, type)) continue;
+        members.insert(p);
+        stack.push_back(p);
+      }
+    }
+    if (members.size() < 2) continue;
+    // Program in topological order (the order of `ops`); inputs deduplicated.
+    OutputVector inputs;
+    std::map<Output, int> reg;
+    std::vector<FusedElementwise::Instr> program;
+    std::string description;
+    auto operand = [&](const Output& v) {
+      auto r = reg.find(v);
+      if (r != reg.end()) return r->second;
+      int k = static_cast<int>(inputs.size());
+      inputs.push_back(v);
+      reg[v] = k;
+      return k;
+    };
+    std::vector<const Node*> order;
+    for (const auto& n : ops)
+      if (members.count(n.get())) order.push_back(n.get());
+    // Inputs first: registers 0..k-1; then one register per instruction.
+    for (const Node* n : order)
+      for (const auto& in : n->input_values())
+        if (!members.count(in.get_node())) operand(in);
+    int next = static_cast<int>(inputs.size());
+    for (const Node* n : order) {
+      Code code;
+      bool mask;
+      fusible_code(n->get_type_name(), code, mask);
+      FusedElementwise::Instr ins{code, next, -1, -1, -1};
+      int* slots[] = {&ins.a, &ins.b, &ins.c};
+      for (size_t i = 0; i < n->get_input_size(); ++i) *slots[i] = reg.at(n->input_value(i));
+      reg[const_cast<Node*>(n)->output(0)] = next++;
+      program.push_back(ins);
+      description += (description.empty() ? "" : ",") + n->get_type_name();
+      taken.insert(n);
+    }
+    auto fused = std::make_shared<FusedElementwise>(inputs, program, shape, type, description);
+    replacements[root->output(0)] = fused->output(0);
+    ++groups;
+  }
+  replace_outputs(f, replacements);
+  return groups;
+}
+
+}  // namespace cpu
+}  // namespace runtime
+}  // namespace ngraph

@@ -1,0 +1,77 @@
+// CPU-specific fusion: backend-internal ops and the pass that forms them. They are not
+// ops of the core (no Python wrapper, no gradient rule): the pass runs on a compiled copy,
+// after autodiff.
+#pragma once
+
+#include "ngraph/function.hpp"
+#include "ngraph/node.hpp"
+
+namespace ngraph {
+namespace runtime {
+namespace cpu {
+
+// MatMulBias(a, b[, bias]): op(a) . op(b) (+ bias on every row) (then ReLU), with op an
+// optional transpose given as strides: one oneDNN matmul with bias and a post-op.
+class MatMulBias : public Op<MatMulBias> {
+ public:
+  static constexpr const char* type_name = "CPUMatMulBias";
+  MatMulBias() = default;
+  MatMulBias(const Output& a, const Output& b, const Output& bias, bool transpose_a,
+             bool transpose_b, bool relu);
+  void validate_and_infer_types() override;
+  void visit_attributes(AttributeVisitor& v) override {
+    v.on("transpose_a", m_transpose_a);
+    v.on("transpose_b", m_transpose_b);
+    v.on("relu", m_relu);
+  }
+  bool has_bias() const { return get_input_size() == 3; }
+  bool get_transpose_a() const { return m_transpose_a; }
+  bool get_transpose_b() const { return m_transpose_b; }
+  bool get_relu() const { return m_relu; }
+
+ private:
+  bool m_transpose_a = false, m_transpose_b = false, m_relu = false;
+};
+
+// FusedElementwise(inputs...): a chain of elementwise ops evaluated in one pass over the data,
+// block by block, so intermediates never go to memory. Inputs have the result's shape or are
+// scalars; boolean inputs are Select conditions.
+class FusedElementwise : public Op<FusedElementwise> {
+ public:
+  enum class Code {
+    add, sub, mul, div, max, min, pow, neg, abs, exp, log, sqrt, tanh, sigmoid, relu,
+    gt, ge, lt, le, eq, ne, select
+  };
+  struct Instr {
+    Code code;
+    int dst, a, b, c;  // registers: inputs first, then one per instruction
+  };
+  static constexpr const char* type_name = "CPUFusedElementwise";
+  FusedElementwise() = default;
+  FusedElementwise(const OutputVector& inputs, std::vector<Instr> program, const Shape& shape,
+                   element::Type type, std::string description);
+  void validate_and_infer_types() override;
+  void visit_attributes(AttributeVisitor& v) override { v.on("program", m_description); }
+  const std::vector<Instr>& get_program() const { return m_program; }
+
+ private:
+  std::vector<Instr> m_program;
+  Shape m_shape;
+  element::Type m_type = element::f32;
+  std::string m_description;
+};
+
+// Groups chains of elementwise ops (same shape; intermediates used once) into
+// FusedElementwise nodes. Returns the number of groups formed.
+size_t fuse_elementwise(Function& f);
+
+// The names of the backend-internal ops (they have kernels but are not in the OpRegistry).
+const std::vector<std::string>& internal_op_names();
+
+// Rewrites 2-D Dot/MatMul into MatMulBias, absorbing transposed Reshapes of its inputs, a bias
+// Add and a ReLU when the matmul's value has no other use. Returns the number of fusions.
+size_t fuse_matmul_bias_relu(Function& f);
+
+}  // namespace cpu
+}  // namespace runtime
+}  // namespace ngraph
