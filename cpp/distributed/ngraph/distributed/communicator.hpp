@@ -34,6 +34,9 @@ class Request {
  public:
   virtual ~Request() = default;
   virtual void wait() = 0;
+  // Lets the operation advance without blocking; true once it has completed (then wait()
+  // returns at once). MPI progresses non-blocking collectives inside such calls.
+  virtual bool test() { return false; }
 };
 
 class Communicator {

@@ -104,6 +104,17 @@ class MPIRequest : public Request {
     finish(status);
   }
 
+  bool test() override {
+    if (m_done) return true;
+    MPI_Status status;
+    int flag = 0;
+    check(MPI_Test(&m_req, &flag, &status), m_what);
+    if (!flag) return false;
+    m_done = true;
+    finish(status);
+    return true;
+  }
+
  protected:
   virtual void finish(const MPI_Status&) {}
   MPICommunicator& m_comm;

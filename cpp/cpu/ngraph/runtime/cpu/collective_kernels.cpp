@@ -2,8 +2,10 @@
 // AllGather/ReduceScatter on an axis other than 0 pack the blocks rank-major in a scratch
 // buffer made at compile time.
 #include <cstring>
+#include <functional>
 
 #include "ngraph/ops/collective.hpp"
+#include "ngraph/runtime/cpu/fusion.hpp"
 #include "ngraph/runtime/cpu/kernel.hpp"
 
 namespace ngraph {
@@ -110,6 +112,84 @@ NGRAPH_CPU_KERNEL("Recv", [](const Node& node) -> Kernel {
   int src = op.get_src(), tag = op.get_tag();
   return [comm, count, t, src, tag](const void* const*, void* const* out) {
     comm->recv(out[0], count, t, src, tag);
+  };
+});
+
+}  // namespace
+}  // namespace cpu
+}  // namespace runtime
+}  // namespace ngraph
+
+namespace ngraph {
+namespace runtime {
+namespace cpu {
+namespace {
+
+// Completes `inner`, then copies the packed result out (when the outputs were not laid out
+// contiguously).
+class UnpackRequest : public distributed::Request {
+ public:
+  UnpackRequest(std::shared_ptr<distributed::Request> inner, std::function<void()> unpack)
+      : m_inner(std::move(inner)), m_unpack(std::move(unpack)) {}
+  void wait() override {
+    m_inner->wait();
+    finish();
+  }
+  bool test() override {
+    if (!m_inner->test()) return false;
+    finish();
+    return true;
+  }
+
+ private:
+  void finish() {
+    if (m_unpack) m_unpack();
+    m_unpack = nullptr;
+  }
+  std::shared_ptr<distributed::Request> m_inner;
+  std::function<void()> m_unpack;
+};
+
+NGRAPH_CPU_KERNEL("CPUFusedAllReduce", [](const Node& node) -> Kernel {
+  auto& op = static_cast<const FusedAllReduce&>(node);
+  auto comm = op.get_communicator();
+  element::Type t = op.get_input_element_type(0);
+  auto reduce = op.get_reduce_op();
+  size_t k = op.get_input_size(), es = t.size();
+  std::vector<size_t> offset(k + 1, 0);  // bytes
+  for (size_t i = 0; i < k; ++i) offset[i + 1] = offset[i] + shape_size(op.get_input_shape(i)) * es;
+  size_t total = offset[k] / es;
+  auto in_scratch = std::make_shared<std::vector<char>>();
+  auto out_scratch = std::make_shared<std::vector<char>>();
+  return [comm, t, reduce, k, offset, total, in_scratch, out_scratch](const void* const* in,
+                                                                       void* const* out) {
+    auto contiguous = [&](const void* const* p) {
+      for (size_t i = 1; i < k; ++i)
+        if (static_cast<const char*>(p[i]) != static_cast<const char*>(p[0]) + offset[i]) return false;
+      return true;
+    };
+    const void* src = in[0];
+    if (!contiguous(in)) {  // pack (the planner normally makes this unnecessary)
+      in_scratch->resize(offset[k]);
+      for (size_t i = 0; i < k; ++i)
+        std::memcpy(in_scratch->data() + offset[i], in[i], offset[i + 1] - offset[i]);
+      src = in_scratch->data();
+    }
+    void* dst = out[0];
+    std::function<void()> unpack;
+    if (!contiguous(out)) {
+      out_scratch->resize(offset[k]);
+      dst = out_scratch->data();
+      std::vector<void*> outs(out, out + k);
+      unpack = [outs, out_scratch, offset, k] {
+        for (size_t i = 0; i < k; ++i)
+          std::memcpy(outs[i], out_scratch->data() + offset[i], offset[i + 1] - offset[i]);
+      };
+    }
+    std::shared_ptr<distributed::Request> req = comm->start_allreduce(src, dst, total, t, reduce);
+    if (unpack) req = std::make_shared<UnpackRequest>(req, unpack);
+    if (auto* ctx = CallContext::current()) ctx->start_async(req);
+    else req->wait();
   };
 });
 

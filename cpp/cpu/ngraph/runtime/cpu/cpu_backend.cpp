@@ -92,9 +92,15 @@ NodeVector schedule_order(const NodeVector& ops) {
       users[j].push_back(i);
       ++missing[i];
     }
+  // Sends and asynchronous allreduces start as early as possible; Recvs and the users of an
+  // allreduce's result run as late as possible, so communication overlaps computation.
   auto rank_of = [&](size_t i) {
     const std::string& t = ops[i]->get_type_name();
-    return t == "Send" ? 0 : t == "Recv" ? 2 : 1;
+    if (t == "Send" || t == FusedAllReduce::type_name) return 0;
+    if (t == "Recv") return 2;
+    for (const auto& in : ops[i]->input_values())
+      if (in.get_node()->get_type_name() == FusedAllReduce::type_name) return 2;
+    return 1;
   };
   std::set<std::pair<int, size_t>> ready;
   for (size_t i = 0; i < ops.size(); ++i)
@@ -137,6 +143,7 @@ CPUExecutable::CPUExecutable(std::shared_ptr<Function> function, const CompileOp
     if (options.fuse) {
       fuse_matmul_bias_relu(*m_function);
       fuse_elementwise(*m_function);
+      fuse_allreduce(*m_function, default_fusion_threshold());
     }
   }
   m_parameters = m_function->get_parameters();
@@ -188,6 +195,48 @@ CPUExecutable::CPUExecutable(std::shared_ptr<Function> function, const CompileOp
   for (const auto& node : compute)
     if (node->get_type_name() == "Send")
       for (const auto& in : node->input_values()) last_use[in] = compute.size() - 1;
+  // An asynchronous allreduce reads its inputs and writes its outputs until the executable
+  // waits for it: before the first step that reads an output, else at the end of the call.
+  std::vector<std::vector<size_t>> waits_before(compute.size());
+  std::vector<bool> async(compute.size(), false);
+  std::map<Output, size_t> group_of;  // value -> group, for contiguous layout
+  struct Group {
+    std::vector<Output> members;
+    std::vector<size_t> offsets;  // bytes from the group's start
+    size_t bytes = 0, base = 0, live = 0;
+    bool allocated = false;
+  };
+  std::vector<Group> groups;
+  auto try_group = [&](const std::vector<Output>& values) {
+    for (const auto& v : values)
+      if (group_of.count(v) || result_binding.count(v) || update_binding.count(v) ||
+          is_structural_op(v.get_node()->get_type_name()))
+        return;
+    if (std::set<Output>(values.begin(), values.end()).size() != values.size()) return;
+    Group g;
+    for (const auto& v : values) {
+      size_t es = v.get_element_type().size();
+      g.bytes = (g.bytes + es - 1) / es * es;
+      g.offsets.push_back(g.bytes);
+      g.bytes += shape_size(v.get_shape()) * es;
+      g.members.push_back(v);
+      group_of[v] = groups.size();
+    }
+    groups.push_back(std::move(g));
+  };
+  for (size_t s = 0; s < compute.size(); ++s) {
+    if (compute[s]->get_type_name() != FusedAllReduce::type_name) continue;
+    async[s] = true;
+    size_t w = compute.size();
+    for (size_t t = s + 1; t < compute.size() && w == compute.size(); ++t)
+      for (const auto& in : compute[t]->input_values())
+        if (in.get_node() == compute[s].get()) w = t;
+    if (w < compute.size()) waits_before[w].push_back(s);
+    size_t hold = std::min(w, compute.size() - 1);
+    for (const auto& in : compute[s]->input_values()) last_use[in] = std::max(last_use[in], hold);
+    try_group(compute[s]->input_values());
+    try_group(compute[s]->outputs());
+  }
 
   for (const auto& node : ops) {
     const std::string& type = node->get_type_name();
@@ -243,7 +292,20 @@ CPUExecutable::CPUExecutable(std::shared_ptr<Function> function, const CompileOp
       } else if (update != update_binding.end()) {
         m_slots.push_back({SlotKind::variable_write, 0, nullptr, update->second});
       } else {
-        size_t off = planner.allocate(bytes);
+        size_t off;
+        auto grouped = group_of.find(v);
+        if (grouped != group_of.end()) {  // laid out with the other members of its group
+          Group& g = groups[grouped->second];
+          if (!g.allocated) {
+            g.base = planner.allocate(g.bytes);
+            g.allocated = true;
+            g.live = g.members.size();
+          }
+          size_t k = std::find(g.members.begin(), g.members.end(), v) - g.members.begin();
+          off = g.base + g.offsets[k];
+        } else {
+          off = planner.allocate(bytes);
+        }
         m_slots.push_back({SlotKind::arena, off});
         size_t last = last_use.count(v) ? last_use[v] : s;
         m_assignments.push_back({tensor_name(v), off, bytes, s, last});
@@ -256,9 +318,15 @@ CPUExecutable::CPUExecutable(std::shared_ptr<Function> function, const CompileOp
     // output never overlaps an input of the same step).
     for (auto it = to_release.begin(); it != to_release.end();) {
       if (it->first <= s) {
-        const auto& slot = m_slots[slot_of.at(it->second)];
-        size_t bytes = shape_size(it->second.get_shape()) * it->second.get_element_type().size();
-        planner.release(slot.index, bytes);
+        auto grouped = group_of.find(it->second);
+        if (grouped != group_of.end()) {  // the group's block goes when its last member does
+          Group& g = groups[grouped->second];
+          if (--g.live == 0) planner.release(g.base, g.bytes);
+        } else {
+          const auto& slot = m_slots[slot_of.at(it->second)];
+          size_t bytes = shape_size(it->second.get_shape()) * it->second.get_element_type().size();
+          planner.release(slot.index, bytes);
+        }
         it = to_release.erase(it);
       } else {
         ++it;
@@ -266,6 +334,8 @@ CPUExecutable::CPUExecutable(std::shared_ptr<Function> function, const CompileOp
     }
     step.in_ptrs.resize(step.in_slots.size());
     step.out_ptrs.resize(step.out_slots.size());
+    step.async = async[s];
+    step.waits_before = waits_before[s];
     m_steps.push_back(std::move(step));
   }
 
@@ -323,9 +393,26 @@ void CPUExecutable::call_raw(void* const* outputs, const void* const* inputs) {
   if (!m_collective_checks.empty()) check_collectives();
   CallContext ctx;
   CallScope scope(ctx);
+  m_pending.assign(m_steps.size(), nullptr);
+  size_t pending = 0;
+  auto wait_all = [&] {
+    for (auto& p : m_pending)
+      if (p) {
+        auto r = std::move(p);
+        p = nullptr;
+        r->wait();
+      }
+  };
   try {
     for (size_t s = 0; s < m_steps.size(); ++s) {
       auto& step = m_steps[s];
+      for (size_t w : step.waits_before)
+        if (m_pending[w]) {
+          auto r = std::move(m_pending[w]);
+          m_pending[w] = nullptr;
+          --pending;
+          r->wait();
+        }
       for (size_t i = 0; i < step.in_slots.size(); ++i)
         step.in_ptrs[i] = slot_ptr(step.in_slots[i], outputs, inputs);
       for (size_t i = 0; i < step.out_slots.size(); ++i)
@@ -337,8 +424,21 @@ void CPUExecutable::call_raw(void* const* outputs, const void* const* inputs) {
       } else {
         step.kernel(step.in_ptrs.data(), step.out_ptrs.data());
       }
+      if (step.async) {
+        m_pending[s] = ctx.take_started();
+        if (m_pending[s]) ++pending;
+      }
+      // Give started collectives a chance to advance while later steps compute.
+      if (pending)
+        for (auto& p : m_pending)
+          if (p) p->test();
     }
+    wait_all();
   } catch (...) {
+    try {
+      wait_all();
+    } catch (...) {
+    }
     try {
       ctx.finish();  // started sends must not be abandoned
     } catch (...) {

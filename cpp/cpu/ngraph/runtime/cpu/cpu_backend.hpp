@@ -65,6 +65,8 @@ class CPUExecutable : public Executable {
     std::vector<size_t> in_slots, out_slots;
     std::vector<const void*> in_ptrs;
     std::vector<void*> out_ptrs;
+    bool async = false;                // starts a collective that completes later
+    std::vector<size_t> waits_before;  // async steps to complete before this one runs
   };
   struct Copy {  // a result (or update) whose value no kernel wrote in place
     size_t from_slot;
@@ -94,6 +96,7 @@ class CPUExecutable : public Executable {
   size_t m_unshared_bytes = 0;
   std::vector<BufferAssignment> m_assignments;
   std::mutex m_mutex;
+  std::vector<std::shared_ptr<distributed::Request>> m_pending;  // per step, during a call
   bool m_profiling = false;
   std::vector<double> m_step_seconds;
 };

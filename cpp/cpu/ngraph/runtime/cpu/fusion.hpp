@@ -5,6 +5,7 @@
 
 #include "ngraph/function.hpp"
 #include "ngraph/node.hpp"
+#include "ngraph/ops/collective.hpp"
 
 namespace ngraph {
 namespace runtime {
@@ -64,6 +65,35 @@ class FusedElementwise : public Op<FusedElementwise> {
 // Groups chains of elementwise ops (same shape; intermediates used once) into
 // FusedElementwise nodes. Returns the number of groups formed.
 size_t fuse_elementwise(Function& f);
+
+// FusedAllReduce(g1, ..., gk): the AllReduce (sum or mean) of several tensors as one
+// collective over their bytes laid end to end: one message instead of k (gradient fusion, as
+// Horovod's fusion buffer and DDP's buckets). Its kernel only starts the collective; the
+// executable waits for it before the first step that reads its outputs, so the rest of the
+// backward pass runs meanwhile. The planner lays the inputs and the outputs out contiguously,
+// so nothing is copied.
+class FusedAllReduce : public Op<FusedAllReduce>, public op::Collective {
+ public:
+  static constexpr const char* type_name = "CPUFusedAllReduce";
+  FusedAllReduce() = default;
+  FusedAllReduce(const OutputVector& inputs, const std::string& reduce_op,
+                 std::shared_ptr<distributed::Communicator> comm);
+  void validate_and_infer_types() override;
+  void visit_attributes(AttributeVisitor& v) override { v.on("reduce_op", m_reduce_op); }
+  bool is_pure() const override { return false; }
+  std::string collective_signature() const override;
+  distributed::ReduceOp get_reduce_op() const { return distributed::reduce_op_from_string(m_reduce_op); }
+
+ private:
+  std::string m_reduce_op = "sum";
+};
+
+// Replaces AllReduce nodes (sum or mean) by FusedAllReduce nodes: consecutive ones (in the
+// function's order, the same on every rank) with the same communicator, type and reduction
+// share one until it holds `threshold_bytes` (0: one each, still asynchronous).
+size_t fuse_allreduce(Function& f, size_t threshold_bytes);
+// NGRAPH_FUSION_THRESHOLD (bytes) or 64 MiB.
+size_t default_fusion_threshold();
 
 // The names of the backend-internal ops (they have kernels but are not in the OpRegistry).
 const std::vector<std::string>& internal_op_names();

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "ngraph/distributed/communicator.hpp"
 #include "ngraph/node.hpp"
 
 namespace ngraph {
@@ -36,6 +37,12 @@ class KernelRegistry {
 class CallContext {
  public:
   void defer(std::function<void()> finish) { m_deferred.push_back(std::move(finish)); }
+  // An asynchronous kernel (a started allreduce) hands its request here; the executable waits
+  // for it before the first step that reads its outputs, and at the end of the call.
+  void start_async(std::shared_ptr<distributed::Request> request) {
+    m_last_started = std::move(request);
+  }
+  std::shared_ptr<distributed::Request> take_started() { return std::move(m_last_started); }
   // Runs the deferred completions in order; all of them run even if one throws (the first
   // exception is rethrown).
   void finish();
@@ -44,6 +51,7 @@ class CallContext {
  private:
   friend class CallScope;
   std::vector<std::function<void()>> m_deferred;
+  std::shared_ptr<distributed::Request> m_last_started;
 };
 
 // Makes `ctx` current on this thread for its lifetime.
