@@ -15,6 +15,16 @@ ctest --test-dir build/cpp --output-on-failure -j "$jobs"
 echo "== Python tests (pytest)"
 python3 -m pytest tests/python -q
 
+# Every rank runs the suites of tests/python/distributed (files mpi_test_*.py, collected only
+# under an MPI launcher); mpirun exits non-zero when any rank fails. A collective that waits
+# for a rank that is gone fails after NGRAPH_DIST_TIMEOUT seconds; `timeout` bounds the rest.
+echo "== Python MPI tests (mpirun: 2 ranks, 4 ranks, 2 ranks over TCP)"
+mpi_pytest=(python3 -m pytest tests/python/distributed -q -p no:cacheprovider)
+NGRAPH_DIST_TIMEOUT=30 timeout 600 mpirun --allow-run-as-root --oversubscribe -np 2 "${mpi_pytest[@]}"
+NGRAPH_DIST_TIMEOUT=30 timeout 600 mpirun --allow-run-as-root --oversubscribe -np 4 "${mpi_pytest[@]}"
+NGRAPH_DIST_TIMEOUT=30 timeout 600 mpirun --allow-run-as-root --oversubscribe --mca btl tcp,self \
+  -np 2 "${mpi_pytest[@]}"
+
 echo "== examples"
 python3 examples/simple.py >/dev/null
 echo "all tests passed"

@@ -6,7 +6,7 @@ arrays. The API follows the Python API of Intel nGraph.
 """
 
 from ngraph import _ngraph
-from ngraph._ngraph import Function, Node
+from ngraph._ngraph import Function, Node, get_num_threads, set_num_threads
 from ngraph.ops import (
     absolute,
     add,

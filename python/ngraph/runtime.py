@@ -36,12 +36,16 @@ class Runtime:
         return Computation(self, node_or_function, *inputs, updates=updates)
 
 
-class Computation:
+class Computation(_ngraph.ComputationBase):
     """A compiled graph. Call it with one array per parameter: it returns one ndarray when
-    built from a node, a list of ndarrays when built from a list (or a Function)."""
+    built from a node, a list of ndarrays when built from a list (or a Function).
+
+    Arrays of the parameter's dtype and shape, C-contiguous, are used in place by a call path
+    written in C++; other values are converted first when that is safe."""
 
     def __init__(self, runtime: Runtime, node_or_function: Any, *parameters: Node,
                  updates: Sequence[tuple[Node, Any]] | None = None) -> None:
+        super().__init__()
         self.runtime = runtime
         if isinstance(node_or_function, Function):
             if updates:
@@ -89,6 +93,7 @@ class Computation:
         self._dtypes = [p.dtype for p in self.parameters]
         self._shapes = [tuple(p.shape) for p in self.parameters]
         self.executable = runtime.backend.compile(self.function)
+        self._bind(self.executable, self._layout, self._single)
 
     def __repr__(self) -> str:
         params = ", ".join(f"{p.name}: {p.element_type}{p.shape}" for p in self.parameters)
@@ -118,12 +123,11 @@ class Computation:
             value = np.ascontiguousarray(value)
         return value
 
-    def __call__(self, *input_values: Any) -> np.ndarray | list[np.ndarray]:
+    # __call__ is ComputationBase's (C++); it comes here when an argument needs converting.
+    def _call_slow(self, *input_values: Any) -> np.ndarray | list[np.ndarray]:
         if len(input_values) != len(self.parameters):
             names = ", ".join(p.name for p in self.parameters) or "none"
             raise TypeError(f"computation expects {len(self.parameters)} arguments "
                             f"({names}), got {len(input_values)}")
         arrays = [self._convert(i, v) for i, v in enumerate(input_values)]
-        values = iter(self.executable.call(arrays))
-        outputs = [next(values) if has_value else None for has_value in self._layout]
-        return outputs[0] if self._single else outputs
+        return self._run_converted(*arrays)

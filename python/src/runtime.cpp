@@ -61,6 +61,93 @@ py::list call(runtime::Executable& exe, const py::sequence& inputs) {
   return outs;
 }
 
+// The call path of ng.runtime().computation(...)(*arrays), in C++: arrays that already have
+// the parameter's dtype, shape and layout are used in place; anything else goes to the
+// Python class's _call_slow (conversions and error messages).
+struct CallPlan {
+  std::shared_ptr<runtime::Executable> exe;
+  std::vector<int> in_type;
+  std::vector<std::vector<py::ssize_t>> in_shape;
+  std::vector<py::dtype> out_dtype;
+  std::vector<std::vector<py::ssize_t>> out_shape;
+  std::vector<bool> layout;  // per returned entry: a value (true) or None (a sink)
+  bool single = false;
+  bool release_gil = true;
+
+  void bind(const std::shared_ptr<runtime::Executable>& e, const std::vector<bool>& lay, bool one) {
+    exe = e;
+    layout = lay;
+    single = one;
+    in_type.clear();
+    in_shape.clear();
+    out_dtype.clear();
+    out_shape.clear();
+    for (const auto& p : e->get_parameters()) {
+      in_type.push_back(dtype_of(p->get_element_type()).num());
+      in_shape.emplace_back(p->get_shape().begin(), p->get_shape().end());
+    }
+    for (const auto& r : e->get_results()) {
+      out_dtype.push_back(dtype_of(r->get_element_type()));
+      out_shape.emplace_back(r->get_shape().begin(), r->get_shape().end());
+    }
+    auto* cpu = dynamic_cast<runtime::cpu::CPUExecutable*>(e.get());
+    release_gil = !(cpu && cpu->is_lightweight());
+  }
+
+  // Pointer to the data of args[i] if it can be used as is, else nullptr.
+  const void* usable(PyObject* o, size_t i) const {
+    auto& api = py::detail::npy_api::get();
+    if (!api.PyArray_Check_(o)) return nullptr;
+    auto* a = py::detail::array_proxy(o);
+    auto* d = py::detail::array_descriptor_proxy(a->descr);
+    if (d->type_num != in_type[i] || d->byteorder == '>') return nullptr;
+    const int need = py::detail::npy_api::NPY_ARRAY_C_CONTIGUOUS_ | py::detail::npy_api::NPY_ARRAY_ALIGNED_;
+    if ((a->flags & need) != need) return nullptr;
+    const auto& shape = in_shape[i];
+    if (a->nd != static_cast<int>(shape.size())) return nullptr;
+    for (size_t k = 0; k < shape.size(); ++k)
+      if (a->dimensions[k] != shape[k]) return nullptr;
+    return a->data;
+  }
+
+  // Runs on `args` if every one is usable as is; returns false otherwise (nothing ran).
+  bool try_run(const py::args& args, py::object& result) const {
+    size_t n = in_type.size();
+    if (args.size() != n) return false;
+    const void* in_small[8];
+    std::vector<const void*> in_big;
+    const void** in = n <= 8 ? in_small : (in_big.resize(n), in_big.data());
+    for (size_t i = 0; i < n; ++i)
+      if (!(in[i] = usable(args[i].ptr(), i))) return false;
+    size_t m = out_dtype.size();
+    std::vector<py::array> outs;
+    outs.reserve(m);
+    void* out_small[8];
+    std::vector<void*> out_big;
+    void** out = m <= 8 ? out_small : (out_big.resize(m), out_big.data());
+    for (size_t j = 0; j < m; ++j) {
+      outs.emplace_back(out_dtype[j], out_shape[j]);
+      out[j] = outs.back().mutable_data();
+    }
+    if (release_gil) {
+      py::gil_scoped_release release;
+      exe->call_raw(out, in);
+    } else {
+      exe->call_raw(out, in);
+    }
+    if (single) {
+      result = layout[0] ? py::object(outs[0]) : py::none();
+      return true;
+    }
+    py::list list(layout.size());
+    size_t k = 0;
+    for (size_t j = 0; j < layout.size(); ++j)
+      list[j] = layout[j] ? py::object(outs[k++]) : py::none();
+    result = std::move(list);
+    return true;
+  }
+};
+
 runtime::cpu::CPUExecutable& as_cpu(runtime::Executable& e) {
   auto* c = dynamic_cast<runtime::cpu::CPUExecutable*>(&e);
   if (!c) throw py::type_error("not a CPU executable");
@@ -70,6 +157,9 @@ runtime::cpu::CPUExecutable& as_cpu(runtime::Executable& e) {
 }  // namespace
 
 void init_runtime(py::module_& m) {
+  m.def("set_num_threads", &runtime::cpu::set_num_threads, py::arg("n"),
+        "Threads each rank's kernels use (default: cores / MPI ranks on this node).");
+  m.def("get_num_threads", &runtime::cpu::get_num_threads);
   py::class_<runtime::Backend, std::shared_ptr<runtime::Backend>>(m, "Backend")
       .def_static("create", &runtime::Backend::create, py::arg("type"))
       .def_static("get_registered_devices", &runtime::Backend::get_registered_devices)
@@ -79,6 +169,26 @@ void init_runtime(py::module_& m) {
              return b.compile(f);
            },
            py::arg("function"));
+
+  py::class_<CallPlan>(m, "ComputationBase", py::dynamic_attr(),
+                       "Base of ngraph.runtime.Computation: the C++ call path.")
+      .def(py::init<>())
+      .def("_bind", &CallPlan::bind, py::arg("executable"), py::arg("layout"), py::arg("single"))
+      .def("__call__",
+           [](py::object self, py::args args) -> py::object {
+             const auto& plan = self.cast<const CallPlan&>();
+             if (!plan.exe) throw py::type_error("computation is not compiled");
+             py::object result;
+             if (plan.try_run(args, result)) return result;
+             return self.attr("_call_slow")(*args);
+           })
+      .def("_run_converted",
+           [](const CallPlan& plan, py::args args) -> py::object {
+             py::object result;
+             if (!plan.try_run(args, result))
+               throw py::type_error("internal: converted arguments do not match the parameters");
+             return result;
+           });
 
   py::class_<runtime::Executable, std::shared_ptr<runtime::Executable>>(m, "Executable")
       .def("call", &call, py::arg("inputs"),

@@ -1,6 +1,10 @@
 #include "ngraph/runtime/cpu/cpu_backend.hpp"
 
+#include <omp.h>
+
 #include <algorithm>
+#include <atomic>
+#include <thread>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -116,6 +120,10 @@ NodeVector schedule_order(const NodeVector& ops) {
   return out;
 }
 
+}  // namespace
+
+namespace {
+void apply_num_threads();
 }  // namespace
 
 bool is_structural_op(const std::string& op) {
@@ -358,6 +366,14 @@ CPUExecutable::CPUExecutable(std::shared_ptr<Function> function, const CompileOp
     m_copies.push_back({slot_of.at(v), m_slots.size() - 1, assign.get_state()->byte_size()});
   }
 
+  size_t elements = 0;
+  bool communicates = false;
+  for (const auto& node : compute) {
+    for (size_t o = 0; o < node->get_output_size(); ++o) elements += shape_size(node->get_output_shape(o));
+    communicates = communicates || dynamic_cast<op::Collective*>(node.get()) != nullptr;
+  }
+  m_lightweight = !communicates && elements <= (1u << 14);
+
   m_arena_bytes = planner.size();
   if (m_arena_bytes) {
     m_arena = std::shared_ptr<char>(static_cast<char*>(std::aligned_alloc(kAlign, m_arena_bytes)),
@@ -390,6 +406,7 @@ void CPUExecutable::check_collectives() {
 
 void CPUExecutable::call_raw(void* const* outputs, const void* const* inputs) {
   std::lock_guard<std::mutex> lock(m_mutex);
+  apply_num_threads();
   if (!m_collective_checks.empty()) check_collectives();
   CallContext ctx;
   CallScope scope(ctx);
@@ -465,6 +482,52 @@ std::vector<double> CPUExecutable::get_step_seconds() const { return m_step_seco
 bool CompileOptions::default_fuse() {
   const char* env = std::getenv("NGRAPH_CPU_FUSION");
   return !(env && std::string(env) == "0");
+}
+
+namespace {
+std::atomic<int> g_num_threads{0};
+
+int default_num_threads() {
+  for (const char* var : {"NGRAPH_NUM_THREADS", "OMP_NUM_THREADS"})
+    if (const char* env = std::getenv(var)) {
+      int n = std::atoi(env);
+      if (n > 0) return n;
+    }
+  int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  int local = 1;
+  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "MV2_COMM_WORLD_LOCAL_SIZE",
+                          "SLURM_NTASKS_PER_NODE"})
+    if (const char* env = std::getenv(var)) {
+      local = std::max(1, std::atoi(env));
+      break;
+    }
+  return std::max(1, cores / local);
+}
+
+// OpenMP's thread count is per calling thread: apply it in every thread that runs kernels.
+void apply_num_threads() {
+  thread_local int applied = 0;
+  int n = get_num_threads();
+  if (applied != n) {
+    omp_set_num_threads(n);
+    applied = n;
+  }
+}
+}  // namespace
+
+void set_num_threads(int n) {
+  if (n < 1) throw std::invalid_argument("[CPU] number of threads must be >= 1, got " + std::to_string(n));
+  g_num_threads = n;
+}
+
+int get_num_threads() {
+  int n = g_num_threads.load();
+  if (n == 0) {
+    int d = default_num_threads();
+    g_num_threads.compare_exchange_strong(n, d);
+    n = g_num_threads.load();
+  }
+  return n;
 }
 
 std::vector<std::string> CPUExecutable::get_schedule() const {

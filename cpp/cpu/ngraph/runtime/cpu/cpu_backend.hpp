@@ -47,6 +47,9 @@ class CPUExecutable : public Executable {
   size_t get_arena_bytes() const { return m_arena_bytes; }
   size_t get_unshared_bytes() const { return m_unshared_bytes; }
   const std::vector<BufferAssignment>& get_buffer_assignments() const { return m_assignments; }
+  // Small enough that releasing Python's GIL would cost more than running it: no
+  // communication and few elements in all.
+  bool is_lightweight() const { return m_lightweight; }
   // Per-step timing: when on, each call adds every step's seconds to get_step_seconds().
   void set_profiling(bool on);
   std::vector<double> get_step_seconds() const;
@@ -98,8 +101,16 @@ class CPUExecutable : public Executable {
   std::mutex m_mutex;
   std::vector<std::shared_ptr<distributed::Request>> m_pending;  // per step, during a call
   bool m_profiling = false;
+  bool m_lightweight = false;
   std::vector<double> m_step_seconds;
 };
+
+// Threads per rank for kernels (oneDNN's OpenMP). Default: $NGRAPH_NUM_THREADS, else
+// $OMP_NUM_THREADS, else this node's cores divided by the MPI ranks on it
+// (OMPI_COMM_WORLD_LOCAL_SIZE and the like), so `mpirun -np 2` on 2 cores does not
+// oversubscribe.
+void set_num_threads(int n);
+int get_num_threads();
 
 class CPUBackend : public Backend {
  public:

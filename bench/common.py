@@ -1,0 +1,73 @@
+"""Shared helpers of the benchmarks: one-thread setup, robust timing, tables, results."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+
+# One thread per process for every framework, set before any of them loads.
+for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NGRAPH_NUM_THREADS"):
+    os.environ.setdefault(var, "1")
+os.environ.setdefault(
+    "XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+)
+
+RESULTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+
+
+def median_time(fn, *, repeats: int = 7, number: int = 20, warmup: int = 5) -> float:
+    """Median over `repeats` of the mean time of `number` calls of fn() (seconds)."""
+    for _ in range(warmup):
+        fn()
+    samples = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        for _ in range(number):
+            fn()
+        samples.append((time.perf_counter() - t) / number)
+    return statistics.median(samples)
+
+
+def interleaved_medians(fns: dict, *, repeats: int = 7, number: int = 20, warmup: int = 5):
+    """Like median_time for several contenders, measured in turn within each repeat so
+    that load on a shared machine hits them alike. Returns {name: seconds}."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    samples = {k: [] for k in fns}
+    for _ in range(repeats):
+        for k, fn in fns.items():
+            # Let the previous contender's worker threads stop spinning (JAX's and OpenMP's
+            # pools spin for a while after work) so they do not take this one's core.
+            time.sleep(0.05)
+            t = time.perf_counter()
+            for _ in range(number):
+                fn()
+            samples[k].append((time.perf_counter() - t) / number)
+    return {k: statistics.median(v) for k, v in samples.items()}
+
+
+def table(rows, headers):
+    widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) for i, h in enumerate(headers)]
+    line = "  ".join(str(h).ljust(w) for h, w in zip(headers, widths))
+    out = [line, "  ".join("-" * w for w in widths)]
+    out += ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)) for r in rows]
+    return "\n".join(out)
+
+
+def save(name: str, data) -> str:
+    os.makedirs(RESULTS_DIR, exist_ok=True)
+    path = os.path.join(RESULTS_DIR, f"{name}.json")
+    with open(path, "w") as f:
+        json.dump(data, f, indent=2)
+    return path
+
+
+def have(module: str) -> bool:
+    try:
+        __import__(module)
+    except ImportError:
+        return False
+    return True
