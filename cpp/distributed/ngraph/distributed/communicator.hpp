@@ -65,7 +65,16 @@ class Communicator {
   virtual std::unique_ptr<Request> start_recv(void* buffer, size_t count, element::Type type,
                                               int source, int tag) = 0;
 
-  // Blocking forms.
+  // The fast blocking form kernels use once the ranks have been checked to agree (see
+  // check_same_collectives): MPI's blocking collective, which is faster than a polled
+  // non-blocking one. It cannot be interrupted, so a watchdog ends the whole job (with a
+  // message naming the op and the rank) if it outlasts the timeout. Default: allreduce().
+  virtual void allreduce_guarded(const void* in, void* out, size_t count, element::Type type,
+                                 ReduceOp op) {
+    allreduce(in, out, count, type, op);
+  }
+
+  // Blocking forms, each wait bounded by the timeout (DistributedError after it).
   void allreduce(const void* in, void* out, size_t count, element::Type type, ReduceOp op) {
     start_allreduce(in, out, count, type, op)->wait();
   }

@@ -1,6 +1,9 @@
 #include "ngraph/distributed/mpi_communicator.hpp"
 
 #include <chrono>
+#include <cstdio>
+#include <map>
+#include <mutex>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -324,6 +327,82 @@ std::unique_ptr<Request> MPICommunicator::start_recv(void* buffer, size_t count,
   mpi_type(type, "Recv");
   std::string what = describe("Recv", count, type) + " from rank " + std::to_string(source);
   return std::make_unique<RecvRequest>(*this, buffer, count, type, source, tag, what);
+}
+
+namespace {
+
+// One thread per process that ends the job when a blocking collective outlasts its deadline
+// (the call itself cannot be interrupted). It looks every 100 ms, so arming and disarming
+// only take an uncontended lock: no wake-up, no context switch on the hot path.
+class Watchdog {
+ public:
+  static Watchdog& get() {
+    static Watchdog* w = new Watchdog();  // never destroyed: the thread outlives statics
+    return *w;
+  }
+  uint64_t arm(double seconds, std::string message) {
+    auto deadline = std::chrono::steady_clock::now() +
+                    std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                        std::chrono::duration<double>(seconds));
+    std::lock_guard<std::mutex> lock(m_mutex);
+    uint64_t id = ++m_next;
+    m_armed.emplace(id, std::make_pair(deadline, std::move(message)));
+    return id;
+  }
+  void disarm(uint64_t id) {
+    std::lock_guard<std::mutex> lock(m_mutex);
+    m_armed.erase(id);
+  }
+
+ private:
+  Watchdog() : m_thread([this] { run(); }) { m_thread.detach(); }
+  void run() {
+    for (;;) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      std::string expired;
+      {
+        std::lock_guard<std::mutex> lock(m_mutex);
+        auto now = std::chrono::steady_clock::now();
+        for (const auto& [id, entry] : m_armed)
+          if (entry.first < now) {
+            expired = entry.second;
+            break;
+          }
+      }
+      if (!expired.empty()) {
+        std::fprintf(stderr, "%s\n", expired.c_str());
+        std::fflush(stderr);
+        MPI_Abort(MPI_COMM_WORLD, 3);
+        std::_Exit(3);
+      }
+    }
+  }
+  std::mutex m_mutex;
+  std::map<uint64_t, std::pair<std::chrono::steady_clock::time_point, std::string>> m_armed;
+  uint64_t m_next = 0;
+  std::thread m_thread;
+};
+
+}  // namespace
+
+void MPICommunicator::allreduce_guarded(const void* in, void* out, size_t count, element::Type type,
+                                        ReduceOp op) {
+  check_usable("AllReduce");
+  if (op == ReduceOp::mean && !type.is_real())
+    throw std::invalid_argument("[AllReduce] mean needs a floating-point type, got " + type.get_type_name());
+  std::string what = describe("AllReduce", count, type) + " " + to_string(op);
+  uint64_t guard = Watchdog::get().arm(
+      get_timeout(), "[ngraph] " + what + ": rank " + std::to_string(m_rank) +
+                         " did not complete within " + std::to_string(static_cast<int>(get_timeout())) +
+                         " s (a rank failed or stopped taking part); ending the job");
+  int err = MPI_Allreduce(in, out, mpi_count(count, "AllReduce"), mpi_type(type, "AllReduce"), mpi_op(op), m_comm);
+  Watchdog::get().disarm(guard);
+  check(err, what);
+  if (op == ReduceOp::mean) {
+    double f = 1.0 / m_size;
+    if (type == element::f32) scale<float>(out, count, f);
+    else scale<double>(out, count, f);
+  }
 }
 
 namespace {

@@ -44,6 +44,8 @@ class MPICommunicator : public Communicator {
                                       int dest, int tag) override;
   std::unique_ptr<Request> start_recv(void* buffer, size_t count, element::Type type, int source,
                                       int tag) override;
+  void allreduce_guarded(const void* in, void* out, size_t count, element::Type type,
+                         ReduceOp op) override;
 
   // After a failed wait the communicator may hold unfinished operations: every later
   // operation fails at once with the first error.

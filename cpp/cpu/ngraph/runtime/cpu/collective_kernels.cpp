@@ -34,7 +34,7 @@ NGRAPH_CPU_KERNEL("AllReduce", [](const Node& node) -> Kernel {
   element::Type t = op.get_element_type();
   auto reduce = op.get_reduce_op();
   return [comm, count, t, reduce](const void* const* in, void* const* out) {
-    comm->allreduce(in[0], out[0], count, t, reduce);
+    comm->allreduce_guarded(in[0], out[0], count, t, reduce);
   };
 });
 
@@ -125,29 +125,22 @@ namespace runtime {
 namespace cpu {
 namespace {
 
-// Completes `inner`, then copies the packed result out (when the outputs were not laid out
-// contiguously).
-class UnpackRequest : public distributed::Request {
+// Several requests completed together.
+class RequestGroup : public distributed::Request {
  public:
-  UnpackRequest(std::shared_ptr<distributed::Request> inner, std::function<void()> unpack)
-      : m_inner(std::move(inner)), m_unpack(std::move(unpack)) {}
+  explicit RequestGroup(std::vector<std::shared_ptr<distributed::Request>> parts)
+      : m_parts(std::move(parts)) {}
   void wait() override {
-    m_inner->wait();
-    finish();
+    for (auto& p : m_parts) p->wait();
   }
   bool test() override {
-    if (!m_inner->test()) return false;
-    finish();
-    return true;
+    bool done = true;
+    for (auto& p : m_parts) done = p->test() && done;
+    return done;
   }
 
  private:
-  void finish() {
-    if (m_unpack) m_unpack();
-    m_unpack = nullptr;
-  }
-  std::shared_ptr<distributed::Request> m_inner;
-  std::function<void()> m_unpack;
+  std::vector<std::shared_ptr<distributed::Request>> m_parts;
 };
 
 NGRAPH_CPU_KERNEL("CPUFusedAllReduce", [](const Node& node) -> Kernel {
@@ -159,35 +152,35 @@ NGRAPH_CPU_KERNEL("CPUFusedAllReduce", [](const Node& node) -> Kernel {
   std::vector<size_t> offset(k + 1, 0);  // bytes
   for (size_t i = 0; i < k; ++i) offset[i + 1] = offset[i] + shape_size(op.get_input_shape(i)) * es;
   size_t total = offset[k] / es;
-  auto in_scratch = std::make_shared<std::vector<char>>();
-  auto out_scratch = std::make_shared<std::vector<char>>();
-  return [comm, t, reduce, k, offset, total, in_scratch, out_scratch](const void* const* in,
-                                                                       void* const* out) {
+  bool overlap = op.get_overlap();
+  return [comm, t, reduce, k, offset, total, es, overlap](const void* const* in, void* const* out) {
     auto contiguous = [&](const void* const* p) {
       for (size_t i = 1; i < k; ++i)
         if (static_cast<const char*>(p[i]) != static_cast<const char*>(p[0]) + offset[i]) return false;
       return true;
     };
-    const void* src = in[0];
-    if (!contiguous(in)) {  // pack (the planner normally makes this unnecessary)
-      in_scratch->resize(offset[k]);
-      for (size_t i = 0; i < k; ++i)
-        std::memcpy(in_scratch->data() + offset[i], in[i], offset[i + 1] - offset[i]);
-      src = in_scratch->data();
-    }
-    void* dst = out[0];
-    std::function<void()> unpack;
-    if (!contiguous(out)) {
-      out_scratch->resize(offset[k]);
-      dst = out_scratch->data();
-      std::vector<void*> outs(out, out + k);
-      unpack = [outs, out_scratch, offset, k] {
+    bool one = contiguous(in) && contiguous(out);
+    if (!overlap) {  // nothing to overlap with: MPI's blocking collective is the fastest
+      if (one) {
+        comm->allreduce_guarded(in[0], out[0], total, t, reduce);
+      } else {
         for (size_t i = 0; i < k; ++i)
-          std::memcpy(outs[i], out_scratch->data() + offset[i], offset[i + 1] - offset[i]);
-      };
+          comm->allreduce_guarded(in[i], out[i], (offset[i + 1] - offset[i]) / es, t, reduce);
+      }
+      return;
     }
-    std::shared_ptr<distributed::Request> req = comm->start_allreduce(src, dst, total, t, reduce);
-    if (unpack) req = std::make_shared<UnpackRequest>(req, unpack);
+    std::shared_ptr<distributed::Request> req;
+    if (one) {
+      // The planner laid the tensors out end to end: one collective, no copies.
+      req = comm->start_allreduce(in[0], out[0], total, t, reduce);
+    } else {
+      // Parameters or results (placed by the caller): one collective per tensor, still no
+      // copies.
+      std::vector<std::shared_ptr<distributed::Request>> parts;
+      for (size_t i = 0; i < k; ++i)
+        parts.push_back(comm->start_allreduce(in[i], out[i], (offset[i + 1] - offset[i]) / es, t, reduce));
+      req = std::make_shared<RequestGroup>(std::move(parts));
+    }
     if (auto* ctx = CallContext::current()) ctx->start_async(req);
     else req->wait();
   };

@@ -23,6 +23,8 @@ namespace cpu {
 namespace {
 
 constexpr size_t kAlign = 64;
+// Elements computed between an allreduce's start and its first use for overlapping to pay.
+constexpr size_t kOverlapElements = size_t(1) << 18;
 size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 // First-fit allocation in one arena; blocks are freed when their last reader has run.
@@ -234,16 +236,25 @@ CPUExecutable::CPUExecutable(std::shared_ptr<Function> function, const CompileOp
   };
   for (size_t s = 0; s < compute.size(); ++s) {
     if (compute[s]->get_type_name() != FusedAllReduce::type_name) continue;
-    async[s] = true;
     size_t w = compute.size();
     for (size_t t = s + 1; t < compute.size() && w == compute.size(); ++t)
       for (const auto& in : compute[t]->input_values())
         if (in.get_node() == compute[s].get()) w = t;
+    // Overlap only pays when enough work runs before the result is needed: Open MPI's
+    // non-blocking allreduce is slower than its blocking one.
+    size_t between = 0;
+    for (size_t t = s + 1; t < w && t < compute.size(); ++t)
+      for (size_t o = 0; o < compute[t]->get_output_size(); ++o)
+        between += shape_size(compute[t]->get_output_shape(o));
+    bool overlap = between >= kOverlapElements;
+    static_cast<FusedAllReduce&>(*compute[s]).set_overlap(overlap);
+    try_group(compute[s]->input_values());
+    try_group(compute[s]->outputs());
+    if (!overlap) continue;
+    async[s] = true;
     if (w < compute.size()) waits_before[w].push_back(s);
     size_t hold = std::min(w, compute.size() - 1);
     for (const auto& in : compute[s]->input_values()) last_use[in] = std::max(last_use[in], hold);
-    try_group(compute[s]->input_values());
-    try_group(compute[s]->outputs());
   }
 
   for (const auto& node : ops) {

@@ -28,6 +28,10 @@ decltype(auto) dispatch_numeric(const Node& node, element::Type t, F&& f) {
   node.fail_type("CPU kernel has no implementation for element type " + t.get_type_name());
 }
 
+// oneDNN's per-execution overhead (about a microsecond) is more than a loop over a few
+// thousand elements costs: small tensors stay on the loops.
+bool dnnl_worthwhile(const Shape& s) { return dnnl_rank_ok(s) && shape_size(s) >= 4096; }
+
 // ---------------------------------------------------------------------------------- unary
 
 template <typename T, typename F>
@@ -60,7 +64,7 @@ KernelBuilder unary(F f, bool real_only, bool has_alg = false,
     const Shape& shape = node.get_shape();
     size_t n = shape_size(shape);
     element::Type t = node.get_element_type();
-    if (has_alg && t == element::f32 && dnnl_rank_ok(shape)) return dnnl_eltwise(shape, alg, alpha, 0.f);
+    if (has_alg && t == element::f32 && dnnl_worthwhile(shape)) return dnnl_eltwise(shape, alg, alpha, 0.f);
     if (real_only) {
       if (t == element::f32) return unary_loop<float>(n, [f](float x) { return static_cast<float>(f(x)); });
       if (t == element::f64) return unary_loop<double>(n, [f](double x) { return static_cast<double>(f(x)); });
@@ -150,7 +154,7 @@ Kernel binary_loop(const Node& node, F f) {
 bool dnnl_binary_ok(const Node& node) {
   const Shape& out = node.get_shape();
   return node.get_input_element_type(0) == element::f32 && node.get_input_shape(0) == out &&
-         dnnl_rank_ok(out) && shape_size(node.get_input_shape(1)) > 0;
+         dnnl_worthwhile(out) && shape_size(node.get_input_shape(1)) > 0;
 }
 
 Kernel dnnl_binary(const Node& node, dnnl::algorithm alg) {

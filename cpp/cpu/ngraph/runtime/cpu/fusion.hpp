@@ -83,9 +83,14 @@ class FusedAllReduce : public Op<FusedAllReduce>, public op::Collective {
   bool is_pure() const override { return false; }
   std::string collective_signature() const override;
   distributed::ReduceOp get_reduce_op() const { return distributed::reduce_op_from_string(m_reduce_op); }
+  // Set by the executable: start the collective and let later steps run until its result is
+  // needed (true), or run MPI's faster blocking collective at once (false: nothing to overlap).
+  void set_overlap(bool on) { m_overlap = on; }
+  bool get_overlap() const { return m_overlap; }
 
  private:
   std::string m_reduce_op = "sum";
+  bool m_overlap = true;
 };
 
 // Replaces AllReduce nodes (sum or mean) by FusedAllReduce nodes: consecutive ones (in the

@@ -1,0 +1,98 @@
+"""The in-graph allreduce of a model's gradients (run under mpirun): the data-parallel
+training step of the 784-600-10 MLP is compiled (gradients summed by AllReduce ops, fused into
+one collective over contiguously planned buffers) and the collective's own time is read from
+the executable's per-step profile. Against it: mpi4py's Allreduce on a NumPy buffer of the
+same bytes; the C reference (allreduce_mpi.c) runs as its own job (run_all.py puts the three
+side by side).
+
+    mpirun -np 2 python bench/allreduce.py [--smoke]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+
+import common
+import numpy as np
+
+import ngraph as ng
+
+SIZES = [784, 600, 10]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--smoke", action="store_true")
+    args = ap.parse_args(argv)
+    from mpi4py import MPI  # noqa: PLC0415
+
+    comm = ng.distributed.init(MPI.COMM_WORLD)
+    sizes = [16, 8, 4] if args.smoke else SIZES
+    batch = 8 if args.smoke else 64
+    rng = np.random.default_rng(comm.rank)
+    x = ng.parameter([batch, sizes[0]], name="x")
+    y = ng.parameter([batch], np.int64, name="y")
+    params, h = [], x
+    for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
+        w = ng.variable((rng.standard_normal((a, b)) * 0.05).astype(np.float32), name=f"W{i}")
+        bias = ng.variable(np.zeros(b, np.float32), name=f"b{i}")
+        params += [w, bias]
+        h = ng.dot(h, w) + bias
+        if i < len(sizes) - 2:
+            h = ng.relu(h)
+    loss = ng.softmax_cross_entropy(h, y, reduction="sum") / float(batch * comm.size)
+    grads = [ng.allreduce(g, "sum") for g in ng.gradients(loss, params)]
+    step = ng.runtime().computation(loss, x, y,
+                                    updates=ng.optimizers.SGD(0.01).updates(loss, params, grads))
+    exe = step.executable
+    (k,) = [i for i, n in enumerate(exe.schedule) if "AllReduce" in n]
+    xb = rng.random((batch, sizes[0]), dtype=np.float32)
+    yb = rng.integers(0, sizes[-1], batch)
+    count = sum(int(np.prod(p.shape)) for p in params)
+
+    repeats, number = (2, 3) if args.smoke else (9, 100)
+    for _ in range(10):
+        step(xb, yb)
+    in_graph, calls = [], []
+    for _ in range(repeats):
+        exe.set_profiling(True)
+        MPI.COMM_WORLD.Barrier()
+        calls.append(common.median_time(lambda: step(xb, yb), repeats=1, number=number, warmup=0))
+        in_graph.append(exe.step_seconds[k] / number)
+        exe.set_profiling(False)
+    # The collective alone, without the ranks' compute skew of a training step: the same
+    # gradient shapes made by a cheap kernel, allreduced, and barely read.
+    gs = [ng.parameter(p.shape, name=f"g{i}") for i, p in enumerate(params)]
+    sums = [ng.allreduce(g * 1.0, "sum") for g in gs]
+    probe = ng.runtime().computation([ng.slice(ng.reshape(s, [int(np.prod(s.shape))]), [0], [1])
+                                      for s in sums], *gs)
+    pe = probe.executable
+    (kp,) = [i for i, n in enumerate(pe.schedule) if "AllReduce" in n]
+    gv = [rng.random(p.shape, dtype=np.float32) for p in params]
+    for _ in range(10):
+        probe(*gv)
+    alone = []
+    for _ in range(repeats):
+        pe.set_profiling(True)
+        MPI.COMM_WORLD.Barrier()
+        for _ in range(number):
+            probe(*gv)
+        alone.append(pe.step_seconds[kp] / number)
+        pe.set_profiling(False)
+    buf = rng.random(count, dtype=np.float32)
+    out = np.empty_like(buf)
+    t_mpi4py = common.median_time(lambda: MPI.COMM_WORLD.Allreduce(buf, out), repeats=repeats,
+                                  number=number)
+    result = {"count": count, "ranks": comm.size, "collective": exe.schedule[k],
+              "ngraph_s": statistics.median(alone),
+              "ngraph_in_training_step_s": statistics.median(in_graph),
+              "step_s": statistics.median(calls), "mpi4py_s": t_mpi4py}
+    if comm.rank == 0:
+        print(json.dumps(result))
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+"""Data-parallel training throughput (run under mpirun -np N): ngraph's compiled step with
+the in-graph AllReduce against PyTorch DistributedDataParallel with the gloo backend, the
+same MLP, per-rank batch and SGD update, one thread per rank, interleaved repeats.
+
+    mpirun -np 2 python bench/ddp.py [--model 784-600-10] [--batch 64] [--smoke]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+
+import common
+import numpy as np
+
+import ngraph as ng
+
+
+def ngraph_step(sizes, batch, world, x, y, comm):
+    xp = ng.parameter([batch, sizes[0]], name="x")
+    yp = ng.parameter([batch], np.int64, name="y")
+    rng = np.random.default_rng(0)
+    params, h = [], xp
+    for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
+        params.append(ng.variable((rng.standard_normal((a, b)) * np.sqrt(2 / a)).astype(np.float32)))
+        params.append(ng.variable(np.zeros(b, np.float32)))
+        h = ng.dot(h, params[-2]) + params[-1]
+        if i < len(sizes) - 2:
+            h = ng.relu(h)
+    loss = ng.softmax_cross_entropy(h, yp, reduction="sum") / float(batch * world)
+    grads = [ng.allreduce(g, "sum", comm=comm) for g in ng.gradients(loss, params)]
+    step = ng.runtime().computation(
+        ng.allreduce(loss, "sum", comm=comm), xp, yp,
+        updates=ng.optimizers.SGD(0.01).updates(loss, params, grads))
+    return lambda: step(x, y)
+
+
+def torch_step(sizes, batch, x, y):
+    import torch  # noqa: PLC0415
+    import torch.distributed as dist  # noqa: PLC0415
+
+    torch.set_num_threads(1)
+    if not dist.is_initialized():
+        dist.init_process_group("gloo", init_method="env://")
+    layers = []
+    for a, b in zip(sizes[:-1], sizes[1:]):
+        layers += [torch.nn.Linear(a, b), torch.nn.ReLU()]
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Sequential(*layers[:-1]))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    lossf = torch.nn.CrossEntropyLoss()
+    xt, yt = torch.from_numpy(x), torch.from_numpy(y)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = lossf(model(xt), yt)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return step
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", default="784-600-10")
+    ap.add_argument("--batch", type=int, default=64, help="per-rank batch")
+    ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--no-torch", action="store_true")
+    args = ap.parse_args(argv)
+    from mpi4py import MPI  # noqa: PLC0415
+
+    comm = ng.distributed.init(MPI.COMM_WORLD)
+    rank, world = comm.rank, comm.size
+    sizes = [int(s) for s in args.model.split("-")]
+    batch = 4 if args.smoke else args.batch
+    rng = np.random.default_rng(rank)
+    x = rng.random((batch, sizes[0]), dtype=np.float32)
+    y = rng.integers(0, sizes[-1], batch).astype(np.int64)
+    fns = {"ngraph": ngraph_step(sizes, batch, world, x, y, comm)}
+    if common.have("torch") and not args.no_torch:
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", "29511")
+        os.environ["RANK"], os.environ["WORLD_SIZE"] = str(rank), str(world)
+        fns["pytorch_ddp_gloo"] = torch_step(sizes, batch, x, y)
+    repeats, number = (2, 2) if args.smoke else (7, 40)
+    samples = {k: [] for k in fns}
+    for fn in fns.values():
+        for _ in range(5):
+            fn()
+    for _ in range(repeats):
+        for k, fn in fns.items():
+            MPI.COMM_WORLD.Barrier()
+            time.sleep(0.05)
+            t = time.perf_counter()
+            for _ in range(number):
+                fn()
+            samples[k].append((time.perf_counter() - t) / number)
+    times = {k: statistics.median(v) for k, v in samples.items()}
+    result = {"model": args.model, "ranks": world, "batch_per_rank": batch, "step_s": times,
+              "samples_per_s": {k: world * batch / t for k, t in times.items()}}
+    if rank == 0:
+        print(json.dumps(result))
+    return result
+
+
+if __name__ == "__main__":
+    main()
