@@ -671,3 +671,24 @@ def test_mnist_mlp_reaches_92_percent(mnist_split, name):
     assert accuracies[-1] >= 0.92, f"{name}: test accuracies {accuracies}"
     assert losses[0] < np.log(10), f"{name}: mean losses {losses}"
     assert all(b < a for a, b in zip(losses, losses[1:])), f"{name}: mean losses {losses}"
+
+
+def test_updates_in_place_still_see_old_values():
+    """Updates computed by fused kernels may overwrite their variable in place; every read
+    in the call must still see the values from before it."""
+    rt = ng.runtime()
+    w = ng.variable(np.arange(6, dtype=np.float32).reshape(2, 3), name="w_inplace")
+    v = ng.variable(np.ones((2, 3), np.float32), name="v_inplace")
+    x = ng.parameter([2, 3], name="x")
+    # w's result is returned, v's update reads w, and both updates are elementwise chains.
+    step = rt.computation([w * 1.0, ng.sum(w)], x,
+                          updates=[(w, w * 2.0 - x), (v, v * 0.5 + w * 3.0)])
+    w0, v0 = w.get_value(), v.get_value()
+    xv = np.full((2, 3), 0.25, np.float32)
+    out, total = step(xv)
+    np.testing.assert_array_equal(out, w0)
+    assert total == w0.sum()
+    np.testing.assert_allclose(w.get_value(), w0 * 2 - xv)
+    np.testing.assert_allclose(v.get_value(), v0 * 0.5 + w0 * 3)
+    out, _ = step(xv)  # a second call sees the first call's results
+    np.testing.assert_allclose(out, w0 * 2 - xv)

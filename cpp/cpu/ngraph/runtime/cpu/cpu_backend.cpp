@@ -100,10 +100,15 @@ NodeVector schedule_order(const NodeVector& ops) {
     }
   // Sends and asynchronous allreduces start as early as possible; Recvs and the users of an
   // allreduce's result run as late as possible, so communication overlaps computation.
+  // Values of variable updates are computed last too: then they can overwrite the variable
+  // in place (no reader of the old value is left).
+  std::set<const Node*> update_values;
+  for (const auto& node : ops)
+    if (node->get_type_name() == "Assign") update_values.insert(node->input_value(0).get_node());
   auto rank_of = [&](size_t i) {
     const std::string& t = ops[i]->get_type_name();
     if (t == "Send" || t == FusedAllReduce::type_name) return 0;
-    if (t == "Recv") return 2;
+    if (t == "Recv" || update_values.count(ops[i].get())) return 2;
     for (const auto& in : ops[i]->input_values())
       if (in.get_node()->get_type_name() == FusedAllReduce::type_name) return 2;
     return 1;
@@ -205,6 +210,37 @@ CPUExecutable::CPUExecutable(std::shared_ptr<Function> function, const CompileOp
   for (const auto& node : compute)
     if (node->get_type_name() == "Send")
       for (const auto& in : node->input_values()) last_use[in] = compute.size() - 1;
+  // In-place updates: an update computed by a fused elementwise kernel that reads the variable
+  // (w - lr * g) may write into the variable's own buffer - element i is read before it is
+  // written - when it runs after every other reader of the old value and nothing that could
+  // fail runs after it (a failed call must leave the variables as they were). Then the
+  // variable keeps one buffer: less memory, and the update reads and writes the same lines.
+  std::set<VariableState*> in_place;
+  {
+    std::map<VariableState*, const Node*> var_node;  // the Variable node of each state
+    for (const auto& node : ops)
+      if (auto* v = dynamic_cast<op::Variable*>(node.get())) var_node[v->get_state().get()] = v;
+    std::set<const Node*> read_at_end;  // values results or Sends read after the steps
+    for (const auto& r : m_results) read_at_end.insert(r->input_value(0).get_node());
+    for (size_t s = compute.size(); s-- > 0;) {
+      const auto& node = compute[s];
+      if (node->get_output_size() != 1) break;
+      auto bound = update_binding.find(node->output(0));
+      if (node->get_type_name() != FusedElementwise::type_name || bound == update_binding.end())
+        break;
+      VariableState* state = bound->second;
+      auto vn = var_node.find(state);
+      bool reads_it = false, ok = vn != var_node.end() && !read_at_end.count(vn->second);
+      for (const auto& in : node->input_values()) reads_it = reads_it || (ok && in.get_node() == vn->second);
+      for (size_t t = s + 1; ok && t < compute.size(); ++t)  // later steps must not read it
+        for (const auto& in : compute[t]->input_values()) ok = ok && in.get_node() != vn->second;
+      for (const auto& other : compute)  // nor may a Send or collective hold it
+        if (ok && (other->get_type_name() == "Send" || other->get_type_name() == FusedAllReduce::type_name))
+          for (const auto& in : other->input_values()) ok = ok && in.get_node() != vn->second;
+      if (ok && reads_it) in_place.insert(state);
+    }
+  }
+
   // An asynchronous allreduce reads its inputs and writes its outputs until the executable
   // waits for it: before the first step that reads an output, else at the end of the call.
   std::vector<std::vector<size_t>> waits_before(compute.size());
@@ -309,7 +345,9 @@ CPUExecutable::CPUExecutable(std::shared_ptr<Function> function, const CompileOp
       if (bound != result_binding.end()) {
         m_slots.push_back({SlotKind::output, bound->second});
       } else if (update != update_binding.end()) {
-        m_slots.push_back({SlotKind::variable_write, 0, nullptr, update->second});
+        bool here = in_place.count(update->second) > 0;
+        m_slots.push_back({here ? SlotKind::variable_read : SlotKind::variable_write, 0, nullptr,
+                           update->second});
       } else {
         size_t off;
         auto grouped = group_of.find(v);
@@ -376,6 +414,9 @@ CPUExecutable::CPUExecutable(std::shared_ptr<Function> function, const CompileOp
     m_slots.push_back({SlotKind::variable_write, 0, nullptr, assign.get_state().get()});
     m_copies.push_back({slot_of.at(v), m_slots.size() - 1, assign.get_state()->byte_size()});
   }
+
+  for (const auto& state : m_updated)
+    if (!in_place.count(state.get())) m_committed.push_back(state.get());
 
   size_t elements = 0;
   bool communicates = false;
@@ -479,7 +520,7 @@ void CPUExecutable::call_raw(void* const* outputs, const void* const* inputs) {
       std::memcpy(slot_ptr(c.to_slot, outputs, inputs), slot_ptr(c.from_slot, outputs, inputs),
                   c.bytes);
   // Every update becomes the current value at once, after all reads of the old ones.
-  for (const auto& state : m_updated) state->commit();
+  for (const auto* state : m_committed) const_cast<VariableState*>(state)->commit();
 }
 
 void CPUExecutable::set_profiling(bool on) {

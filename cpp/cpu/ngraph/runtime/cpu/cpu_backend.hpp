@@ -93,7 +93,8 @@ class CPUExecutable : public Executable {
   std::vector<Slot> m_slots;
   std::vector<Step> m_steps;
   std::vector<Copy> m_copies;
-  std::vector<std::shared_ptr<VariableState>> m_updated;  // committed after each call
+  std::vector<std::shared_ptr<VariableState>> m_updated;  // kept alive
+  std::vector<VariableState*> m_committed;  // double-buffered updates, swapped after each call
   std::shared_ptr<char> m_arena;
   size_t m_arena_bytes = 0;
   size_t m_unshared_bytes = 0;

@@ -1,0 +1,164 @@
+"""Runs every benchmark, side by side in one run, and prints the table of ratios against the
+performance targets; writes bench/results/summary.json and (full runs) a chart.
+
+    python bench/run_all.py                       # full run (several minutes)
+    python bench/run_all.py --smoke               # seconds: tiny sizes, no targets (CI)
+    python bench/run_all.py --chart docs/performance.png
+
+Multi-rank parts run as `mpirun -np N` subprocesses; the C MPI_Allreduce reference is
+compiled with mpicc. Timings on a shared machine are noisy: every ratio is a median of
+interleaved repeats, and the MPI jobs are launched several times (medians again).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import common  # noqa: E402
+
+
+def mpirun(n: int, args, env=None, timeout=900):
+    cmd = [shutil.which("mpirun"), "--allow-run-as-root", "--oversubscribe", "-np", str(n), *args]
+    full_env = {k: v for k, v in os.environ.items()
+                if not k.startswith(("OMPI_", "PMIX_", "PMI_", "OPAL_"))}
+    full_env.update(env or {})
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stdout}\n{proc.stderr}")
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+
+
+def build_c_reference(out_dir: str) -> str:
+    exe = os.path.join(out_dir, "allreduce_mpi")
+    subprocess.run([shutil.which("mpicc"), "-O2", "-o", exe, os.path.join(HERE, "allreduce_mpi.c")],
+                   check=True)
+    return exe
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes; checks the scripts run")
+    ap.add_argument("--launches", type=int, default=3, help="launches of each MPI job")
+    ap.add_argument("--chart", default=None, help="write a PNG chart of the results here")
+    args = ap.parse_args(argv)
+    smoke = ["--smoke"] if args.smoke else []
+    launches = 1 if args.smoke else args.launches
+    have_mpi = shutil.which("mpirun") and shutil.which("mpicc") and common.have("mpi4py")
+    out = {"smoke": args.smoke}
+
+    import call_overhead  # noqa: PLC0415
+    import memory  # noqa: PLC0415
+    import step_time  # noqa: PLC0415
+
+    print("== training step, one thread (bench/step_time.py)")
+    out["step_time"] = step_time.main(smoke)
+    print("\n== call overhead (bench/call_overhead.py)")
+    out["call_overhead"] = call_overhead.main(smoke)
+    print("\n== peak memory (bench/memory.py)")
+    out["memory"] = memory.main(smoke)
+
+    if have_mpi:
+        print("\n== allreduce of the 784-600-10 gradients, 2 ranks (bench/allreduce.py)")
+        with tempfile.TemporaryDirectory() as tmp:
+            c_exe = build_c_reference(tmp)
+            runs = []
+            for _ in range(launches):
+                (ngr,) = mpirun(2, [sys.executable, os.path.join(HERE, "allreduce.py"), *smoke])
+                (c,) = mpirun(2, [c_exe, str(ngr["count"]), "20" if args.smoke else "200",
+                                  "2" if args.smoke else "9"])
+                runs.append({**ngr, "c_s": c["seconds"]})
+        out["allreduce"] = runs
+        med = {k: statistics.median(r[k] for r in runs) for k in ("ngraph_s", "mpi4py_s", "c_s")}
+        print(common.table([[f"{runs[0]['count']} floats", f"{med['ngraph_s'] * 1e6:.0f}",
+                             f"{med['c_s'] * 1e6:.0f}", f"{med['mpi4py_s'] * 1e6:.0f}",
+                             f"{med['ngraph_s'] / med['c_s']:.2f}",
+                             f"{med['ngraph_s'] / med['mpi4py_s']:.2f}"]],
+                           ["size", "ngraph us", "C MPI us", "mpi4py us", "vs C", "vs mpi4py"]))
+
+        print("\n== data-parallel throughput (bench/ddp.py)")
+        ddp = {}
+        for batch in ([4] if args.smoke else [64, 128]):
+            for n in (1, 2):
+                runs = [mpirun(n, [sys.executable, os.path.join(HERE, "ddp.py"), "--batch",
+                                   str(batch), *smoke])[0] for _ in range(launches)]
+                ddp[f"{batch}/{n}"] = {
+                    k: statistics.median(r["samples_per_s"][k] for r in runs)
+                    for k in runs[0]["samples_per_s"]}
+        out["ddp"] = ddp
+        rows = []
+        for batch in sorted({int(k.split("/")[0]) for k in ddp}):
+            one, two = ddp[f"{batch}/1"], ddp[f"{batch}/2"]
+            rows.append([batch, f"{two['ngraph']:,.0f}",
+                         f"{two.get('pytorch_ddp_gloo', float('nan')):,.0f}",
+                         f"{two['ngraph'] / two['pytorch_ddp_gloo']:.2f}" if "pytorch_ddp_gloo" in two else "-",
+                         f"{100 * two['ngraph'] / (2 * one['ngraph']):.0f}%"])
+        print(common.table(rows, ["batch/rank", "ngraph 2 ranks samples/s",
+                                  "DDP gloo samples/s", "ngraph / DDP", "weak scaling 1->2"]))
+    else:
+        print("\n(mpirun, mpicc or mpi4py missing: the MPI benchmarks are skipped)")
+
+    path = common.save("summary_smoke" if args.smoke else "summary", out)
+    print("\nsaved", path)
+    if args.chart:
+        chart(out, args.chart)
+        print("wrote", args.chart)
+    return out
+
+
+def chart(out, path):
+    import matplotlib  # noqa: PLC0415
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    # Step times.
+    ax = axes[0]
+    labels = [f"{r['model']}\nbatch {r['batch']}" for r in out["step_time"]]
+    names = list(out["step_time"][0]["times_s"])
+    width = 0.8 / len(names)
+    for i, name in enumerate(names):
+        ax.bar([j + i * width for j in range(len(labels))],
+               [r["times_s"][name] * 1e3 for r in out["step_time"]], width, label=name)
+    ax.set_xticks([j + width * (len(names) - 1) / 2 for j in range(len(labels))], labels, fontsize=8)
+    ax.set(ylabel="ms per training step (lower is better)", title="Training step, 1 thread")
+    ax.legend()
+    # Allreduce.
+    ax = axes[1]
+    if "allreduce" in out:
+        med = {k: statistics.median(r[k] for r in out["allreduce"]) * 1e6
+               for k in ("ngraph_s", "c_s", "mpi4py_s")}
+        ax.bar(["ngraph\n(in graph)", "C\nMPI_Allreduce", "mpi4py\nAllreduce"], list(med.values()),
+               color=["tab:blue", "tab:gray", "tab:orange"])
+        ax.set(ylabel="µs (lower is better)", title=f"Allreduce of {out['allreduce'][0]['count']:,} floats, 2 ranks")
+    # Throughput.
+    ax = axes[2]
+    if "ddp" in out:
+        batches = sorted({int(k.split("/")[0]) for k in out["ddp"]})
+        xs = range(len(batches))
+        two = [out["ddp"][f"{b}/2"] for b in batches]
+        ax.bar([x - 0.2 for x in xs], [t["ngraph"] for t in two], 0.4, label="ngraph")
+        if "pytorch_ddp_gloo" in two[0]:
+            ax.bar([x + 0.2 for x in xs], [t["pytorch_ddp_gloo"] for t in two], 0.4,
+                   label="PyTorch DDP (gloo)")
+        ax.set_xticks(list(xs), [f"batch {b}/rank" for b in batches])
+        ax.set(ylabel="samples/s (higher is better)", title="Data-parallel training, 2 ranks")
+        ax.legend()
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    main()
