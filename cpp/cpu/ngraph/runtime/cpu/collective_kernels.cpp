@@ -34,7 +34,9 @@ NGRAPH_CPU_KERNEL("AllReduce", [](const Node& node) -> Kernel {
   element::Type t = op.get_element_type();
   auto reduce = op.get_reduce_op();
   return [comm, count, t, reduce](const void* const* in, void* const* out) {
-    comm->allreduce_guarded(in[0], out[0], count, t, reduce);
+    auto* ctx = CallContext::current();
+    if (ctx && ctx->collectives_verified) comm->allreduce_guarded(in[0], out[0], count, t, reduce);
+    else comm->allreduce(in[0], out[0], count, t, reduce);
   };
 });
 
@@ -160,12 +162,18 @@ NGRAPH_CPU_KERNEL("CPUFusedAllReduce", [](const Node& node) -> Kernel {
       return true;
     };
     bool one = contiguous(in) && contiguous(out);
-    if (!overlap) {  // nothing to overlap with: MPI's blocking collective is the fastest
+    auto* ctx = CallContext::current();
+    if (!overlap || !ctx) {  // nothing to overlap with: complete it here
+      // Ranks known to agree: MPI's blocking collective (the fastest), watchdog-guarded.
+      bool fast = ctx && ctx->collectives_verified;
+      auto run = [&](const void* src, void* dst, size_t n) {
+        if (fast) comm->allreduce_guarded(src, dst, n, t, reduce);
+        else comm->allreduce(src, dst, n, t, reduce);
+      };
       if (one) {
-        comm->allreduce_guarded(in[0], out[0], total, t, reduce);
+        run(in[0], out[0], total);
       } else {
-        for (size_t i = 0; i < k; ++i)
-          comm->allreduce_guarded(in[i], out[i], (offset[i + 1] - offset[i]) / es, t, reduce);
+        for (size_t i = 0; i < k; ++i) run(in[i], out[i], (offset[i + 1] - offset[i]) / es);
       }
       return;
     }
@@ -181,8 +189,7 @@ NGRAPH_CPU_KERNEL("CPUFusedAllReduce", [](const Node& node) -> Kernel {
         parts.push_back(comm->start_allreduce(in[i], out[i], (offset[i + 1] - offset[i]) / es, t, reduce));
       req = std::make_shared<RequestGroup>(std::move(parts));
     }
-    if (auto* ctx = CallContext::current()) ctx->start_async(req);
-    else req->wait();
+    ctx->start_async(req);
   };
 });
 

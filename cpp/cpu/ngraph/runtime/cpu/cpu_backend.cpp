@@ -447,20 +447,22 @@ void* CPUExecutable::slot_ptr(size_t slot, void* const* outputs, const void* con
   return nullptr;
 }
 
-void CPUExecutable::check_collectives() {
+bool CPUExecutable::check_collectives() {
   auto mode = distributed::get_check_mode();
-  if (mode == distributed::CheckMode::never || (mode == distributed::CheckMode::first && m_checked_once))
-    return;
+  if (mode == distributed::CheckMode::never) return false;
+  if (mode == distributed::CheckMode::first && m_checked_once) return true;
   std::string where = "graph '" + (m_function->get_name().empty() ? std::string("unnamed") : m_function->get_name()) + "'";
   for (auto& c : m_collective_checks) c.comm->check_same_collectives(c.signature, c.labels, where);
   m_checked_once = true;
+  return true;
 }
 
 void CPUExecutable::call_raw(void* const* outputs, const void* const* inputs) {
   std::lock_guard<std::mutex> lock(m_mutex);
   apply_num_threads();
-  if (!m_collective_checks.empty()) check_collectives();
+  bool verified = !m_collective_checks.empty() && check_collectives();
   CallContext ctx;
+  ctx.collectives_verified = verified;
   CallScope scope(ctx);
   m_pending.assign(m_steps.size(), nullptr);
   size_t pending = 0;

@@ -84,7 +84,7 @@ class CPUExecutable : public Executable {
     std::shared_ptr<distributed::Communicator> comm;
     std::vector<std::string> signature, labels;
   };
-  void check_collectives();
+  bool check_collectives();  // true when the ranks are known to agree
 
   std::shared_ptr<Function> m_function;
   std::vector<CollectiveCheck> m_collective_checks;

@@ -43,6 +43,11 @@ class CallContext {
     m_last_started = std::move(request);
   }
   std::shared_ptr<distributed::Request> take_started() { return std::move(m_last_started); }
+  // True when the ranks were checked to agree on this executable's collectives (the check
+  // mode is "always", or "first" and it passed): kernels may then use MPI's faster blocking
+  // collectives, guarded by a watchdog that ends the job. Otherwise they use polled waits
+  // that raise DistributedError after the timeout.
+  bool collectives_verified = false;
   // Runs the deferred completions in order; all of them run even if one throws (the first
   // exception is rethrown).
   void finish();
