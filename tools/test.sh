@@ -27,4 +27,8 @@ NGRAPH_DIST_TIMEOUT=30 timeout 600 mpirun --allow-run-as-root --oversubscribe --
 
 echo "== examples"
 python3 examples/simple.py >/dev/null
+
+# Benchmarks only as a smoke run (tiny sizes): the scripts work; no timing is asserted.
+echo "== benchmarks (smoke)"
+python3 bench/run_all.py --smoke >/dev/null
 echo "all tests passed"
