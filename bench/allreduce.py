@@ -81,6 +81,18 @@ def main(argv=None):
             probe(*gv)
         alone.append(pe.step_seconds[kp] / number)
         pe.set_profiling(False)
+    # The cost of the per-call agreement check: the training step with check "always" (the
+    # default) against "first", interleaved.
+    from ngraph import _ngraph  # noqa: PLC0415
+
+    checked, unchecked = [], []
+    for _ in range(repeats):
+        for mode, into in (("always", checked), ("first", unchecked)):
+            _ngraph.set_check_mode(mode)
+            MPI.COMM_WORLD.Barrier()
+            into.append(common.median_time(lambda: step(xb, yb), repeats=1, number=number,
+                                           warmup=2))
+    _ngraph.set_check_mode("always")
     buf = rng.random(count, dtype=np.float32)
     out = np.empty_like(buf)
     t_mpi4py = common.median_time(lambda: MPI.COMM_WORLD.Allreduce(buf, out), repeats=repeats,
@@ -88,7 +100,9 @@ def main(argv=None):
     result = {"count": count, "ranks": comm.size, "collective": exe.schedule[k],
               "ngraph_s": statistics.median(alone),
               "ngraph_in_training_step_s": statistics.median(in_graph),
-              "step_s": statistics.median(calls), "mpi4py_s": t_mpi4py}
+              "step_s": statistics.median(calls), "mpi4py_s": t_mpi4py,
+              "step_check_always_s": statistics.median(checked),
+              "step_check_first_s": statistics.median(unchecked)}
     if comm.rank == 0:
         print(json.dumps(result))
     return result

@@ -102,7 +102,13 @@ def main(argv=None):
     result = {"model": args.model, "ranks": world, "batch_per_rank": batch, "step_s": times,
               "samples_per_s": {k: world * batch / t for k, t in times.items()}}
     if rank == 0:
-        print(json.dumps(result))
+        print(json.dumps(result), flush=True)
+    if "pytorch_ddp_gloo" in fns:
+        import torch.distributed as dist  # noqa: PLC0415
+
+        # gloo's threads must be gone before the interpreter finalises.
+        dist.barrier()
+        dist.destroy_process_group()
     return result
 
 
