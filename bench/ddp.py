@@ -42,13 +42,12 @@ def torch_step(sizes, batch, x, y):
     import torch  # noqa: PLC0415
     import torch.distributed as dist  # noqa: PLC0415
 
+    from step_time import torch_mlp  # noqa: PLC0415
+
     torch.set_num_threads(1)
     if not dist.is_initialized():
         dist.init_process_group("gloo", init_method="env://")
-    layers = []
-    for a, b in zip(sizes[:-1], sizes[1:]):
-        layers += [torch.nn.Linear(a, b), torch.nn.ReLU()]
-    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Sequential(*layers[:-1]))
+    model = torch.nn.parallel.DistributedDataParallel(torch_mlp(sizes))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     lossf = torch.nn.CrossEntropyLoss()
     xt, yt = torch.from_numpy(x), torch.from_numpy(y)

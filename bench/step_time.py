@@ -55,14 +55,21 @@ def ngraph_step(sizes, batch, x, y):
     return lambda: step(x, y)
 
 
+def torch_mlp(sizes):
+    """The same MLP in PyTorch: Linear + ReLU layers, no ReLU after the last."""
+    import torch  # noqa: PLC0415
+
+    layers = []
+    for a, b in zip(sizes[:-1], sizes[1:]):
+        layers += [torch.nn.Linear(a, b), torch.nn.ReLU()]
+    return torch.nn.Sequential(*layers[:-1])
+
+
 def torch_step(sizes, batch, x, y):
     import torch  # noqa: PLC0415
 
     torch.set_num_threads(1)
-    layers = []
-    for a, b in zip(sizes[:-1], sizes[1:]):
-        layers += [torch.nn.Linear(a, b), torch.nn.ReLU()]
-    model = torch.nn.Sequential(*layers[:-1])
+    model = torch_mlp(sizes)
     opt = torch.optim.SGD(model.parameters(), lr=LR)
     lossf = torch.nn.CrossEntropyLoss()
     xt, yt = torch.from_numpy(x), torch.from_numpy(y)

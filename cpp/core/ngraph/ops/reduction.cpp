@@ -70,26 +70,37 @@ void Min::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas)
   extreme_adjoints(*this, m_axes, adj, deltas[0]);
 }
 
-// d prod / d x_i is the product of the other elements; computed without dividing by zero:
-// with no zero in the group it is prod / x_i, with one zero only that element gets the product
-// of the rest, with two or more every element gets 0.
+// d prod / d x_i is the product of the other elements; computed without dividing by zero, and
+// so that its own gradient is right at zeros too (second order): with nz = x with its zeros
+// replaced by 1 and zp = the product of the group's zeros (0 if it has one, else 1), a nonzero
+// element gets zp * prod(nz) / x_i and a zero element prod(nz) times the product of the other
+// zeros: 1 if it is the only one, the other zero if there are two, 0 if more.
 void Product::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
   Output x = input_value(0);
   const Shape& shape = x.get_shape();
   element::Type t = x.get_element_type();
   auto zero = autodiff::scalar(t, 0.0), one = autodiff::scalar(t, 1.0);
   auto is_zero = std::make_shared<Equal>(x, zero, np);
-  auto nonzero_x = std::make_shared<Select>(is_zero, one, x, np);
-  auto zeros_in_group = expand(
-      std::make_shared<Sum>(std::make_shared<Select>(is_zero, one, zero, np), m_axes), shape,
-      m_axes);
-  auto rest = expand(std::make_shared<Product>(nonzero_x, m_axes), shape, m_axes);
-  auto no_zero = std::make_shared<Equal>(zeros_in_group, zero, np);
-  auto one_zero_here = std::make_shared<LogicalAnd>(
-      std::make_shared<Equal>(zeros_in_group, one, np), is_zero, np);
+  auto nz = std::make_shared<Select>(is_zero, one, x, np);
+  auto group = [&](const Output& v) -> Output {  // the group's product, for every element
+    return expand(std::make_shared<Product>(v, m_axes), shape, m_axes);
+  };
+  auto group_sum = [&](const Output& v) -> Output {
+    return expand(std::make_shared<Sum>(v, m_axes), shape, m_axes);
+  };
+  Output rest = group(nz);
+  Output zp = group(std::make_shared<Select>(is_zero, x, one, np));
+  Output zeros_in_group = group_sum(std::make_shared<Select>(is_zero, one, zero, np));
+  Output zero_sum = group_sum(std::make_shared<Select>(is_zero, x, zero, np));
+  auto other_zeros = std::make_shared<Select>(
+      std::make_shared<Equal>(zeros_in_group, one, np), one,
+      std::make_shared<Select>(
+          std::make_shared<Equal>(zeros_in_group, autodiff::scalar(t, 2.0), np),
+          std::make_shared<Subtract>(zero_sum, x), zero, np),
+      np);
   auto others = std::make_shared<Select>(
-      no_zero, std::make_shared<Divide>(rest, nonzero_x),
-      std::make_shared<Select>(one_zero_here, rest, zero, np));
+      is_zero, std::make_shared<Multiply>(rest, other_zeros),
+      std::make_shared<Divide>(std::make_shared<Multiply>(zp, rest), nz));
   adj.add_delta(x, std::make_shared<Multiply>(expand(deltas[0], shape, m_axes), others));
 }
 

@@ -201,6 +201,13 @@ class RecvRequest : public Request {
   std::string m_what;
 };
 
+// MPI has no mean: it is a sum scaled afterwards, which needs floating point.
+void check_mean(ReduceOp op, element::Type type, const char* name) {
+  if (op == ReduceOp::mean && !type.is_real())
+    throw std::invalid_argument(std::string("[") + name + "] mean needs a floating-point type, got " +
+                                type.get_type_name());
+}
+
 std::string describe(const char* op, size_t count, element::Type t) {
   return std::string("[") + op + "] " + std::to_string(count) + " x " + t.get_type_name();
 }
@@ -266,8 +273,7 @@ std::unique_ptr<Request> MPICommunicator::start_allreduce(const void* in, void* 
                                                           element::Type type, ReduceOp op) {
   check_usable("AllReduce");
   std::string what = describe("AllReduce", count, type) + " " + to_string(op);
-  if (op == ReduceOp::mean && !type.is_real())
-    throw std::invalid_argument("[AllReduce] mean needs a floating-point type, got " + type.get_type_name());
+  check_mean(op, type, "AllReduce");
   MPI_Request req;
   check(MPI_Iallreduce(in, out, mpi_count(count, "AllReduce"), mpi_type(type, "AllReduce"), mpi_op(op),
                        m_comm, &req), what);
@@ -301,8 +307,7 @@ std::unique_ptr<Request> MPICommunicator::start_reduce_scatter(const void* in, v
                                                                element::Type type, ReduceOp op) {
   check_usable("ReduceScatter");
   std::string what = describe("ReduceScatter", count, type) + " " + to_string(op);
-  if (op == ReduceOp::mean && !type.is_real())
-    throw std::invalid_argument("[ReduceScatter] mean needs a floating-point type, got " + type.get_type_name());
+  check_mean(op, type, "ReduceScatter");
   MPI_Request req;
   check(MPI_Ireduce_scatter_block(in, out, mpi_count(count, "ReduceScatter"), mpi_type(type, "ReduceScatter"),
                                   mpi_op(op), m_comm, &req), what);
@@ -388,8 +393,7 @@ class Watchdog {
 void MPICommunicator::allreduce_guarded(const void* in, void* out, size_t count, element::Type type,
                                         ReduceOp op) {
   check_usable("AllReduce");
-  if (op == ReduceOp::mean && !type.is_real())
-    throw std::invalid_argument("[AllReduce] mean needs a floating-point type, got " + type.get_type_name());
+  check_mean(op, type, "AllReduce");
   std::string what = describe("AllReduce", count, type) + " " + to_string(op);
   uint64_t guard = Watchdog::get().arm(
       get_timeout(), "[ngraph] " + what + ": rank " + std::to_string(m_rank) +
