@@ -14,6 +14,21 @@ os.environ.setdefault(
     "XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
 )
 
+# And one core: JAX's CPU client runs independent ops concurrently on other cores whatever
+# its thread flags say (measured: 1.8 cores busy). Pinning the process before any framework
+# starts its threads keeps every contender on one core (ranks under mpirun are already bound
+# to one core each).
+ALL_CORES = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+UNDER_MPI = any(v in os.environ for v in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"))
+if ALL_CORES and not UNDER_MPI and os.environ.get("NGRAPH_BENCH_PIN", "1") == "1":
+    os.sched_setaffinity(0, {min(ALL_CORES)})
+
+
+def unpinned():
+    """For subprocesses that must see every core again (mpirun jobs)."""
+    if ALL_CORES:
+        os.sched_setaffinity(0, ALL_CORES)
+
 RESULTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
 

@@ -32,7 +32,8 @@ def mpirun(n: int, args, env=None, timeout=900):
     full_env = {k: v for k, v in os.environ.items()
                 if not k.startswith(("OMPI_", "PMIX_", "PMI_", "OPAL_"))}
     full_env.update(env or {})
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env,
+                          preexec_fn=common.unpinned)
     results = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0:
         # PyTorch's gloo threads sometimes abort while the interpreter exits, after the
