@@ -15,9 +15,8 @@ import json
 import statistics
 
 import common
-import numpy as np
-
 import ngraph as ng
+import numpy as np
 
 SIZES = [784, 600, 10]
 

@@ -9,9 +9,8 @@ from __future__ import annotations
 import argparse
 
 import common
-import numpy as np
-
 import ngraph as ng
+import numpy as np
 
 
 def main(argv=None):

@@ -14,9 +14,8 @@ import statistics
 import time
 
 import common
-import numpy as np
-
 import ngraph as ng
+import numpy as np
 
 
 def ngraph_step(sizes, batch, world, x, y, comm):
@@ -25,7 +24,9 @@ def ngraph_step(sizes, batch, world, x, y, comm):
     rng = np.random.default_rng(0)
     params, h = [], xp
     for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
-        params.append(ng.variable((rng.standard_normal((a, b)) * np.sqrt(2 / a)).astype(np.float32)))
+        params.append(
+            ng.variable((rng.standard_normal((a, b)) * np.sqrt(2 / a)).astype(np.float32))
+        )
         params.append(ng.variable(np.zeros(b, np.float32)))
         h = ng.dot(h, params[-2]) + params[-1]
         if i < len(sizes) - 2:
@@ -33,15 +34,17 @@ def ngraph_step(sizes, batch, world, x, y, comm):
     loss = ng.softmax_cross_entropy(h, yp, reduction="sum") / float(batch * world)
     grads = [ng.allreduce(g, "sum", comm=comm) for g in ng.gradients(loss, params)]
     step = ng.runtime().computation(
-        ng.allreduce(loss, "sum", comm=comm), xp, yp,
-        updates=ng.optimizers.SGD(0.01).updates(loss, params, grads))
+        ng.allreduce(loss, "sum", comm=comm),
+        xp,
+        yp,
+        updates=ng.optimizers.SGD(0.01).updates(loss, params, grads),
+    )
     return lambda: step(x, y)
 
 
 def torch_step(sizes, batch, x, y):
     import torch  # noqa: PLC0415
     import torch.distributed as dist  # noqa: PLC0415
-
     from step_time import torch_mlp  # noqa: PLC0415
 
     torch.set_num_threads(1)
@@ -98,8 +101,13 @@ def main(argv=None):
                 fn()
             samples[k].append((time.perf_counter() - t) / number)
     times = {k: statistics.median(v) for k, v in samples.items()}
-    result = {"model": args.model, "ranks": world, "batch_per_rank": batch, "step_s": times,
-              "samples_per_s": {k: world * batch / t for k, t in times.items()}}
+    result = {
+        "model": args.model,
+        "ranks": world,
+        "batch_per_rank": batch,
+        "step_s": times,
+        "samples_per_s": {k: world * batch / t for k, t in times.items()},
+    }
     if rank == 0:
         print(json.dumps(result), flush=True)
     if "pytorch_ddp_gloo" in fns:

@@ -29,11 +29,18 @@ import common  # noqa: E402
 
 def mpirun(n: int, args, env=None, timeout=900):
     cmd = [shutil.which("mpirun"), "--allow-run-as-root", "--oversubscribe", "-np", str(n), *args]
-    full_env = {k: v for k, v in os.environ.items()
-                if not k.startswith(("OMPI_", "PMIX_", "PMI_", "OPAL_"))}
+    full_env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_", "PMI_", "OPAL_"))
+    }
     full_env.update(env or {})
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env,
-                          preexec_fn=common.unpinned)
+    proc = subprocess.run(
+        cmd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=full_env,
+        preexec_fn=common.unpinned,
+    )
     results = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0:
         # PyTorch's gloo threads sometimes abort while the interpreter exits, after the
@@ -47,8 +54,9 @@ def mpirun(n: int, args, env=None, timeout=900):
 
 def build_c_reference(out_dir: str) -> str:
     exe = os.path.join(out_dir, "allreduce_mpi")
-    subprocess.run([shutil.which("mpicc"), "-O2", "-o", exe, os.path.join(HERE, "allreduce_mpi.c")],
-                   check=True)
+    subprocess.run(
+        [shutil.which("mpicc"), "-O2", "-o", exe, os.path.join(HERE, "allreduce_mpi.c")], check=True
+    )
     return exe
 
 
@@ -81,44 +89,95 @@ def main(argv=None):
             runs = []
             for _ in range(launches):
                 (ngr,) = mpirun(2, [sys.executable, os.path.join(HERE, "allreduce.py"), *smoke])
-                (c,) = mpirun(2, [c_exe, str(ngr["count"]), "20" if args.smoke else "200",
-                                  "2" if args.smoke else "9"])
+                (c,) = mpirun(
+                    2,
+                    [
+                        c_exe,
+                        str(ngr["count"]),
+                        "20" if args.smoke else "200",
+                        "2" if args.smoke else "9",
+                    ],
+                )
                 runs.append({**ngr, "c_s": c["seconds"]})
         out["allreduce"] = runs
-        med = {k: statistics.median(r[k] for r in runs)
-               for k in ("ngraph_s", "mpi4py_s", "c_s", "step_check_always_s", "step_check_first_s")}
-        print(common.table([[f"{runs[0]['count']} floats", f"{med['ngraph_s'] * 1e6:.0f}",
-                             f"{med['c_s'] * 1e6:.0f}", f"{med['mpi4py_s'] * 1e6:.0f}",
-                             f"{med['ngraph_s'] / med['c_s']:.2f}",
-                             f"{med['ngraph_s'] / med['mpi4py_s']:.2f}"]],
-                           ["size", "ngraph us", "C MPI us", "mpi4py us", "vs C", "vs mpi4py"]))
+        med = {
+            k: statistics.median(r[k] for r in runs)
+            for k in ("ngraph_s", "mpi4py_s", "c_s", "step_check_always_s", "step_check_first_s")
+        }
+        print(
+            common.table(
+                [
+                    [
+                        f"{runs[0]['count']} floats",
+                        f"{med['ngraph_s'] * 1e6:.0f}",
+                        f"{med['c_s'] * 1e6:.0f}",
+                        f"{med['mpi4py_s'] * 1e6:.0f}",
+                        f"{med['ngraph_s'] / med['c_s']:.2f}",
+                        f"{med['ngraph_s'] / med['mpi4py_s']:.2f}",
+                    ]
+                ],
+                ["size", "ngraph us", "C MPI us", "mpi4py us", "vs C", "vs mpi4py"],
+            )
+        )
         extra = med["step_check_always_s"] - med["step_check_first_s"]
-        print(f"agreement check: training step {med['step_check_always_s'] * 1e6:.0f} us with "
-              f"check='always', {med['step_check_first_s'] * 1e6:.0f} us with 'first' "
-              f"({extra * 1e6:+.0f} us per call, "
-              f"{100 * extra / med['step_check_first_s']:+.1f}%)")
+        print(
+            f"agreement check: training step {med['step_check_always_s'] * 1e6:.0f} us with "
+            f"check='always', {med['step_check_first_s'] * 1e6:.0f} us with 'first' "
+            f"({extra * 1e6:+.0f} us per call, "
+            f"{100 * extra / med['step_check_first_s']:+.1f}%)"
+        )
 
         print("\n== data-parallel throughput (bench/ddp.py)")
         ddp = {}
-        for batch in ([4] if args.smoke else [64, 128]):
+        for batch in [4] if args.smoke else [64, 128]:
             for n in (1, 2):
                 # The smoke run leaves PyTorch out: it only checks ngraph's side runs.
                 peers = ["--no-torch"] if args.smoke else []
-                runs = [mpirun(n, [sys.executable, os.path.join(HERE, "ddp.py"), "--batch",
-                                   str(batch), *smoke, *peers])[0] for _ in range(launches)]
+                runs = [
+                    mpirun(
+                        n,
+                        [
+                            sys.executable,
+                            os.path.join(HERE, "ddp.py"),
+                            "--batch",
+                            str(batch),
+                            *smoke,
+                            *peers,
+                        ],
+                    )[0]
+                    for _ in range(launches)
+                ]
                 ddp[f"{batch}/{n}"] = {
                     k: statistics.median(r["samples_per_s"][k] for r in runs)
-                    for k in runs[0]["samples_per_s"]}
+                    for k in runs[0]["samples_per_s"]
+                }
         out["ddp"] = ddp
         rows = []
         for batch in sorted({int(k.split("/")[0]) for k in ddp}):
             one, two = ddp[f"{batch}/1"], ddp[f"{batch}/2"]
-            rows.append([batch, f"{two['ngraph']:,.0f}",
-                         f"{two.get('pytorch_ddp_gloo', float('nan')):,.0f}",
-                         f"{two['ngraph'] / two['pytorch_ddp_gloo']:.2f}" if "pytorch_ddp_gloo" in two else "-",
-                         f"{100 * two['ngraph'] / (2 * one['ngraph']):.0f}%"])
-        print(common.table(rows, ["batch/rank", "ngraph 2 ranks samples/s",
-                                  "DDP gloo samples/s", "ngraph / DDP", "weak scaling 1->2"]))
+            rows.append(
+                [
+                    batch,
+                    f"{two['ngraph']:,.0f}",
+                    f"{two.get('pytorch_ddp_gloo', float('nan')):,.0f}",
+                    f"{two['ngraph'] / two['pytorch_ddp_gloo']:.2f}"
+                    if "pytorch_ddp_gloo" in two
+                    else "-",
+                    f"{100 * two['ngraph'] / (2 * one['ngraph']):.0f}%",
+                ]
+            )
+        print(
+            common.table(
+                rows,
+                [
+                    "batch/rank",
+                    "ngraph 2 ranks samples/s",
+                    "DDP gloo samples/s",
+                    "ngraph / DDP",
+                    "weak scaling 1->2",
+                ],
+            )
+        )
     else:
         print("\n(mpirun, mpicc or mpi4py missing: the MPI benchmarks are skipped)")
 
@@ -143,19 +202,33 @@ def chart(out, path):
     names = list(out["step_time"][0]["times_s"])
     width = 0.8 / len(names)
     for i, name in enumerate(names):
-        ax.bar([j + i * width for j in range(len(labels))],
-               [r["times_s"][name] * 1e3 for r in out["step_time"]], width, label=name)
-    ax.set_xticks([j + width * (len(names) - 1) / 2 for j in range(len(labels))], labels, fontsize=8)
+        ax.bar(
+            [j + i * width for j in range(len(labels))],
+            [r["times_s"][name] * 1e3 for r in out["step_time"]],
+            width,
+            label=name,
+        )
+    ax.set_xticks(
+        [j + width * (len(names) - 1) / 2 for j in range(len(labels))], labels, fontsize=8
+    )
     ax.set(ylabel="ms per training step (lower is better)", title="Training step, 1 thread")
     ax.legend()
     # Allreduce.
     ax = axes[1]
     if "allreduce" in out:
-        med = {k: statistics.median(r[k] for r in out["allreduce"]) * 1e6
-               for k in ("ngraph_s", "c_s", "mpi4py_s")}
-        ax.bar(["ngraph\n(in graph)", "C\nMPI_Allreduce", "mpi4py\nAllreduce"], list(med.values()),
-               color=["tab:blue", "tab:gray", "tab:orange"])
-        ax.set(ylabel="µs (lower is better)", title=f"Allreduce of {out['allreduce'][0]['count']:,} floats, 2 ranks")
+        med = {
+            k: statistics.median(r[k] for r in out["allreduce"]) * 1e6
+            for k in ("ngraph_s", "c_s", "mpi4py_s")
+        }
+        ax.bar(
+            ["ngraph\n(in graph)", "C\nMPI_Allreduce", "mpi4py\nAllreduce"],
+            list(med.values()),
+            color=["tab:blue", "tab:gray", "tab:orange"],
+        )
+        ax.set(
+            ylabel="µs (lower is better)",
+            title=f"Allreduce of {out['allreduce'][0]['count']:,} floats, 2 ranks",
+        )
     # Throughput.
     ax = axes[2]
     if "ddp" in out:
@@ -164,8 +237,12 @@ def chart(out, path):
         two = [out["ddp"][f"{b}/2"] for b in batches]
         ax.bar([x - 0.2 for x in xs], [t["ngraph"] for t in two], 0.4, label="ngraph")
         if "pytorch_ddp_gloo" in two[0]:
-            ax.bar([x + 0.2 for x in xs], [t["pytorch_ddp_gloo"] for t in two], 0.4,
-                   label="PyTorch DDP (gloo)")
+            ax.bar(
+                [x + 0.2 for x in xs],
+                [t["pytorch_ddp_gloo"] for t in two],
+                0.4,
+                label="PyTorch DDP (gloo)",
+            )
         ax.set_xticks(list(xs), [f"batch {b}/rank" for b in batches])
         ax.set(ylabel="samples/s (higher is better)", title="Data-parallel training, 2 ranks")
         ax.legend()

@@ -14,9 +14,8 @@ from __future__ import annotations
 import argparse
 
 import common  # noqa: F401  (sets one thread per framework first)
-import numpy as np
-
 import ngraph as ng
+import numpy as np
 
 MODELS = {"784-600-10": [784, 600, 10], "784-512-512-10": [784, 512, 512, 10]}
 LR = 0.01

@@ -1,8 +1,7 @@
 """The nGraph Python example: (A + B) * C, compiled for the CPU and run on NumPy arrays."""
 
-import numpy as np
-
 import ngraph as ng
+import numpy as np
 
 A = ng.parameter(shape=[2, 2], name="A", dtype=np.float32)
 B = ng.parameter(shape=[2, 2], name="B", dtype=np.float32)

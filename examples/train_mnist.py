@@ -26,9 +26,8 @@ import os
 import sys
 import time
 
-import numpy as np
-
 import ngraph as ng
+import numpy as np
 
 
 def parse_args(argv=None):
@@ -38,26 +37,48 @@ def parse_args(argv=None):
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("--epochs", type=int, default=5, help="passes over the training set")
-    p.add_argument("--batch-size", type=int, default=128,
-                   help="global batch size, split across the ranks")
+    p.add_argument(
+        "--batch-size", type=int, default=128, help="global batch size, split across the ranks"
+    )
     p.add_argument("--lr", type=float, default=0.05, help="learning rate")
-    p.add_argument("--optimizer", choices=["sgd", "momentum", "adam"], default="momentum",
-                   help="sgd, sgd with momentum 0.9, or adam")
-    p.add_argument("--schedule", choices=["cosine", "constant"], default="cosine",
-                   help="learning rate per epoch: cosine decay from --lr, or constant")
-    p.add_argument("--data-dir", default=ng.datasets.DEFAULT_FASHION_MNIST,
-                   help="directory with MNIST-format IDX files (gzip or raw)")
+    p.add_argument(
+        "--optimizer",
+        choices=["sgd", "momentum", "adam"],
+        default="momentum",
+        help="sgd, sgd with momentum 0.9, or adam",
+    )
+    p.add_argument(
+        "--schedule",
+        choices=["cosine", "constant"],
+        default="cosine",
+        help="learning rate per epoch: cosine decay from --lr, or constant",
+    )
+    p.add_argument(
+        "--data-dir",
+        default=ng.datasets.DEFAULT_FASHION_MNIST,
+        help="directory with MNIST-format IDX files (gzip or raw)",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of initial weights and shuffling")
-    p.add_argument("--hidden", default="600",
-                   help="hidden layer sizes, comma-separated (e.g. 512,512)")
-    p.add_argument("--output-dir", default="out/train_mnist",
-                   help="where rank 0 writes the checkpoint, log and plot")
-    p.add_argument("--resume", action="store_true",
-                   help="continue from the checkpoint in --output-dir")
-    p.add_argument("--max-train", type=int, default=0,
-                   help="use only the first N training examples (0: all)")
-    p.add_argument("--stop-after", type=int, default=0,
-                   help="stop after this many epochs, as if interrupted (for testing --resume)")
+    p.add_argument(
+        "--hidden", default="600", help="hidden layer sizes, comma-separated (e.g. 512,512)"
+    )
+    p.add_argument(
+        "--output-dir",
+        default="out/train_mnist",
+        help="where rank 0 writes the checkpoint, log and plot",
+    )
+    p.add_argument(
+        "--resume", action="store_true", help="continue from the checkpoint in --output-dir"
+    )
+    p.add_argument(
+        "--max-train", type=int, default=0, help="use only the first N training examples (0: all)"
+    )
+    p.add_argument(
+        "--stop-after",
+        type=int,
+        default=0,
+        help="stop after this many epochs, as if interrupted (for testing --resume)",
+    )
     p.add_argument("--no-plot", action="store_true", help="do not write the PNG")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     args = p.parse_args(argv)
@@ -191,8 +212,9 @@ class Trainer:
         if n not in self._evals:
             xp = ng.parameter([n, 784], name="x")
             yp = ng.parameter([n], np.int64, name="y")
-            hits = ng.sum(ng.convert(ng.equal(ng.argmax(self.model(xp), 1, np.int64), yp),
-                                     np.int64))
+            hits = ng.sum(
+                ng.convert(ng.equal(ng.argmax(self.model(xp), 1, np.int64), yp), np.int64)
+            )
             self._evals[n] = self.runtime.computation(ng.allreduce(hits, comm=self.comm), xp, yp)
         return int(self._evals[n](x, y))
 
@@ -252,8 +274,10 @@ class Progress:
         if not self.enabled:
             return
         frac = done / total
-        text = (f"epoch {epoch}/{epochs} [{'#' * int(30 * frac):<30}] {done}/{total} "
-                f"loss {loss:.4f} {rate:,.0f} samples/s")
+        text = (
+            f"epoch {epoch}/{epochs} [{'#' * int(30 * frac):<30}] {done}/{total} "
+            f"loss {loss:.4f} {rate:,.0f} samples/s"
+        )
         if self.tty:
             sys.stderr.write("\r" + text)
             if done == total:
@@ -280,9 +304,17 @@ def save_checkpoint(path, variables, epoch, history, args):
 
 def config(args):
     """The settings a resumed run must share with the original."""
-    return {"hidden": args.hidden, "optimizer": args.optimizer, "batch_size": args.batch_size,
-            "lr": args.lr, "schedule": args.schedule, "epochs": args.epochs, "seed": args.seed, "data_dir": os.path.abspath(args.data_dir),
-            "max_train": args.max_train}
+    return {
+        "hidden": args.hidden,
+        "optimizer": args.optimizer,
+        "batch_size": args.batch_size,
+        "lr": args.lr,
+        "schedule": args.schedule,
+        "epochs": args.epochs,
+        "seed": args.seed,
+        "data_dir": os.path.abspath(args.data_dir),
+        "max_train": args.max_train,
+    }
 
 
 def load_checkpoint(path, variables, args):
@@ -291,8 +323,9 @@ def load_checkpoint(path, variables, args):
     with np.load(path) as f:
         meta = json.loads(str(f["meta"]))
         if meta["args"] != config(args):
-            raise ValueError(f"--resume: {path} was written with {meta['args']}, "
-                             f"this run uses {config(args)}")
+            raise ValueError(
+                f"--resume: {path} was written with {meta['args']}, this run uses {config(args)}"
+            )
         for v in variables:
             key = f"var/{v.name}"
             if key not in f:
@@ -333,8 +366,9 @@ def train(args) -> dict:
     lead = rank == 0
     x_train, y_train, x_test, y_test = load_data(args.data_dir, args.max_train)
     if args.batch_size < size:
-        raise ValueError(f"--batch-size {args.batch_size} is smaller than the number of ranks "
-                         f"({size})")
+        raise ValueError(
+            f"--batch-size {args.batch_size} is smaller than the number of ranks ({size})"
+        )
 
     model = MLP([784, *args.hidden, 10], args.seed)
     lr = ng.variable(np.float32(args.lr), name="learning_rate")  # set each epoch
@@ -354,7 +388,9 @@ def train(args) -> dict:
     start_epoch, history = 0, []
     if args.resume:
         if lead:
-            start_epoch, history = load_checkpoint(checkpoint_path(args.output_dir), variables, args)
+            start_epoch, history = load_checkpoint(
+                checkpoint_path(args.output_dir), variables, args
+            )
         start_epoch = broadcast_int(start_epoch, comm)
     ng.distributed.broadcast_variables(variables, root=0, comm=comm)  # ranks start equal
     agreement = Agreement(len(variables), comm)
@@ -362,10 +398,13 @@ def train(args) -> dict:
 
     progress = Progress(lead and not args.quiet)
     if lead:
-        print(f"ngraph {ng.__version__}: {size} rank(s), MLP 784-{'-'.join(map(str, args.hidden))}"
-              f"-10, {args.optimizer} lr {args.lr} ({args.schedule}), global batch "
-              f"{args.batch_size}, "
-              f"{n} training / {len(x_test)} test examples from {args.data_dir}", flush=True)
+        print(
+            f"ngraph {ng.__version__}: {size} rank(s), MLP 784-{'-'.join(map(str, args.hidden))}"
+            f"-10, {args.optimizer} lr {args.lr} ({args.schedule}), global batch "
+            f"{args.batch_size}, "
+            f"{n} training / {len(x_test)} test examples from {args.data_dir}",
+            flush=True,
+        )
     t_start = time.perf_counter()
     train_time, trained = 0.0, 0
     test_shard = shard(np.arange(len(x_test)), rank, size)
@@ -381,19 +420,34 @@ def train(args) -> dict:
             losses.append(trainer.step(x_train[mine], y_train[mine], len(batch)) * len(batch))
             done = min(start + args.batch_size, n)
             if i % 20 == 0 or done == n:
-                progress.update(epoch + 1, args.epochs, done, n, losses[-1] / len(batch),
-                                done / (time.perf_counter() - t0))
+                progress.update(
+                    epoch + 1,
+                    args.epochs,
+                    done,
+                    n,
+                    losses[-1] / len(batch),
+                    done / (time.perf_counter() - t0),
+                )
         epoch_time = time.perf_counter() - t0
         train_time += epoch_time
         trained += n
         check_same_weights(variables, agreement)
         acc = trainer.correct(x_test[test_shard], y_test[test_shard]) / len(x_test)
-        history.append({"epoch": epoch + 1, "train_loss": float(np.sum(losses) / n),
-                        "test_accuracy": acc, "epoch_time_s": epoch_time})
+        history.append(
+            {
+                "epoch": epoch + 1,
+                "train_loss": float(np.sum(losses) / n),
+                "test_accuracy": acc,
+                "epoch_time_s": epoch_time,
+            }
+        )
         if lead:
-            print(f"epoch {epoch + 1}/{args.epochs}: loss {history[-1]['train_loss']:.4f}, "
-                  f"test accuracy {100 * acc:.2f}%, {epoch_time:.2f} s, "
-                  f"{n / epoch_time:,.0f} samples/s", flush=True)
+            print(
+                f"epoch {epoch + 1}/{args.epochs}: loss {history[-1]['train_loss']:.4f}, "
+                f"test accuracy {100 * acc:.2f}%, {epoch_time:.2f} s, "
+                f"{n / epoch_time:,.0f} samples/s",
+                flush=True,
+            )
             save_checkpoint(checkpoint_path(args.output_dir), variables, epoch + 1, history, args)
     wall = time.perf_counter() - t_start
     summary = {
@@ -410,11 +464,18 @@ def train(args) -> dict:
         with open(os.path.join(args.output_dir, "summary.json"), "w") as f:
             json.dump(summary, f, indent=2)
         thr = summary["throughput_samples_per_s"]
-        print(f"done: test accuracy {100 * summary['test_accuracy']:.2f}%, wall time {wall:.1f} s, "
-              f"throughput {thr:,.0f} samples/s" if thr else "done: nothing left to train",
-              flush=True)
-        print(f"wrote {args.output_dir}/checkpoint.npz, summary.json"
-              + ("" if args.no_plot else ", training.png"), flush=True)
+        print(
+            f"done: test accuracy {100 * summary['test_accuracy']:.2f}%, wall time {wall:.1f} s, "
+            f"throughput {thr:,.0f} samples/s"
+            if thr
+            else "done: nothing left to train",
+            flush=True,
+        )
+        print(
+            f"wrote {args.output_dir}/checkpoint.npz, summary.json"
+            + ("" if args.no_plot else ", training.png"),
+            flush=True,
+        )
     summary["weights"] = {v.name: v.get_value() for v in model.params}
     return summary
 

@@ -5,6 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
 
+echo "== lint (ruff)"
+ruff check python bench examples tests
+
 echo "== C++ build (warnings are errors)"
 cmake -S . -B build/cpp -G Ninja -DCMAKE_BUILD_TYPE=Release -DNGRAPH_WARNINGS_AS_ERRORS=ON >/dev/null
 cmake --build build/cpp -j "$jobs"

@@ -9,7 +9,7 @@ NoGradientError naming the op, instead of silently giving zero.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from ngraph import _ngraph
 from ngraph._ngraph import Node, NoGradientError

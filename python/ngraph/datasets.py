@@ -8,8 +8,8 @@ dataset-fashion-mnist location. Errors name the file and what is wrong with it.
 from __future__ import annotations
 
 import gzip
-import zlib
 import os
+import zlib
 from typing import NamedTuple
 
 import numpy as np

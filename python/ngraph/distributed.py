@@ -17,7 +17,8 @@ from __future__ import annotations
 import sys
 import time
 import traceback
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ngraph import _ngraph
 from ngraph._ngraph import Communicator, DistributedError, Node

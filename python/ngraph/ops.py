@@ -7,7 +7,8 @@ constants) and an optional ``name``. Binary elementwise ops broadcast NumPy-styl
 from __future__ import annotations
 
 import builtins
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -7,7 +7,7 @@ nothing round-trips through Python between steps.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

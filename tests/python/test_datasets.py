@@ -3,10 +3,9 @@
 import gzip
 import pathlib
 
+import ngraph as ng
 import numpy as np
 import pytest
-
-import ngraph as ng
 from ngraph.datasets import DatasetError, load_idx
 
 SHARED_MNIST = pathlib.Path(__file__).resolve().parents[3] / "shared" / "data" / "mnist"

@@ -13,10 +13,9 @@ import sys
 import textwrap
 import time
 
+import ngraph as ng
 import numpy as np
 import pytest
-
-import ngraph as ng
 from ngraph import _ngraph
 
 RUNTIME = ng.runtime("CPU")

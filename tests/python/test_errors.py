@@ -1,10 +1,9 @@
 """Errors: bad graphs are refused when built, with messages naming the op and the shapes;
 run-time errors raise and leave the computation usable."""
 
+import ngraph as ng
 import numpy as np
 import pytest
-
-import ngraph as ng
 from ngraph import _ngraph
 
 RUNTIME = ng.runtime(backend_name="CPU")

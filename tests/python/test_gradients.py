@@ -13,10 +13,9 @@ from __future__ import annotations
 
 from typing import Callable, NamedTuple
 
+import ngraph as ng
 import numpy as np
 import pytest
-
-import ngraph as ng
 
 RUNTIME = ng.runtime(backend_name="CPU")
 F64 = np.float64

@@ -5,10 +5,9 @@ Each test builds a graph on parameters, compiles it with
 it on NumPy arrays with what NumPy computes.
 """
 
+import ngraph as ng
 import numpy as np
 import pytest
-
-import ngraph as ng
 
 RUNTIME = ng.runtime(backend_name="CPU")
 
@@ -907,7 +906,7 @@ def test_unary_operators(dtype):
     x = data((2, 3), dtype)
     check(run_with_params(lambda p: -p, x), -x, dtype)
     check(run_with_params(lambda p: abs(p), x), np.abs(x), dtype)
-    check(run_with_params(lambda p: -(-p), x), x, dtype)
+    check(run_with_params(lambda p: -(-p), x), x, dtype)  # noqa: B002
 
 
 def test_operators_on_scalars_and_broadcasting():

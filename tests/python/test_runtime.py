@@ -2,10 +2,9 @@
 
 import threading
 
+import ngraph as ng
 import numpy as np
 import pytest
-
-import ngraph as ng
 
 
 def test_ngraph_docs_example():
@@ -348,7 +347,7 @@ def test_gil_is_released_while_running():
         t.join(timeout=120)
     assert not any(t.is_alive() for t in threads)
     assert not errors, errors
-    for (comp, x, y), out in zip(jobs, results):
+    for (_comp, x, y), out in zip(jobs, results):
         np.testing.assert_allclose(out, np.tanh(x) @ y, rtol=1e-3, atol=1e-3)
 
 

@@ -11,10 +11,9 @@ from __future__ import annotations
 import os
 import time
 
+import ngraph as ng
 import numpy as np
 import pytest
-
-import ngraph as ng
 
 RUNTIME = ng.runtime(backend_name="CPU")
 F32, F64 = np.float32, np.float64

@@ -4,10 +4,9 @@ conftest.py)."""
 
 from __future__ import annotations
 
+import ngraph as ng
 import numpy as np
 import pytest
-
-import ngraph as ng
 
 DTYPES = [np.float32, np.float64, np.int32, np.int64]
 OPS = ["sum", "mean", "max", "min", "prod"]
@@ -120,7 +119,7 @@ def test_reduce_scatter_axes(world, comm, op, dtype):
         [ng.reduce_scatter(p, op, axis) for p, (_, axis) in zip(params, shapes)], *params)
     per_shape = [everyone(lambda k, s=s: make(s, k, dtype), n) for s, _ in shapes]
     outs = f(*[vals[r] for vals in per_shape])
-    for out, (s, axis), vals in zip(outs, shapes, per_shape):
+    for out, (_s, axis), vals in zip(outs, shapes, per_shape):
         full = reduce_np(op, vals)
         if np.issubdtype(dtype, np.integer):
             full = full.astype(dtype)

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import time
 
+import ngraph as ng
 import numpy as np
 import pytest
-
-import ngraph as ng
 from ngraph import _ngraph
 
 DistributedError = ng.distributed.DistributedError

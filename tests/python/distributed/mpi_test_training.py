@@ -3,10 +3,9 @@ steps) of one process on the whole batch B. Run under mpirun (see conftest.py)."
 
 from __future__ import annotations
 
+import ngraph as ng
 import numpy as np
 import pytest
-
-import ngraph as ng
 
 B, D, H, K = 16, 5, 6, 3  # batch, inputs, hidden units, outputs
 
