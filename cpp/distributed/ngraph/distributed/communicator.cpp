@@ -149,6 +149,63 @@ void Communicator::check_same_collectives(const std::vector<std::string>& signat
   throw DistributedError("[collective] ranks disagree on the collectives of " + where);
 }
 
+// ---------------------------------------------------------------------- blocking forms
+
+void Communicator::staged(const void* in, size_t in_bytes, void* out, size_t out_bytes,
+                          const std::function<std::unique_ptr<Request>(const void*, void*)>& start,
+                          bool in_place) {
+  if (size() == 1) {  // nothing can be left pending
+    start(in, out)->wait();
+    return;
+  }
+  auto in_stage = std::make_shared<std::vector<char>>(static_cast<const char*>(in),
+                                                      static_cast<const char*>(in) + in_bytes);
+  auto out_stage = in_place ? in_stage : std::make_shared<std::vector<char>>(out_bytes);
+  auto request = start(in_stage->data(), out_stage->data());
+  try {
+    request->wait();
+  } catch (...) {
+    m_abandoned.push_back(in_stage);
+    m_abandoned.push_back(out_stage);
+    throw;
+  }
+  if (out && out_bytes) std::memcpy(out, out_stage->data(), out_bytes);
+}
+
+void Communicator::allreduce(const void* in, void* out, size_t count, element::Type type, ReduceOp op) {
+  size_t bytes = count * type.size();
+  staged(in, bytes, out, bytes, [&](const void* i, void* o) { return start_allreduce(i, o, count, type, op); });
+}
+
+void Communicator::broadcast(void* buffer, size_t count, element::Type type, int root) {
+  size_t bytes = count * type.size();
+  staged(buffer, bytes, buffer, bytes,
+         [&](const void*, void* b) { return start_broadcast(b, count, type, root); }, true);
+}
+
+void Communicator::allgather(const void* in, void* out, size_t count, element::Type type) {
+  size_t bytes = count * type.size();
+  staged(in, bytes, out, bytes * static_cast<size_t>(size()),
+         [&](const void* i, void* o) { return start_allgather(i, o, count, type); });
+}
+
+void Communicator::reduce_scatter(const void* in, void* out, size_t count, element::Type type,
+                                  ReduceOp op) {
+  size_t bytes = count * type.size();
+  staged(in, bytes * static_cast<size_t>(size()), out, bytes,
+         [&](const void* i, void* o) { return start_reduce_scatter(i, o, count, type, op); });
+}
+
+void Communicator::send(const void* buffer, size_t count, element::Type type, int dest, int tag) {
+  staged(buffer, count * type.size(), nullptr, 0,
+         [&](const void* b, void*) { return start_send(b, count, type, dest, tag); });
+}
+
+void Communicator::recv(void* buffer, size_t count, element::Type type, int source, int tag) {
+  staged(nullptr, 0, buffer, count * type.size(),
+         [&](const void*, void* b) { return start_recv(b, count, type, source, tag); });
+}
+
 // ------------------------------------------------------------------------------ local
 
 namespace {

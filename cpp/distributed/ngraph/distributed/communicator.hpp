@@ -75,24 +75,15 @@ class Communicator {
   }
 
   // Blocking forms, each wait bounded by the timeout (DistributedError after it).
-  void allreduce(const void* in, void* out, size_t count, element::Type type, ReduceOp op) {
-    start_allreduce(in, out, count, type, op)->wait();
-  }
-  void broadcast(void* buffer, size_t count, element::Type type, int root) {
-    start_broadcast(buffer, count, type, root)->wait();
-  }
-  void allgather(const void* in, void* out, size_t count, element::Type type) {
-    start_allgather(in, out, count, type)->wait();
-  }
-  void reduce_scatter(const void* in, void* out, size_t count, element::Type type, ReduceOp op) {
-    start_reduce_scatter(in, out, count, type, op)->wait();
-  }
-  void send(const void* buffer, size_t count, element::Type type, int dest, int tag = 0) {
-    start_send(buffer, count, type, dest, tag)->wait();
-  }
-  void recv(void* buffer, size_t count, element::Type type, int source, int tag = 0) {
-    start_recv(buffer, count, type, source, tag)->wait();
-  }
+  // With several ranks these work on staging buffers: after a timeout the operation stays
+  // pending inside MPI, which may still read or write its buffers when a late rank arrives,
+  // so those buffers are the communicator's (kept) rather than the caller's (maybe freed).
+  void allreduce(const void* in, void* out, size_t count, element::Type type, ReduceOp op);
+  void broadcast(void* buffer, size_t count, element::Type type, int root);
+  void allgather(const void* in, void* out, size_t count, element::Type type);
+  void reduce_scatter(const void* in, void* out, size_t count, element::Type type, ReduceOp op);
+  void send(const void* buffer, size_t count, element::Type type, int dest, int tag = 0);
+  void recv(void* buffer, size_t count, element::Type type, int source, int tag = 0);
 
   // Seconds a wait may take before it fails (default: $NGRAPH_DIST_TIMEOUT, else 60).
   double get_timeout() const { return m_timeout; }
@@ -115,6 +106,13 @@ class Communicator {
   double m_timeout;
   size_t m_checks_passed = 0;
   std::vector<int64_t> m_check_send, m_check_recv;  // check_same_collectives' buffers
+  // Runs start(in_stage, out_stage) on copies of `in` (in_bytes) and into a buffer of
+  // out_bytes copied to `out` after the wait; a wait that fails leaves the staging buffers
+  // in m_abandoned for good.
+  void staged(const void* in, size_t in_bytes, void* out, size_t out_bytes,
+              const std::function<std::unique_ptr<Request>(const void*, void*)>& start,
+              bool in_place = false);
+  std::vector<std::shared_ptr<std::vector<char>>> m_abandoned;
 };
 
 // One process: rank 0 of 1; collectives copy `in` to `out`; send/recv to self are an error.
