@@ -96,10 +96,20 @@ def main(argv=None):
     out = np.empty_like(buf)
     t_mpi4py = common.median_time(lambda: MPI.COMM_WORLD.Allreduce(buf, out), repeats=repeats,
                                   number=number)
+    # What a user of mpi4py does without a fusion buffer: one Allreduce per gradient array.
+    arrays = [rng.random(p.shape, dtype=np.float32) for p in params]
+    outs = [np.empty_like(a) for a in arrays]
+
+    def per_array():
+        for a, o in zip(arrays, outs):
+            MPI.COMM_WORLD.Allreduce(a, o)
+
+    t_mpi4py_each = common.median_time(per_array, repeats=repeats, number=number)
     result = {"count": count, "ranks": comm.size, "collective": exe.schedule[k],
               "ngraph_s": statistics.median(alone),
               "ngraph_in_training_step_s": statistics.median(in_graph),
               "step_s": statistics.median(calls), "mpi4py_s": t_mpi4py,
+              "mpi4py_per_array_s": t_mpi4py_each,
               "step_check_always_s": statistics.median(checked),
               "step_check_first_s": statistics.median(unchecked)}
     if comm.rank == 0:

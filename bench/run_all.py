@@ -102,7 +102,8 @@ def main(argv=None):
         out["allreduce"] = runs
         med = {
             k: statistics.median(r[k] for r in runs)
-            for k in ("ngraph_s", "mpi4py_s", "c_s", "step_check_always_s", "step_check_first_s")
+            for k in ("ngraph_s", "mpi4py_s", "mpi4py_per_array_s", "c_s",
+                      "step_check_always_s", "step_check_first_s")
         }
         print(
             common.table(
@@ -112,11 +113,14 @@ def main(argv=None):
                         f"{med['ngraph_s'] * 1e6:.0f}",
                         f"{med['c_s'] * 1e6:.0f}",
                         f"{med['mpi4py_s'] * 1e6:.0f}",
+                        f"{med['mpi4py_per_array_s'] * 1e6:.0f}",
                         f"{med['ngraph_s'] / med['c_s']:.2f}",
                         f"{med['ngraph_s'] / med['mpi4py_s']:.2f}",
+                        f"{med['ngraph_s'] / med['mpi4py_per_array_s']:.2f}",
                     ]
                 ],
-                ["size", "ngraph us", "C MPI us", "mpi4py us", "vs C", "vs mpi4py"],
+                ["size", "ngraph us", "C MPI us", "mpi4py 1 buffer us", "mpi4py per array us",
+                 "vs C", "vs mpi4py 1 buffer", "vs mpi4py per array"],
             )
         )
         extra = med["step_check_always_s"] - med["step_check_first_s"]
