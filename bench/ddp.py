@@ -19,18 +19,9 @@ import numpy as np
 
 
 def ngraph_step(sizes, batch, world, x, y, comm):
-    xp = ng.parameter([batch, sizes[0]], name="x")
-    yp = ng.parameter([batch], np.int64, name="y")
-    rng = np.random.default_rng(0)
-    params, h = [], xp
-    for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
-        params.append(
-            ng.variable((rng.standard_normal((a, b)) * np.sqrt(2 / a)).astype(np.float32))
-        )
-        params.append(ng.variable(np.zeros(b, np.float32)))
-        h = ng.dot(h, params[-2]) + params[-1]
-        if i < len(sizes) - 2:
-            h = ng.relu(h)
+    from step_time import ngraph_mlp  # noqa: PLC0415
+
+    xp, yp, params, h = ngraph_mlp(sizes, batch)
     loss = ng.softmax_cross_entropy(h, yp, reduction="sum") / float(batch * world)
     grads = [ng.allreduce(g, "sum", comm=comm) for g in ng.gradients(loss, params)]
     step = ng.runtime().computation(

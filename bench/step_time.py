@@ -39,7 +39,8 @@ def init_weights(sizes, seed=0):
     return ws
 
 
-def ngraph_step(sizes, batch, x, y):
+def ngraph_mlp(sizes, batch):
+    """Parameters x, y, the weight variables and the logits of the MLP in ngraph."""
     xp = ng.parameter([batch, sizes[0]], name="x")
     yp = ng.parameter([batch], np.int64, name="y")
     params = [ng.variable(w) for w in init_weights(sizes)]
@@ -48,6 +49,11 @@ def ngraph_step(sizes, batch, x, y):
         h = ng.dot(h, params[2 * i]) + params[2 * i + 1]
         if i < len(params) // 2 - 1:
             h = ng.relu(h)
+    return xp, yp, params, h
+
+
+def ngraph_step(sizes, batch, x, y):
+    xp, yp, params, h = ngraph_mlp(sizes, batch)
     loss = ng.softmax_cross_entropy(h, yp)
     step = ng.runtime().computation(loss, xp, yp,
                                      updates=ng.optimizers.SGD(LR).updates(loss, params))

@@ -66,8 +66,25 @@ void scale(void* data, size_t count, double factor) {
   for (size_t i = 0; i < count; ++i) p[i] = static_cast<T>(p[i] * factor);
 }
 
-// Polls an MPI request until it completes or the deadline passes. Spins briefly, then backs
-// off, so waiting ranks leave the cores to ranks that still compute.
+// Calls ready() until it returns true or `seconds` pass (then returns false). Spins briefly,
+// then backs off, so waiting ranks leave the cores to ranks that still compute.
+template <typename Ready>
+bool poll_until(double seconds, Ready ready) {
+  using clock = std::chrono::steady_clock;
+  auto start = clock::now();
+  auto deadline = start + std::chrono::duration<double>(seconds);
+  for (long spins = 0;; ++spins) {
+    if (ready()) return true;
+    if ((spins & 63) == 0) {
+      auto now = clock::now();
+      if (now > deadline) return false;
+      if (now - start > std::chrono::milliseconds(2))
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+}
+
+// A non-blocking MPI operation waited for with the communicator's timeout.
 class MPIRequest : public Request {
  public:
   MPIRequest(MPICommunicator& comm, MPI_Request req, std::string what)
@@ -79,29 +96,20 @@ class MPIRequest : public Request {
   }
   void wait() override {
     if (m_done) return;
-    using clock = std::chrono::steady_clock;
-    auto start = clock::now();
-    auto deadline = start + std::chrono::duration<double>(m_comm.get_timeout());
     MPI_Status status;
     int flag = 0;
-    for (long spins = 0;; ++spins) {
-      check(MPI_Test(&m_req, &flag, &status), m_what);
-      if (flag) break;
-      if ((spins & 63) == 0) {
-        auto now = clock::now();
-        if (now > deadline) {
-          std::string msg = m_what + ": rank " + std::to_string(m_comm.rank()) + " timed out after " +
-                            std::to_string(static_cast<int>(m_comm.get_timeout())) +
-                            " s waiting for the other ranks of " + m_comm.name() +
-                            " (a rank failed, exited, or runs different collectives; set the "
-                            "timeout with NGRAPH_DIST_TIMEOUT or ngraph.distributed.init)";
-          m_comm.mark_broken(msg);
-          m_done = true;
-          throw DistributedError(msg);
-        }
-        if (now - start > std::chrono::milliseconds(2))
-          std::this_thread::sleep_for(std::chrono::microseconds(50));
-      }
+    if (!poll_until(m_comm.get_timeout(), [&] {
+          check(MPI_Test(&m_req, &flag, &status), m_what);
+          return flag != 0;
+        })) {
+      std::string msg = m_what + ": rank " + std::to_string(m_comm.rank()) + " timed out after " +
+                        std::to_string(static_cast<int>(m_comm.get_timeout())) +
+                        " s waiting for the other ranks of " + m_comm.name() +
+                        " (a rank failed, exited, or runs different collectives; set the "
+                        "timeout with NGRAPH_DIST_TIMEOUT or ngraph.distributed.init)";
+      m_comm.mark_broken(msg);
+      m_done = true;
+      throw DistributedError(msg);
     }
     m_done = true;
     finish(status);
@@ -154,26 +162,15 @@ class RecvRequest : public Request {
       : m_comm(comm), m_buffer(buffer), m_count(count), m_type(type), m_source(source), m_tag(tag),
         m_what(std::move(what)) {}
   void wait() override {
-    using clock = std::chrono::steady_clock;
-    auto start = clock::now();
-    auto deadline = start + std::chrono::duration<double>(m_comm.get_timeout());
     MPI_Status status;
     int flag = 0;
-    for (long spins = 0;; ++spins) {
-      check(MPI_Iprobe(m_source, m_tag, m_comm.handle(), &flag, &status), m_what);
-      if (flag) break;
-      if ((spins & 63) == 0) {
-        auto now = clock::now();
-        if (now > deadline) {
-          std::string msg = m_what + ": rank " + std::to_string(m_comm.rank()) +
-                            " timed out after " + std::to_string(static_cast<int>(m_comm.get_timeout())) +
-                            " s waiting for a message from rank " + std::to_string(m_source);
-          throw DistributedError(msg);
-        }
-        if (now - start > std::chrono::milliseconds(2))
-          std::this_thread::sleep_for(std::chrono::microseconds(50));
-      }
-    }
+    if (!poll_until(m_comm.get_timeout(), [&] {
+          check(MPI_Iprobe(m_source, m_tag, m_comm.handle(), &flag, &status), m_what);
+          return flag != 0;
+        }))
+      throw DistributedError(m_what + ": rank " + std::to_string(m_comm.rank()) + " timed out after " +
+                             std::to_string(static_cast<int>(m_comm.get_timeout())) +
+                             " s waiting for a message from rank " + std::to_string(m_source));
     MPI_Datatype dt = mpi_type(m_type, "Recv");
     int got = 0;
     MPI_Get_count(&status, dt, &got);

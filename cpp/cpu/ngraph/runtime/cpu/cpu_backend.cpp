@@ -425,6 +425,7 @@ CPUExecutable::CPUExecutable(std::shared_ptr<Function> function, const CompileOp
     communicates = communicates || dynamic_cast<op::Collective*>(node.get()) != nullptr;
   }
   m_lightweight = !communicates && elements <= (1u << 14);
+  m_check_label = "graph '" + (m_function->get_name().empty() ? std::string("unnamed") : m_function->get_name()) + "'";
 
   m_arena_bytes = planner.size();
   if (m_arena_bytes) {
@@ -451,8 +452,8 @@ bool CPUExecutable::check_collectives() {
   auto mode = distributed::get_check_mode();
   if (mode == distributed::CheckMode::never) return false;
   if (mode == distributed::CheckMode::first && m_checked_once) return true;
-  std::string where = "graph '" + (m_function->get_name().empty() ? std::string("unnamed") : m_function->get_name()) + "'";
-  for (auto& c : m_collective_checks) c.comm->check_same_collectives(c.signature, c.labels, where);
+  for (auto& c : m_collective_checks)
+    c.comm->check_same_collectives(c.signature, c.labels, m_check_label);
   m_checked_once = true;
   return true;
 }

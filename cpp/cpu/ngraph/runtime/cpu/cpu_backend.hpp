@@ -89,6 +89,7 @@ class CPUExecutable : public Executable {
   std::shared_ptr<Function> m_function;
   std::vector<CollectiveCheck> m_collective_checks;
   bool m_checked_once = false;
+  std::string m_check_label;  // "graph 'name'", for disagreement messages
   std::vector<std::shared_ptr<Node>> m_keep_alive;  // constants referenced by slots
   std::vector<Slot> m_slots;
   std::vector<Step> m_steps;
