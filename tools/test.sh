@@ -25,7 +25,9 @@ echo "== Python MPI tests (mpirun: 2 ranks, 4 ranks, 2 ranks over TCP)"
 mpi_pytest=(python3 -m pytest tests/python/distributed -q -p no:cacheprovider)
 NGRAPH_DIST_TIMEOUT=30 timeout 600 mpirun --allow-run-as-root --oversubscribe -np 2 "${mpi_pytest[@]}"
 NGRAPH_DIST_TIMEOUT=30 timeout 600 mpirun --allow-run-as-root --oversubscribe -np 4 "${mpi_pytest[@]}"
-NGRAPH_DIST_TIMEOUT=30 timeout 600 mpirun --allow-run-as-root --oversubscribe --mca btl tcp,self \
+# Over TCP the ranks act as if on separate hosts: no shared memory (NGRAPH_SHM=0), so the
+# fused gradient allreduce goes over MPI.
+NGRAPH_SHM=0 NGRAPH_DIST_TIMEOUT=30 timeout 600 mpirun --allow-run-as-root --oversubscribe --mca btl tcp,self \
   -np 2 "${mpi_pytest[@]}"
 
 echo "== examples"

@@ -208,6 +208,14 @@ void init_runtime(py::module_& m) {
       .def_property_readonly("unshared_bytes",
                              [](runtime::Executable& e) { return as_cpu(e).get_unshared_bytes(); },
                              "Bytes the intermediates would need without buffer reuse.")
+      .def_property_readonly("shared_bytes", [](runtime::Executable& e) { return as_cpu(e).get_shared_bytes(); },
+                             "Bytes per rank of fused allreduce buffers planned into memory the "
+                             "node's ranks share (0: none).")
+      .def_property_readonly("shared_memory",
+                             [](runtime::Executable& e) { return as_cpu(e).get_shared_memory(); },
+                             "One description per shared-memory region in use, e.g. '2 ranks on "
+                             "1 node (2 per node), 3815936 bytes per rank'; empty before the "
+                             "first call and when shared memory cannot be used.")
       .def_property_readonly("function", [](runtime::Executable& e) { return as_cpu(e).get_function(); },
                              "The optimised function that was compiled.")
       .def("set_profiling", [](runtime::Executable& e, bool on) { as_cpu(e).set_profiling(on); },

@@ -39,6 +39,31 @@ class Request {
   virtual bool test() { return false; }
 };
 
+// Memory that the ranks of a communicator share when they run on one node (and, across
+// nodes, one such region per node): every rank owns a slot of the same size that the
+// other ranks of its node can read and write. Kernels place data in their slot directly
+// (gradients are computed into it), so collectives over it copy nothing in or out.
+class SharedRegion {
+ public:
+  virtual ~SharedRegion() = default;
+  // This rank's slot (64-byte aligned) and its size in bytes.
+  virtual char* local() const = 0;
+  virtual size_t size() const = 0;
+  bool contains(const void* p, size_t bytes) const {
+    auto* c = static_cast<const char*>(p);
+    return c >= local() && c + bytes <= local() + size();
+  }
+  // Allreduce of `count` elements found at byte `in_offset` of every rank's slot into byte
+  // `out_offset` of every rank's slot (the two ranges must not overlap). Blocking and
+  // collective; each rank reduces one piece and writes it into every slot, in rank order, so
+  // every rank holds bitwise the same result. Fails with DistributedError after the
+  // communicator's timeout; the region is unusable after a failure.
+  virtual void allreduce(size_t in_offset, size_t out_offset, size_t count, element::Type type,
+                         ReduceOp op) = 0;
+  // "2 ranks on 1 node, 3.8 MB per rank" (for logs and tests).
+  virtual std::string describe() const = 0;
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -72,6 +97,16 @@ class Communicator {
   virtual void allreduce_guarded(const void* in, void* out, size_t count, element::Type type,
                                  ReduceOp op) {
     allreduce(in, out, count, type, op);
+  }
+
+  // Collective over all ranks: a SharedRegion with `bytes` per rank, or nullptr on every
+  // rank when shared memory cannot serve this communicator (one rank, nodes with different
+  // numbers of ranks, no room in /dev/shm, ranks asking for different sizes, or
+  // NGRAPH_SHM=0). Call it only where every rank is known to call it (an executable does
+  // so inside a call whose collectives were checked). Default: nullptr.
+  virtual std::shared_ptr<SharedRegion> create_shared_region(size_t bytes) {
+    (void)bytes;
+    return nullptr;
   }
 
   // Blocking forms, each wait bounded by the timeout (DistributedError after it).

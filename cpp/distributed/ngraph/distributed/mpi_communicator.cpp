@@ -1,5 +1,7 @@
 #include "ngraph/distributed/mpi_communicator.hpp"
 
+#include "ngraph/distributed/mpi_detail.hpp"
+
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -14,35 +16,17 @@ namespace distributed {
 
 namespace {
 
+using detail::check;
+using detail::mpi_op;
+using detail::mpi_type;
+using detail::poll_until;
+
 bool g_we_initialized = false;
 
 void finalize_if_ours() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (g_we_initialized && !finalized) MPI_Finalize();
-}
-
-MPI_Datatype mpi_type(element::Type t, const char* op) {
-  switch (t.get_type_enum()) {
-    case element::Type_t::f32: return MPI_FLOAT;
-    case element::Type_t::f64: return MPI_DOUBLE;
-    case element::Type_t::i32: return MPI_INT32_T;
-    case element::Type_t::i64: return MPI_INT64_T;
-    default: break;
-  }
-  throw std::invalid_argument(std::string("[") + op + "] element type " + t.get_type_name() +
-                              " is not supported by collectives (f32, f64, i32, i64)");
-}
-
-MPI_Op mpi_op(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::sum:
-    case ReduceOp::mean: return MPI_SUM;
-    case ReduceOp::max: return MPI_MAX;
-    case ReduceOp::min: return MPI_MIN;
-    case ReduceOp::prod: return MPI_PROD;
-  }
-  return MPI_SUM;
 }
 
 int mpi_count(size_t count, const char* op) {
@@ -52,36 +36,10 @@ int mpi_count(size_t count, const char* op) {
   return static_cast<int>(count);
 }
 
-void check(int err, const std::string& what) {
-  if (err == MPI_SUCCESS) return;
-  char text[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  MPI_Error_string(err, text, &len);
-  throw DistributedError(what + ": MPI error: " + std::string(text, static_cast<size_t>(len)));
-}
-
 template <typename T>
 void scale(void* data, size_t count, double factor) {
   T* p = static_cast<T*>(data);
   for (size_t i = 0; i < count; ++i) p[i] = static_cast<T>(p[i] * factor);
-}
-
-// Calls ready() until it returns true or `seconds` pass (then returns false). Spins briefly,
-// then backs off, so waiting ranks leave the cores to ranks that still compute.
-template <typename Ready>
-bool poll_until(double seconds, Ready ready) {
-  using clock = std::chrono::steady_clock;
-  auto start = clock::now();
-  auto deadline = start + std::chrono::duration<double>(seconds);
-  for (long spins = 0;; ++spins) {
-    if (ready()) return true;
-    if ((spins & 63) == 0) {
-      auto now = clock::now();
-      if (now > deadline) return false;
-      if (now - start > std::chrono::milliseconds(2))
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
-  }
 }
 
 // A non-blocking MPI operation waited for with the communicator's timeout.
@@ -253,7 +211,9 @@ MPICommunicator::MPICommunicator(MPI_Comm comm, const std::string& description) 
 MPICommunicator::~MPICommunicator() {
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized && m_comm != MPI_COMM_NULL && m_broken.empty()) MPI_Comm_free(&m_comm);
+  if (finalized || !m_broken.empty()) return;
+  for (MPI_Comm* c : {&m_topology.node, &m_topology.cross, &m_comm})
+    if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
 }
 
 void MPICommunicator::mark_broken(const std::string& why) {

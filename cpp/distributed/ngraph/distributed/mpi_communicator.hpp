@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "ngraph/distributed/communicator.hpp"
 
@@ -46,6 +47,12 @@ class MPICommunicator : public Communicator {
                                       int tag) override;
   void allreduce_guarded(const void* in, void* out, size_t count, element::Type type,
                          ReduceOp op) override;
+  // Shared memory for the ranks of each node (POSIX shm, mapped by all of them; see
+  // shared_region.cpp). Ranks on several nodes get one region per node, joined by an MPI
+  // allreduce between the nodes; this needs the same number of ranks on every node.
+  // NGRAPH_SHM=0 turns it off; NGRAPH_SHM_NODE_SIZE=k treats each k consecutive ranks as a
+  // node (for testing the multi-node path on one machine).
+  std::shared_ptr<SharedRegion> create_shared_region(size_t bytes) override;
 
   // After a failed wait the communicator may hold unfinished operations: every later
   // operation fails at once with the first error.
@@ -56,6 +63,17 @@ class MPICommunicator : public Communicator {
  private:
   void check_usable(const char* op) const;
   MPI_Comm m_comm = MPI_COMM_NULL;
+  // The ranks on this rank's node (m_node) and the ranks with this rank's place on the other
+  // nodes (m_cross), made at the first create_shared_region.
+  struct Topology {
+    bool made = false, usable = false;
+    MPI_Comm node = MPI_COMM_NULL, cross = MPI_COMM_NULL;
+    int local_rank = 0, local_size = 1, nodes = 1;
+    std::vector<int> node_ranks;  // ranks (in this communicator) of this node's members
+  };
+  Topology m_topology;
+  void make_topology();
+  size_t m_regions_made = 0;
   int m_rank = 0, m_size = 1;
   std::string m_name;
   std::string m_broken;

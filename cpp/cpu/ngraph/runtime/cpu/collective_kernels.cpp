@@ -163,6 +163,19 @@ NGRAPH_CPU_KERNEL("CPUFusedAllReduce", [](const Node& node) -> Kernel {
     };
     bool one = contiguous(in) && contiguous(out);
     auto* ctx = CallContext::current();
+    if (one && ctx && ctx->collectives_verified) {
+      // Planned into memory the node's ranks share: reduced there, nothing copied.
+      size_t bytes = total * es;
+      if (auto* region = ctx->shared_region_for(in[0], bytes)) {
+        if (region->contains(out[0], bytes)) {
+          const char* base = region->local();
+          region->allreduce(static_cast<size_t>(static_cast<const char*>(in[0]) - base),
+                            static_cast<size_t>(static_cast<const char*>(out[0]) - base), total, t,
+                            reduce);
+          return;
+        }
+      }
+    }
     if (!overlap || !ctx) {  // nothing to overlap with: complete it here
       // Ranks known to agree: MPI's blocking collective (the fastest), watchdog-guarded.
       bool fast = ctx && ctx->collectives_verified;

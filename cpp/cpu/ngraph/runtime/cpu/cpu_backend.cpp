@@ -177,11 +177,22 @@ CPUExecutable::CPUExecutable(std::shared_ptr<Function> function, const CompileOp
 
   // 1. Slots for every value. Results write straight into the caller's output buffer when
   //    the value is computed by a kernel and not claimed by an earlier result.
+  //    Except the inputs and outputs of fused allreduces: those stay in the executable's
+  //    buffers (laid out end to end, maybe in shared memory) so the collective is one
+  //    operation that nothing outside can touch; a result is copied out at the end.
   std::map<Output, size_t> slot_of;
+  std::set<Output> collective_buffers;
+  for (const auto& node : ops)
+    if (node->get_type_name() == FusedAllReduce::type_name) {
+      for (const auto& v : node->input_values()) collective_buffers.insert(v);
+      for (const auto& v : node->outputs()) collective_buffers.insert(v);
+    }
   std::map<Output, size_t> result_binding;  // value -> output index
   for (size_t r = 0; r < m_results.size(); ++r) {
     Output v = m_results[r]->input_value(0);
-    if (is_structural_op(v.get_node()->get_type_name()) || result_binding.count(v)) continue;
+    if (is_structural_op(v.get_node()->get_type_name()) || result_binding.count(v) ||
+        collective_buffers.count(v))
+      continue;
     result_binding[v] = r;
   }
   // Updates write straight into the variable's next buffer the same way.
@@ -193,7 +204,7 @@ CPUExecutable::CPUExecutable(std::shared_ptr<Function> function, const CompileOp
     m_updated.push_back(assign.get_state());
     Output v = assign.input_value(0);
     if (is_structural_op(v.get_node()->get_type_name()) || result_binding.count(v) ||
-        update_binding.count(v))
+        update_binding.count(v) || collective_buffers.count(v))
       continue;
     update_binding[v] = assign.get_state().get();
   }
@@ -205,6 +216,13 @@ CPUExecutable::CPUExecutable(std::shared_ptr<Function> function, const CompileOp
     if (!is_structural_op(node->get_type_name())) compute.push_back(node);
   for (size_t s = 0; s < compute.size(); ++s)
     for (const auto& in : compute[s]->input_values()) last_use[in] = s;
+  // Results and updates that no kernel writes in place are copied out after the last step:
+  // their buffers must outlive every step.
+  for (const auto& r : m_results)
+    if (!result_binding.count(r->input_value(0))) last_use[r->input_value(0)] = compute.size();
+  for (const auto& sink : m_function->get_sinks())
+    if (auto* assign = dynamic_cast<op::Assign*>(sink.get()))
+      if (!update_binding.count(assign->input_value(0))) last_use[assign->input_value(0)] = compute.size();
   // A Send completes at the end of the call (CallContext::finish), and MPI may read its
   // buffer until then: no later step may take that buffer over.
   for (const auto& node : compute)
@@ -270,6 +288,29 @@ CPUExecutable::CPUExecutable(std::shared_ptr<Function> function, const CompileOp
     }
     groups.push_back(std::move(g));
   };
+  // Where both of a fused allreduce's groups formed, they can live in shared memory instead
+  // of the arena (decided per call: see setup_shared).
+  std::map<size_t, std::pair<int, size_t>> shared_place;  // group -> (plan, byte offset)
+  bool shm_allowed = !(std::getenv("NGRAPH_SHM") && std::string(std::getenv("NGRAPH_SHM")) == "0");
+  auto plan_shared = [&](FusedAllReduce& op) {
+    auto comm = op.get_communicator();
+    if (!shm_allowed || !comm || comm->size() < 2) return;
+    auto whole_group = [&](const std::vector<Output>& values) -> long {
+      auto it = group_of.find(values.at(0));
+      if (it == group_of.end() || groups[it->second].members != values) return -1;
+      return static_cast<long>(it->second);
+    };
+    long gin = whole_group(op.input_values()), gout = whole_group(op.outputs());
+    if (gin < 0 || gout < 0) return;
+    auto plan = std::find_if(m_shared.begin(), m_shared.end(),
+                             [&](const SharedPlan& p) { return p.comm == comm; });
+    if (plan == m_shared.end()) plan = m_shared.insert(m_shared.end(), SharedPlan{comm, 0, nullptr, nullptr});
+    for (long g : {gin, gout}) {
+      size_t off = align_up(plan->bytes);
+      shared_place[static_cast<size_t>(g)] = {static_cast<int>(plan - m_shared.begin()), off};
+      plan->bytes = off + groups[static_cast<size_t>(g)].bytes;
+    }
+  };
   for (size_t s = 0; s < compute.size(); ++s) {
     if (compute[s]->get_type_name() != FusedAllReduce::type_name) continue;
     size_t w = compute.size();
@@ -286,6 +327,7 @@ CPUExecutable::CPUExecutable(std::shared_ptr<Function> function, const CompileOp
     static_cast<FusedAllReduce&>(*compute[s]).set_overlap(overlap);
     try_group(compute[s]->input_values());
     try_group(compute[s]->outputs());
+    plan_shared(static_cast<FusedAllReduce&>(*compute[s]));
     if (!overlap) continue;
     async[s] = true;
     if (w < compute.size()) waits_before[w].push_back(s);
@@ -350,6 +392,7 @@ CPUExecutable::CPUExecutable(std::shared_ptr<Function> function, const CompileOp
                            update->second});
       } else {
         size_t off;
+        Slot slot{SlotKind::arena, 0};
         auto grouped = group_of.find(v);
         if (grouped != group_of.end()) {  // laid out with the other members of its group
           Group& g = groups[grouped->second];
@@ -360,10 +403,16 @@ CPUExecutable::CPUExecutable(std::shared_ptr<Function> function, const CompileOp
           }
           size_t k = std::find(g.members.begin(), g.members.end(), v) - g.members.begin();
           off = g.base + g.offsets[k];
+          auto place = shared_place.find(grouped->second);
+          if (place != shared_place.end()) {
+            slot.shared = place->second.first;
+            slot.shared_offset = place->second.second + g.offsets[k];
+          }
         } else {
           off = planner.allocate(bytes);
         }
-        m_slots.push_back({SlotKind::arena, off});
+        slot.index = off;
+        m_slots.push_back(slot);
         size_t last = last_use.count(v) ? last_use[v] : s;
         m_assignments.push_back({tensor_name(v), off, bytes, s, last});
         m_unshared_bytes += align_up(std::max<size_t>(bytes, 1));
@@ -438,7 +487,10 @@ CPUExecutable::CPUExecutable(std::shared_ptr<Function> function, const CompileOp
 void* CPUExecutable::slot_ptr(size_t slot, void* const* outputs, const void* const* inputs) const {
   const Slot& s = m_slots[slot];
   switch (s.kind) {
-    case SlotKind::arena: return m_arena.get() + s.index;
+    case SlotKind::arena:
+      if (s.shared >= 0 && m_shared[static_cast<size_t>(s.shared)].base)
+        return m_shared[static_cast<size_t>(s.shared)].base + s.shared_offset;
+      return m_arena.get() + s.index;
     case SlotKind::constant: return const_cast<void*>(s.constant);
     case SlotKind::input: return const_cast<void*>(inputs[s.index]);
     case SlotKind::output: return outputs[s.index];
@@ -464,6 +516,11 @@ void CPUExecutable::call_raw(void* const* outputs, const void* const* inputs) {
   bool verified = !m_collective_checks.empty() && check_collectives();
   CallContext ctx;
   ctx.collectives_verified = verified;
+  if (verified) {
+    if (!m_shared_tried) setup_shared();
+    for (const auto& plan : m_shared)
+      if (plan.base) ctx.shared_regions.push_back(plan.region.get());
+  }
   CallScope scope(ctx);
   m_pending.assign(m_steps.size(), nullptr);
   size_t pending = 0;
@@ -507,6 +564,8 @@ void CPUExecutable::call_raw(void* const* outputs, const void* const* inputs) {
     }
     wait_all();
   } catch (...) {
+    // A rank that failed part-way is out of step with the others' shared-memory arrivals.
+    drop_shared();
     try {
       wait_all();
     } catch (...) {
@@ -524,6 +583,34 @@ void CPUExecutable::call_raw(void* const* outputs, const void* const* inputs) {
                   c.bytes);
   // Every update becomes the current value at once, after all reads of the old ones.
   for (const auto* state : m_committed) const_cast<VariableState*>(state)->commit();
+}
+
+void CPUExecutable::setup_shared() {
+  m_shared_tried = true;
+  for (auto& plan : m_shared) {
+    plan.region = plan.comm->create_shared_region(plan.bytes);  // collective
+    plan.base = plan.region ? plan.region->local() : nullptr;
+  }
+}
+
+void CPUExecutable::drop_shared() {
+  for (auto& plan : m_shared) {
+    plan.base = nullptr;
+    plan.region.reset();
+  }
+}
+
+size_t CPUExecutable::get_shared_bytes() const {
+  size_t n = 0;
+  for (const auto& plan : m_shared) n += plan.bytes;
+  return n;
+}
+
+std::vector<std::string> CPUExecutable::get_shared_memory() const {
+  std::vector<std::string> out;
+  for (const auto& plan : m_shared)
+    if (plan.base) out.push_back(plan.region->describe());
+  return out;
 }
 
 void CPUExecutable::set_profiling(bool on) {

@@ -52,6 +52,11 @@ class CPUExecutable : public Executable {
   bool is_lightweight() const { return m_lightweight; }
   // Per-step timing: when on, each call adds every step's seconds to get_step_seconds().
   void set_profiling(bool on);
+  // Bytes per rank of the fused gradient buffers planned into shared memory (0: none), and
+  // one description per region in use (empty until the first checked call creates them, and
+  // when shared memory cannot be used: see Communicator::create_shared_region).
+  size_t get_shared_bytes() const;
+  std::vector<std::string> get_shared_memory() const;
   std::vector<double> get_step_seconds() const;
 
  private:
@@ -61,6 +66,8 @@ class CPUExecutable : public Executable {
     size_t index;  // arena offset, input index or output index
     const void* constant = nullptr;
     VariableState* variable = nullptr;
+    int shared = -1;  // an arena value that moves into m_shared[shared] when that is in use
+    size_t shared_offset = 0;
   };
   struct Step {
     std::string name;
@@ -85,6 +92,19 @@ class CPUExecutable : public Executable {
     std::vector<std::string> signature, labels;
   };
   bool check_collectives();  // true when the ranks are known to agree
+
+  // Fused allreduce buffers (inputs and outputs) placed in memory shared by the node's ranks,
+  // one region per communicator, created in the first call whose collectives were checked.
+  struct SharedPlan {
+    std::shared_ptr<distributed::Communicator> comm;
+    size_t bytes = 0;
+    std::shared_ptr<distributed::SharedRegion> region;
+    char* base = nullptr;  // region->local() while in use
+  };
+  std::vector<SharedPlan> m_shared;
+  bool m_shared_tried = false;
+  void setup_shared();
+  void drop_shared();
 
   std::shared_ptr<Function> m_function;
   std::vector<CollectiveCheck> m_collective_checks;

@@ -48,6 +48,15 @@ class CallContext {
   // collectives, guarded by a watchdog that ends the job. Otherwise they use polled waits
   // that raise DistributedError after the timeout.
   bool collectives_verified = false;
+  // The executable's shared-memory regions in use for this call (gradients planned into
+  // memory the node's ranks share; see SharedRegion). The region holding [p, p + bytes), or
+  // nullptr.
+  std::vector<distributed::SharedRegion*> shared_regions;
+  distributed::SharedRegion* shared_region_for(const void* p, size_t bytes) const {
+    for (auto* r : shared_regions)
+      if (r->contains(p, bytes)) return r;
+    return nullptr;
+  }
   // Runs the deferred completions in order; all of them run even if one throws (the first
   // exception is rethrown).
   void finish();

@@ -1,0 +1,68 @@
+// Helpers shared by the MPI communicator and its shared-memory regions (not installed).
+#pragma once
+
+#include <mpi.h>
+
+#include <chrono>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+#include "ngraph/distributed/communicator.hpp"
+
+namespace ngraph {
+namespace distributed {
+namespace detail {
+
+inline MPI_Datatype mpi_type(element::Type t, const char* op) {
+  switch (t.get_type_enum()) {
+    case element::Type_t::f32: return MPI_FLOAT;
+    case element::Type_t::f64: return MPI_DOUBLE;
+    case element::Type_t::i32: return MPI_INT32_T;
+    case element::Type_t::i64: return MPI_INT64_T;
+    default: break;
+  }
+  throw std::invalid_argument(std::string("[") + op + "] element type " + t.get_type_name() +
+                              " is not supported by collectives (f32, f64, i32, i64)");
+}
+
+inline MPI_Op mpi_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum:
+    case ReduceOp::mean: return MPI_SUM;
+    case ReduceOp::max: return MPI_MAX;
+    case ReduceOp::min: return MPI_MIN;
+    case ReduceOp::prod: return MPI_PROD;
+  }
+  return MPI_SUM;
+}
+
+inline void check(int err, const std::string& what) {
+  if (err == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(err, text, &len);
+  throw DistributedError(what + ": MPI error: " + std::string(text, static_cast<size_t>(len)));
+}
+
+// Calls ready() until it returns true or `seconds` pass (then returns false). Spins briefly,
+// then backs off, so waiting ranks leave the cores to ranks that still compute.
+template <typename Ready>
+bool poll_until(double seconds, Ready ready) {
+  using clock = std::chrono::steady_clock;
+  auto start = clock::now();
+  auto deadline = start + std::chrono::duration<double>(seconds);
+  for (long spins = 0;; ++spins) {
+    if (ready()) return true;
+    if ((spins & 63) == 0) {
+      auto now = clock::now();
+      if (now > deadline) return false;
+      if (now - start > std::chrono::milliseconds(2))
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+}
+
+}  // namespace detail
+}  // namespace distributed
+}  // namespace ngraph

@@ -1,0 +1,361 @@
+// Zero-copy allreduce in shared memory for the ranks of one node.
+//
+// Every rank of a node maps one POSIX shared-memory object: a header of arrival counters, then
+// one slot per rank. An executable plans its fused gradient buffers into its rank's slot, so
+// backward writes the gradients there directly. The allreduce is then two arrivals and one
+// pass over memory: after every rank has arrived, local rank l reduces piece l of the buffer
+// over all slots (in rank order) and writes the result into piece l of every slot's output;
+// after the second arrival every rank holds the whole result in its own slot. With 2 ranks
+// that is 1.5x the buffer read and 1x written per rank, against a copy in, a copy out and a
+// reduction for MPI's shared-memory transport.
+//
+// Why two arrivals suffice between calls: a rank writes its inputs for call k+1 only after
+// passing the second arrival of call k, when nobody reads call k's inputs any more; and
+// others write a rank's outputs for call k+1 only after the first arrival of call k+1, when
+// that rank has finished reading call k's outputs.
+//
+// Several nodes: local rank l's reduced piece is then allreduced (MPI) with local rank l of
+// every other node before it is written into the node's slots: a two-level allreduce with
+// the same bytes across the network as one flat ring would carry per rank, divided by the
+// ranks per node.
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+#include "ngraph/distributed/mpi_communicator.hpp"
+#include "ngraph/distributed/mpi_detail.hpp"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define NGRAPH_CPU_RELAX() _mm_pause()
+#else
+#define NGRAPH_CPU_RELAX() std::atomic_signal_fence(std::memory_order_seq_cst)
+#endif
+
+namespace ngraph {
+namespace distributed {
+
+namespace {
+
+constexpr size_t kLine = 64;    // a counter per cache line
+constexpr size_t kPage = 4096;  // slots start on pages
+constexpr size_t kBlock = 4096;  // elements reduced and then copied out while in cache
+
+size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
+
+bool env_is(const char* name, const char* value) {
+  const char* e = std::getenv(name);
+  return e && std::string(e) == value;
+}
+
+// Waits until ready() with a deadline: spins (the other rank is usually microseconds away),
+// then yields (oversubscribed nodes), then sleeps briefly (a rank busy elsewhere for long).
+template <typename Ready>
+bool spin_until(double seconds, Ready ready) {
+  using clock = std::chrono::steady_clock;
+  auto start = clock::now();
+  auto deadline = start + std::chrono::duration<double>(seconds);
+  for (long spins = 0;; ++spins) {
+    if (ready()) return true;
+    if (spins < 2000) {
+      NGRAPH_CPU_RELAX();
+      continue;
+    }
+    if ((spins & 15) == 0) {
+      auto now = clock::now();
+      if (now > deadline) return false;
+      if (now - start > std::chrono::milliseconds(20)) {
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+        continue;
+      }
+    }
+    sched_yield();
+  }
+}
+
+template <typename T>
+struct Sum {
+  T operator()(T a, T b) const { return a + b; }
+};
+template <typename T>
+struct Prod {
+  T operator()(T a, T b) const { return a * b; }
+};
+template <typename T>
+struct Max {
+  T operator()(T a, T b) const { return b > a ? b : a; }
+};
+template <typename T>
+struct Min {
+  T operator()(T a, T b) const { return b < a ? b : a; }
+};
+
+// dst[i] = f(a[i], b[i]); dst may be a.
+template <typename T, typename F>
+void combine(T* dst, const T* a, const T* __restrict b, size_t n, F f) {
+  for (size_t i = 0; i < n; ++i) dst[i] = f(a[i], b[i]);
+}
+
+template <typename T>
+void scale_by(T* p, size_t n, double factor) {
+  for (size_t i = 0; i < n; ++i) p[i] = static_cast<T>(p[i] * factor);
+}
+
+class MPISharedRegion : public SharedRegion {
+ public:
+  MPISharedRegion(MPICommunicator& comm, char* base, size_t mapped, size_t header, size_t slot,
+                  size_t bytes, int local_rank, int local_size, int nodes, MPI_Comm cross,
+                  std::vector<int> node_ranks)
+      : m_comm(comm), m_base(base), m_mapped(mapped), m_header(header), m_slot(slot),
+        m_bytes(bytes), m_local_rank(local_rank), m_local_size(local_size), m_nodes(nodes),
+        m_cross(cross), m_node_ranks(std::move(node_ranks)) {}
+  ~MPISharedRegion() override { munmap(m_base, m_mapped); }
+
+  char* local() const override { return slot(m_local_rank); }
+  size_t size() const override { return m_bytes; }
+
+  std::string describe() const override {
+    std::ostringstream os;
+    os << m_local_size * m_nodes << " ranks on " << m_nodes << (m_nodes == 1 ? " node" : " nodes")
+       << " (" << m_local_size << " per node), " << m_bytes << " bytes per rank";
+    return os.str();
+  }
+
+  void allreduce(size_t in_offset, size_t out_offset, size_t count, element::Type type,
+                 ReduceOp op) override {
+    size_t es = type.size();
+    std::string what = std::string("[AllReduce] ") + std::to_string(count) + " x " + type.get_type_name() +
+                       " " + to_string(op) + " in shared memory";
+    if (!m_broken.empty())
+      throw DistributedError(what + ": rank " + std::to_string(m_comm.rank()) +
+                             ": the shared-memory region is unusable after an earlier failure: " + m_broken);
+    if (in_offset + count * es > m_bytes || out_offset + count * es > m_bytes ||
+        (in_offset < out_offset + count * es && out_offset < in_offset + count * es))
+      throw std::invalid_argument(what + ": ranges [" + std::to_string(in_offset) + ", +" +
+                                  std::to_string(count * es) + ") and [" + std::to_string(out_offset) +
+                                  ", +...) must lie apart inside the " + std::to_string(m_bytes) +
+                                  "-byte slot");
+    if (op == ReduceOp::mean && !type.is_real())
+      throw std::invalid_argument(what + ": mean needs a floating-point type");
+    arrive(what, "before reducing");  // every rank's inputs are written
+    // This rank's piece, on 64-byte boundaries so no two ranks write one cache line.
+    size_t align = std::max<size_t>(1, kLine / es);
+    auto bound = [&](int l) {
+      return l >= m_local_size ? count : count * static_cast<size_t>(l) / m_local_size / align * align;
+    };
+    size_t lo = bound(m_local_rank), hi = bound(m_local_rank + 1);
+    switch (type.get_type_enum()) {
+      case element::Type_t::f32: reduce<float>(in_offset, out_offset, lo, hi, op, what); break;
+      case element::Type_t::f64: reduce<double>(in_offset, out_offset, lo, hi, op, what); break;
+      case element::Type_t::i32: reduce<int32_t>(in_offset, out_offset, lo, hi, op, what); break;
+      case element::Type_t::i64: reduce<int64_t>(in_offset, out_offset, lo, hi, op, what); break;
+      default:
+        throw std::invalid_argument(what + ": element type " + type.get_type_name() +
+                                    " is not supported by collectives (f32, f64, i32, i64)");
+    }
+    arrive(what, "after reducing");  // every piece is in every slot
+  }
+
+ private:
+  char* slot(int l) const { return m_base + m_header + m_slot * static_cast<size_t>(l); }
+  std::atomic<uint64_t>& counter(int l) const {
+    return *reinterpret_cast<std::atomic<uint64_t>*>(m_base + kLine * static_cast<size_t>(l));
+  }
+
+  void arrive(const std::string& what, const char* when) {
+    ++m_epoch;
+    counter(m_local_rank).store(m_epoch, std::memory_order_release);
+    for (int l = 0; l < m_local_size; ++l) {
+      if (l == m_local_rank) continue;
+      if (spin_until(m_comm.get_timeout(),
+                     [&] { return counter(l).load(std::memory_order_acquire) >= m_epoch; }))
+        continue;
+      std::string missing;
+      for (int q = 0; q < m_local_size; ++q)
+        if (q != m_local_rank && counter(q).load(std::memory_order_acquire) < m_epoch)
+          missing += (missing.empty() ? "" : ", ") + std::to_string(m_node_ranks[static_cast<size_t>(q)]);
+      m_broken = what + ": rank " + std::to_string(m_comm.rank()) + " timed out after " +
+                 std::to_string(static_cast<int>(m_comm.get_timeout())) + " s " + when +
+                 ", waiting for rank(s) " + missing + " of " + m_comm.name() +
+                 " (a rank failed, exited, or runs different collectives; set the timeout with "
+                 "NGRAPH_DIST_TIMEOUT or ngraph.distributed.init)";
+      throw DistributedError(m_broken);
+    }
+  }
+
+  template <typename T>
+  void reduce(size_t in_offset, size_t out_offset, size_t lo, size_t hi, ReduceOp op,
+              const std::string& what) {
+    switch (op) {
+      case ReduceOp::sum:
+      case ReduceOp::mean: reduce_with<T>(in_offset, out_offset, lo, hi, op, Sum<T>(), what); break;
+      case ReduceOp::prod: reduce_with<T>(in_offset, out_offset, lo, hi, op, Prod<T>(), what); break;
+      case ReduceOp::max: reduce_with<T>(in_offset, out_offset, lo, hi, op, Max<T>(), what); break;
+      case ReduceOp::min: reduce_with<T>(in_offset, out_offset, lo, hi, op, Min<T>(), what); break;
+    }
+  }
+
+  template <typename T, typename F>
+  void reduce_with(size_t in_offset, size_t out_offset, size_t lo, size_t hi, ReduceOp op, F f,
+                   const std::string& what) {
+    auto in = [&](int l) { return reinterpret_cast<const T*>(slot(l) + in_offset); };
+    auto out = [&](int l) { return reinterpret_cast<T*>(slot(l) + out_offset); };
+    T* mine = out(m_local_rank);
+    double factor = op == ReduceOp::mean ? 1.0 / (m_local_size * m_nodes) : 1.0;
+    auto reduce_block = [&](size_t b, size_t n) {
+      combine(mine + b, in(0) + b, in(1) + b, n, f);
+      for (int l = 2; l < m_local_size; ++l) combine(mine + b, mine + b, in(l) + b, n, f);
+    };
+    auto publish_block = [&](size_t b, size_t n) {
+      if (factor != 1.0) scale_by(mine + b, n, factor);
+      for (int l = 0; l < m_local_size; ++l)
+        if (l != m_local_rank) std::memcpy(out(l) + b, mine + b, n * sizeof(T));
+    };
+    if (m_nodes == 1) {  // reduce and copy out block by block, while the block is in cache
+      for (size_t b = lo; b < hi; b += kBlock) {
+        size_t n = std::min(kBlock, hi - b);
+        reduce_block(b, n);
+        publish_block(b, n);
+      }
+      return;
+    }
+    for (size_t b = lo; b < hi; b += kBlock) reduce_block(b, std::min(kBlock, hi - b));
+    // The same piece on every other node: local rank l of each node holds piece l.
+    MPI_Request req;
+    detail::check(MPI_Iallreduce(MPI_IN_PLACE, mine + lo, static_cast<int>(hi - lo),
+                                 detail::mpi_type(element::from<T>(), "AllReduce"), detail::mpi_op(op),
+                                 m_cross, &req),
+                  what);
+    int flag = 0;
+    if (!detail::poll_until(m_comm.get_timeout(), [&] {
+          detail::check(MPI_Test(&req, &flag, MPI_STATUS_IGNORE), what);
+          return flag != 0;
+        })) {
+      m_broken = what + ": rank " + std::to_string(m_comm.rank()) + " timed out after " +
+                 std::to_string(static_cast<int>(m_comm.get_timeout())) +
+                 " s in the allreduce between nodes";
+      m_comm.mark_broken(m_broken);
+      throw DistributedError(m_broken);
+    }
+    for (size_t b = lo; b < hi; b += kBlock) publish_block(b, std::min(kBlock, hi - b));
+  }
+
+  MPICommunicator& m_comm;
+  char* m_base;
+  size_t m_mapped, m_header, m_slot, m_bytes;
+  int m_local_rank, m_local_size, m_nodes;
+  MPI_Comm m_cross;
+  std::vector<int> m_node_ranks;
+  uint64_t m_epoch = 0;
+  std::string m_broken;
+};
+
+// Blocking collective with the communicator's timeout.
+void wait_for(MPICommunicator& comm, MPI_Request& req, const std::string& what) {
+  int flag = 0;
+  if (!detail::poll_until(comm.get_timeout(), [&] {
+        detail::check(MPI_Test(&req, &flag, MPI_STATUS_IGNORE), what);
+        return flag != 0;
+      })) {
+    std::string msg = what + ": rank " + std::to_string(comm.rank()) + " timed out after " +
+                      std::to_string(static_cast<int>(comm.get_timeout())) + " s";
+    comm.mark_broken(msg);
+    throw DistributedError(msg);
+  }
+}
+
+}  // namespace
+
+void MPICommunicator::make_topology() {
+  if (m_topology.made) return;
+  const char* what = "[SharedRegion] node topology";
+  int node_size = 0;
+  if (const char* e = std::getenv("NGRAPH_SHM_NODE_SIZE")) node_size = std::atoi(e);
+  if (node_size > 0)
+    detail::check(MPI_Comm_split(m_comm, m_rank / node_size, m_rank, &m_topology.node), what);
+  else
+    detail::check(MPI_Comm_split_type(m_comm, MPI_COMM_TYPE_SHARED, m_rank, MPI_INFO_NULL, &m_topology.node),
+                  what);
+  MPI_Comm_rank(m_topology.node, &m_topology.local_rank);
+  MPI_Comm_size(m_topology.node, &m_topology.local_size);
+  m_topology.node_ranks.resize(static_cast<size_t>(m_topology.local_size));
+  MPI_Request req;
+  detail::check(MPI_Iallgather(&m_rank, 1, MPI_INT, m_topology.node_ranks.data(), 1, MPI_INT,
+                               m_topology.node, &req),
+                what);
+  wait_for(*this, req, what);
+  // Every node must have as many ranks: {min, -max} of the node sizes.
+  int sizes[2] = {m_topology.local_size, -m_topology.local_size}, agreed[2] = {0, 0};
+  detail::check(MPI_Iallreduce(sizes, agreed, 2, MPI_INT, MPI_MIN, m_comm, &req), what);
+  wait_for(*this, req, what);
+  m_topology.usable = agreed[0] == -agreed[1] && m_topology.local_size > 1;
+  m_topology.nodes = m_size / m_topology.local_size;
+  detail::check(MPI_Comm_split(m_comm, m_topology.local_rank, m_rank, &m_topology.cross), what);
+  m_topology.made = true;
+}
+
+std::shared_ptr<SharedRegion> MPICommunicator::create_shared_region(size_t bytes) {
+  check_usable("SharedRegion");
+  if (m_size < 2) return nullptr;
+  make_topology();
+  const std::string what = "[SharedRegion] " + std::to_string(bytes) + " bytes per rank";
+  const Topology& t = m_topology;
+  size_t header = round_up(kLine * static_cast<size_t>(t.local_size), kPage);
+  size_t slot = round_up(std::max<size_t>(bytes, 1), kPage);
+  size_t total = header + slot * static_cast<size_t>(t.local_size);
+  bool ok = t.usable && !env_is("NGRAPH_SHM", "0");
+  // Local rank 0 creates the object and names it to the others.
+  char name[64] = {0};
+  int fd = -1;
+  if (ok && t.local_rank == 0) {
+    std::snprintf(name, sizeof name, "/ngraph-%ld-%zu", static_cast<long>(getpid()), m_regions_made);
+    fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+    // fallocate reserves the pages now: tmpfs would otherwise fail later with SIGBUS.
+    if (fd >= 0 && (ftruncate(fd, static_cast<off_t>(total)) != 0 ||
+                    posix_fallocate(fd, 0, static_cast<off_t>(total)) != 0)) {
+      close(fd);
+      shm_unlink(name);
+      fd = -1;
+    }
+    if (fd < 0) name[0] = 0;
+  }
+  ++m_regions_made;
+  MPI_Request req;
+  if (t.local_size > 1) {
+    detail::check(MPI_Ibcast(name, sizeof name, MPI_CHAR, 0, t.node, &req), what);
+    wait_for(*this, req, what);
+  }
+  if (ok && t.local_rank != 0 && name[0]) fd = shm_open(name, O_RDWR, 0600);
+  char* base = nullptr;
+  if (fd >= 0) {
+    void* p = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p != MAP_FAILED) base = static_cast<char*>(p);
+  }
+  // All ranks mapped it, and all asked for the same size: {ok, bytes, -bytes} at their minimum.
+  int64_t mine[3] = {base ? 1 : 0, static_cast<int64_t>(bytes), -static_cast<int64_t>(bytes)};
+  int64_t all[3] = {0, 0, 0};
+  detail::check(MPI_Iallreduce(mine, all, 3, MPI_INT64_T, MPI_MIN, m_comm, &req), what);
+  wait_for(*this, req, what);
+  // Everyone has it open (or gave up): the name can go, so nothing is left in /dev/shm.
+  if (t.local_rank == 0 && name[0]) shm_unlink(name);
+  if (all[0] != 1 || all[1] != -all[2]) {
+    if (base) munmap(base, total);
+    return nullptr;
+  }
+  return std::make_shared<MPISharedRegion>(*this, base, total, header, slot, bytes, t.local_rank,
+                                           t.local_size, t.nodes, t.cross, t.node_ranks);
+}
+
+}  // namespace distributed
+}  // namespace ngraph

@@ -1,0 +1,153 @@
+"""The fused gradient allreduce in shared memory (ranks on one node): values against NumPy
+on values that differ by rank, bitwise the same on every rank, the same training as the MPI
+path, the two-level path across (simulated) nodes, and a rank that fails before the
+collective. Run under mpirun (see conftest.py)."""
+
+from __future__ import annotations
+
+import ngraph as ng
+import numpy as np
+import pytest
+
+SHAPES = [(3, 5), (1001,), (7,), (64, 17)]
+
+
+def rank_values(shape, rank, dtype, salt=0):
+    n = int(np.prod(shape))
+    i = np.arange(n)
+    sign = np.where(i % 2 == 1, 1, -1)
+    return ((i % 1000) * 3 - 4 + 10 * rank * sign + salt).reshape(shape).astype(dtype)
+
+
+def shm_switched_off():
+    import os  # noqa: PLC0415
+
+    return os.environ.get("NGRAPH_SHM") == "0"
+
+
+def fused_sums(dtype, op, comm=None):
+    """A computation whose allreduces fuse into one collective over computed values."""
+    ps = [ng.parameter(s, dtype) for s in SHAPES]
+    one = ng.constant(np.array(1, dtype))
+    return ng.runtime().computation([ng.allreduce(p * one, op, comm=comm) for p in ps], *ps)
+
+
+def same_on_every_rank(world, arrays):
+    mine = np.concatenate([a.view(np.uint8).ravel() for a in arrays])
+    return all(np.array_equal(mine, other) for other in world.allgather(mine))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64])
+@pytest.mark.parametrize("op", ["sum", "mean"])
+def test_values_against_numpy(world, comm, dtype, op):
+    if op == "mean" and np.issubdtype(dtype, np.integer):
+        pytest.skip("mean needs floating point")
+    r, n = comm.rank, comm.size
+    f = fused_sums(dtype, op)
+    exe = f.executable
+    assert len([s for s in exe.schedule if "AllReduce" in s]) == 1, exe.schedule  # fused
+    assert (exe.shared_bytes > 0) == (not shm_switched_off())
+    for call in range(3):  # the same buffers again: the ranks' arrivals stay in step
+        outs = f(*[rank_values(s, r, dtype, call) for s in SHAPES])
+        for s, out in zip(SHAPES, outs):
+            stack = np.stack([rank_values(s, k, dtype, call).astype(np.float64) for k in range(n)])
+            want = stack.sum(0) if op == "sum" else stack.mean(0)
+            assert out.dtype == dtype and out.shape == s
+            np.testing.assert_allclose(out, want, rtol=1e-6)
+        assert same_on_every_rank(world, outs)
+    if shm_switched_off():
+        assert exe.shared_memory == []
+    else:
+        assert exe.shared_memory == [f"{n} ranks on 1 node ({n} per node), "
+                                     f"{exe.shared_bytes} bytes per rank"]
+
+
+def mlp_step(comm, batch, seed):
+    rng = np.random.default_rng(seed)
+    x = ng.parameter([batch, 20], np.float32)
+    y = ng.parameter([batch], np.int64)
+    w1 = ng.variable((rng.standard_normal((20, 32)) * 0.3).astype(np.float32))
+    b1 = ng.variable(np.zeros(32, np.float32))
+    w2 = ng.variable((rng.standard_normal((32, 5)) * 0.3).astype(np.float32))
+    params = [w1, b1, w2]
+    h = ng.dot(ng.relu(ng.dot(x, w1) + b1), w2)
+    loss = ng.softmax_cross_entropy(h, y, reduction="sum") / float(batch * comm.size)
+    grads = [ng.allreduce(g, "sum", comm=comm) for g in ng.gradients(loss, params)]
+    step = ng.runtime().computation(ng.allreduce(loss, "sum", comm=comm), x, y,
+                                    updates=ng.optimizers.SGD(0.1, momentum=0.9)
+                                    .updates(loss, params, grads))
+    return step, params
+
+
+def test_training_matches_the_mpi_path(world, comm, monkeypatch):
+    r = comm.rank
+    rng = np.random.default_rng(100 + r)
+    data = [(rng.standard_normal((16, 20)).astype(np.float32),
+             rng.integers(0, 5, 16).astype(np.int64)) for _ in range(5)]
+    runs = {}
+    off = shm_switched_off()
+    for mode in ("shm", "mpi"):
+        if mode == "mpi":
+            monkeypatch.setenv("NGRAPH_SHM", "0")
+        step, params = mlp_step(comm, 16, seed=7)
+        losses = [float(step(x, y)) for x, y in data]
+        runs[mode] = (losses, [p.get_value() for p in params], step.executable)
+    assert runs["mpi"][2].shared_bytes == 0 and runs["mpi"][2].shared_memory == []
+    if not off:
+        assert len(runs["shm"][2].shared_memory) == 1
+    np.testing.assert_allclose(runs["shm"][0], runs["mpi"][0], rtol=1e-5)
+    for a, b in zip(runs["shm"][1], runs["mpi"][1]):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert same_on_every_rank(world, runs["shm"][1])
+
+
+def test_two_level_across_nodes(world, comm, monkeypatch):
+    """Pairs of consecutive ranks act as nodes (NGRAPH_SHM_NODE_SIZE=2): each node reduces in
+    its shared memory, and the pieces are joined by MPI between the nodes."""
+    if shm_switched_off():
+        pytest.skip("NGRAPH_SHM=0 in this run")
+    monkeypatch.setenv("NGRAPH_SHM_NODE_SIZE", "2")
+    ours = ng.distributed.as_communicator(world.Dup())  # a fresh communicator reads it
+    r, n = comm.rank, comm.size
+    f = fused_sums(np.float64, "sum", comm=ours)
+    outs = f(*[rank_values(s, r, np.float64) for s in SHAPES])
+    for s, out in zip(SHAPES, outs):
+        want = sum(rank_values(s, k, np.float64) for k in range(n))
+        np.testing.assert_allclose(out, want)
+    assert same_on_every_rank(world, outs)
+    if n % 2:
+        assert f.executable.shared_memory == []  # nodes of unequal size: MPI instead
+    else:
+        nodes = n // 2
+        assert f.executable.shared_memory == [
+            f"{n} ranks on {nodes} node{'s' if nodes > 1 else ''} (2 per node), "
+            f"{f.executable.shared_bytes} bytes per rank"]
+
+
+def test_rank_failing_before_the_collective(world, comm):
+    """The last rank's kernel fails before the allreduce: it raises its own error, the others
+    a DistributedError naming it after the timeout; then everyone goes on (over MPI)."""
+    if shm_switched_off():
+        pytest.skip("NGRAPH_SHM=0 in this run")
+    ours = ng.distributed.as_communicator(world.Dup())
+    ours.timeout = 2.0
+    r, n = comm.rank, comm.size
+    x = ng.parameter([100], np.int64)
+    d = ng.parameter([], np.int64)
+    f = ng.runtime().computation(ng.allreduce(ng.divide(x, d), "sum", comm=ours), x, d)
+    xs = np.arange(100, dtype=np.int64) * (r + 1)
+    np.testing.assert_array_equal(f(xs, np.int64(1)), np.arange(100) * (n * (n + 1) // 2))
+    assert len(f.executable.shared_memory) == 1
+    if r == n - 1:
+        with pytest.raises(ValueError, match="division by zero"):
+            f(xs, np.int64(0))
+    else:
+        with pytest.raises(ng.distributed.DistributedError) as info:
+            f(xs, np.int64(1))
+        msg = str(info.value)
+        assert msg.startswith("[AllReduce]") and "shared memory" in msg, msg
+        assert f"rank {r} timed out after 2 s" in msg, msg
+        assert f"rank(s) {n - 1} " in msg, msg
+    world.Barrier()
+    assert f.executable.shared_memory == []  # out of step: not used again
+    np.testing.assert_array_equal(f(xs, np.int64(1)), np.arange(100) * (n * (n + 1) // 2))
