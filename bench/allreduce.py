@@ -1,9 +1,10 @@
 """The in-graph allreduce of a model's gradients (run under mpirun): the data-parallel
 training step of the 784-600-10 MLP is compiled (gradients summed by AllReduce ops, fused into
-one collective over contiguously planned buffers) and the collective's own time is read from
-the executable's per-step profile. Against it: mpi4py's Allreduce on a NumPy buffer of the
-same bytes; the C reference (allreduce_mpi.c) runs as its own job (run_all.py puts the three
-side by side).
+one collective over contiguously planned buffers, in memory the two ranks share) and the
+collective's own time is read from the executable's per-step profile; the same collective
+over MPI (NGRAPH_SHM=0, as between hosts) beside it. Against them: mpi4py's Allreduce on a
+NumPy buffer of the same bytes; the C reference (allreduce_mpi.c) runs as its own job
+(run_all.py puts them side by side).
 
     mpirun -np 2 python bench/allreduce.py [--smoke]
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 
 import common
@@ -62,24 +64,35 @@ def main(argv=None):
         in_graph.append(exe.step_seconds[k] / number)
         exe.set_profiling(False)
     # The collective alone, without the ranks' compute skew of a training step: the same
-    # gradient shapes made by a cheap kernel, allreduced, and barely read.
+    # gradient shapes made by a cheap kernel, allreduced, and barely read. Twice: in shared
+    # memory (the default on one node) and over MPI (NGRAPH_SHM=0, as between hosts).
     gs = [ng.parameter(p.shape, name=f"g{i}") for i, p in enumerate(params)]
-    sums = [ng.allreduce(g * 1.0, "sum") for g in gs]
-    probe = ng.runtime().computation([ng.slice(ng.reshape(s, [int(np.prod(s.shape))]), [0], [1])
-                                      for s in sums], *gs)
-    pe = probe.executable
-    (kp,) = [i for i, n in enumerate(pe.schedule) if "AllReduce" in n]
+
+    def make_probe():
+        sums = [ng.allreduce(g * 1.0, "sum") for g in gs]
+        probe = ng.runtime().computation(
+            [ng.slice(ng.reshape(s, [int(np.prod(s.shape))]), [0], [1]) for s in sums], *gs)
+        (kp,) = [i for i, n in enumerate(probe.executable.schedule) if "AllReduce" in n]
+        return probe, kp
+
+    probes = {"shm": make_probe()}
+    os.environ["NGRAPH_SHM"] = "0"
+    probes["mpi"] = make_probe()
+    del os.environ["NGRAPH_SHM"]
     gv = [rng.random(p.shape, dtype=np.float32) for p in params]
-    for _ in range(10):
-        probe(*gv)
-    alone = []
-    for _ in range(repeats):
-        pe.set_profiling(True)
-        MPI.COMM_WORLD.Barrier()
-        for _ in range(number):
+    for probe, _ in probes.values():
+        for _ in range(10):
             probe(*gv)
-        alone.append(pe.step_seconds[kp] / number)
-        pe.set_profiling(False)
+    alone = {k: [] for k in probes}
+    for _ in range(repeats):
+        for mode, (probe, kp) in probes.items():
+            pe = probe.executable
+            pe.set_profiling(True)
+            MPI.COMM_WORLD.Barrier()
+            for _ in range(number):
+                probe(*gv)
+            alone[mode].append(pe.step_seconds[kp] / number)
+            pe.set_profiling(False)
     # The cost of the per-call agreement check: the training step with check "always" (the
     # default) against "first", interleaved.
     from ngraph import _ngraph  # noqa: PLC0415
@@ -106,7 +119,9 @@ def main(argv=None):
 
     t_mpi4py_each = common.median_time(per_array, repeats=repeats, number=number)
     result = {"count": count, "ranks": comm.size, "collective": exe.schedule[k],
-              "ngraph_s": statistics.median(alone),
+              "shared_memory": probes["shm"][0].executable.shared_memory,
+              "ngraph_s": statistics.median(alone["shm"]),
+              "ngraph_mpi_s": statistics.median(alone["mpi"]),
               "ngraph_in_training_step_s": statistics.median(in_graph),
               "step_s": statistics.median(calls), "mpi4py_s": t_mpi4py,
               "mpi4py_per_array_s": t_mpi4py_each,

@@ -102,25 +102,28 @@ def main(argv=None):
         out["allreduce"] = runs
         med = {
             k: statistics.median(r[k] for r in runs)
-            for k in ("ngraph_s", "mpi4py_s", "mpi4py_per_array_s", "c_s",
+            for k in ("ngraph_s", "ngraph_mpi_s", "mpi4py_s", "mpi4py_per_array_s", "c_s",
                       "step_check_always_s", "step_check_first_s")
         }
         print(
             common.table(
                 [
                     [
-                        f"{runs[0]['count']} floats",
-                        f"{med['ngraph_s'] * 1e6:.0f}",
+                        label,
+                        f"{med[key] * 1e6:.0f}",
                         f"{med['c_s'] * 1e6:.0f}",
                         f"{med['mpi4py_s'] * 1e6:.0f}",
                         f"{med['mpi4py_per_array_s'] * 1e6:.0f}",
-                        f"{med['ngraph_s'] / med['c_s']:.2f}",
-                        f"{med['ngraph_s'] / med['mpi4py_s']:.2f}",
-                        f"{med['ngraph_s'] / med['mpi4py_per_array_s']:.2f}",
+                        f"{med[key] / med['c_s']:.2f}",
+                        f"{med[key] / med['mpi4py_s']:.2f}",
+                        f"{med[key] / med['mpi4py_per_array_s']:.2f}",
                     ]
+                    for label, key in (("shared memory (default)", "ngraph_s"),
+                                       ("over MPI (NGRAPH_SHM=0)", "ngraph_mpi_s"))
                 ],
-                ["size", "ngraph us", "C MPI us", "mpi4py 1 buffer us", "mpi4py per array us",
-                 "vs C", "vs mpi4py 1 buffer", "vs mpi4py per array"],
+                [f"ngraph, {runs[0]['count']} floats", "ngraph us", "C MPI us",
+                 "mpi4py 1 buffer us", "mpi4py per array us", "vs C", "vs mpi4py 1 buffer",
+                 "vs mpi4py per array"],
             )
         )
         extra = med["step_check_always_s"] - med["step_check_first_s"]
@@ -133,32 +136,32 @@ def main(argv=None):
 
         print("\n== data-parallel throughput (bench/ddp.py)")
         ddp = {}
+        # Launches interleaved (1 rank, 2 ranks, 2 ranks over MPI, then again), so a change in
+        # the machine's state hits every configuration alike. "2mpi": NGRAPH_SHM=0, the
+        # fused allreduce over MPI as between hosts (PyTorch left out there).
+        configs = [(1, "1", {}, []), (2, "2", {}, []),
+                   (2, "2mpi", {"NGRAPH_SHM": "0"}, ["--no-torch"])]
         for batch in [4] if args.smoke else [64, 128]:
-            for n in (1, 2):
-                # The smoke run leaves PyTorch out: it only checks ngraph's side runs.
-                peers = ["--no-torch"] if args.smoke else []
-                runs = [
-                    mpirun(
+            runs = {key: [] for _, key, _, _ in configs}
+            for _ in range(launches):
+                for n, key, env, extra in configs:
+                    # The smoke run leaves PyTorch out: it only checks ngraph's side runs.
+                    peers = ["--no-torch"] if args.smoke else extra
+                    runs[key].append(mpirun(
                         n,
-                        [
-                            sys.executable,
-                            os.path.join(HERE, "ddp.py"),
-                            "--batch",
-                            str(batch),
-                            *smoke,
-                            *peers,
-                        ],
-                    )[0]
-                    for _ in range(launches)
-                ]
-                ddp[f"{batch}/{n}"] = {
-                    k: statistics.median(r["samples_per_s"][k] for r in runs)
-                    for k in runs[0]["samples_per_s"]
+                        [sys.executable, os.path.join(HERE, "ddp.py"), "--batch", str(batch),
+                         *smoke, *peers],
+                        env=env,
+                    )[0])
+            for key, rs in runs.items():
+                ddp[f"{batch}/{key}"] = {
+                    k: statistics.median(r["samples_per_s"][k] for r in rs)
+                    for k in rs[0]["samples_per_s"]
                 }
         out["ddp"] = ddp
         rows = []
         for batch in sorted({int(k.split("/")[0]) for k in ddp}):
-            one, two = ddp[f"{batch}/1"], ddp[f"{batch}/2"]
+            one, two, over_mpi = ddp[f"{batch}/1"], ddp[f"{batch}/2"], ddp[f"{batch}/2mpi"]
             rows.append(
                 [
                     batch,
@@ -168,6 +171,7 @@ def main(argv=None):
                     if "pytorch_ddp_gloo" in two
                     else "-",
                     f"{100 * two['ngraph'] / (2 * one['ngraph']):.0f}%",
+                    f"{100 * over_mpi['ngraph'] / (2 * one['ngraph']):.0f}%",
                 ]
             )
         print(
@@ -179,6 +183,7 @@ def main(argv=None):
                     "DDP gloo samples/s",
                     "ngraph / DDP",
                     "weak scaling 1->2",
+                    "same over MPI (NGRAPH_SHM=0)",
                 ],
             )
         )
@@ -222,12 +227,13 @@ def chart(out, path):
     if "allreduce" in out:
         med = {
             k: statistics.median(r[k] for r in out["allreduce"]) * 1e6
-            for k in ("ngraph_s", "c_s", "mpi4py_s")
+            for k in ("ngraph_s", "ngraph_mpi_s", "c_s", "mpi4py_s")
         }
         ax.bar(
-            ["ngraph\n(in graph)", "C\nMPI_Allreduce", "mpi4py\nAllreduce"],
+            ["ngraph\n(shared mem.)", "ngraph\n(over MPI)", "C\nMPI_Allreduce",
+             "mpi4py\nAllreduce"],
             list(med.values()),
-            color=["tab:blue", "tab:gray", "tab:orange"],
+            color=["tab:blue", "tab:cyan", "tab:gray", "tab:orange"],
         )
         ax.set(
             ylabel="µs (lower is better)",

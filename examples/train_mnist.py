@@ -194,6 +194,13 @@ class Trainer:
     def step(self, x: np.ndarray, y: np.ndarray, global_batch: int) -> float:
         return float(self.prepare(len(x), global_batch)(x, y))
 
+    def gradient_allreduce(self) -> str:
+        """How the compiled steps sum the gradients across ranks."""
+        if self.comm.size == 1:
+            return "locally (one rank)"
+        regions = [r for step in self._steps.values() for r in step.executable.shared_memory]
+        return f"in shared memory ({regions[0]})" if regions else "over MPI"
+
     def _compile_step(self, local_batch: int, global_batch: int):
         x = ng.parameter([local_batch, 784], name="x")
         y = ng.parameter([local_batch], np.int64, name="y")
@@ -456,6 +463,7 @@ def train(args) -> dict:
         "test_accuracy": history[-1]["test_accuracy"] if history else None,
         "wall_time_s": wall,
         "throughput_samples_per_s": trained / train_time if train_time else None,
+        "gradient_allreduce": trainer.gradient_allreduce(),
         "history": history,
     }
     if lead:
@@ -466,7 +474,7 @@ def train(args) -> dict:
         thr = summary["throughput_samples_per_s"]
         print(
             f"done: test accuracy {100 * summary['test_accuracy']:.2f}%, wall time {wall:.1f} s, "
-            f"throughput {thr:,.0f} samples/s"
+            f"throughput {thr:,.0f} samples/s; gradients summed {summary['gradient_allreduce']}"
             if thr
             else "done: nothing left to train",
             flush=True,
