@@ -80,6 +80,15 @@ def save(name: str, data) -> str:
     return path
 
 
+def load(name: str):
+    """The results saved under `name`, or None."""
+    path = os.path.join(RESULTS_DIR, f"{name}.json")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
 def have(module: str) -> bool:
     try:
         __import__(module)

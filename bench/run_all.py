@@ -4,6 +4,7 @@ performance targets; writes bench/results/summary.json and (full runs) a chart.
     python bench/run_all.py                       # full run (several minutes)
     python bench/run_all.py --smoke               # seconds: tiny sizes, no targets (CI)
     python bench/run_all.py --chart docs/performance.png
+    python bench/run_all.py --only ddp --chart docs/performance.png   # rerun one part
 
 Multi-rank parts run as `mpirun -np N` subprocesses; the C MPI_Allreduce reference is
 compiled with mpicc. Timings on a shared machine are noisy: every ratio is a median of
@@ -65,24 +66,36 @@ def main(argv=None):
     ap.add_argument("--smoke", action="store_true", help="tiny sizes; checks the scripts run")
     ap.add_argument("--launches", type=int, default=3, help="launches of each MPI job")
     ap.add_argument("--chart", default=None, help="write a PNG chart of the results here")
+    ap.add_argument("--only", default=None,
+                    help="comma-separated parts to rerun (step_time, call_overhead, memory, "
+                         "allreduce, ddp); the others are taken from the last saved summary")
     args = ap.parse_args(argv)
+    parts = {"step_time", "call_overhead", "memory", "allreduce", "ddp"}
+    only = set(args.only.split(",")) if args.only else parts
+    if only - parts:
+        ap.error(f"unknown parts {sorted(only - parts)}; choose from {sorted(parts)}")
     smoke = ["--smoke"] if args.smoke else []
     launches = 1 if args.smoke else args.launches
     have_mpi = shutil.which("mpirun") and shutil.which("mpicc") and common.have("mpi4py")
     out = {"smoke": args.smoke}
+    if only != parts:
+        out.update(common.load("summary_smoke" if args.smoke else "summary") or {})
 
     import call_overhead  # noqa: PLC0415
     import memory  # noqa: PLC0415
     import step_time  # noqa: PLC0415
 
-    print("== training step, one thread (bench/step_time.py)")
-    out["step_time"] = step_time.main(smoke)
-    print("\n== call overhead (bench/call_overhead.py)")
-    out["call_overhead"] = call_overhead.main(smoke)
-    print("\n== peak memory (bench/memory.py)")
-    out["memory"] = memory.main(smoke)
+    if "step_time" in only:
+        print("== training step, one thread (bench/step_time.py)")
+        out["step_time"] = step_time.main(smoke)
+    if "call_overhead" in only:
+        print("\n== call overhead (bench/call_overhead.py)")
+        out["call_overhead"] = call_overhead.main(smoke)
+    if "memory" in only:
+        print("\n== peak memory (bench/memory.py)")
+        out["memory"] = memory.main(smoke)
 
-    if have_mpi:
+    if have_mpi and "allreduce" in only:
         print("\n== allreduce of the 784-600-10 gradients, 2 ranks (bench/allreduce.py)")
         with tempfile.TemporaryDirectory() as tmp:
             c_exe = build_c_reference(tmp)
@@ -134,6 +147,7 @@ def main(argv=None):
             f"{100 * extra / med['step_check_first_s']:+.1f}%)"
         )
 
+    if have_mpi and "ddp" in only:
         print("\n== data-parallel throughput (bench/ddp.py)")
         ddp = {}
         # Launches interleaved (1 rank, 2 ranks, 2 ranks over MPI, then again), so a change in
@@ -187,7 +201,7 @@ def main(argv=None):
                 ],
             )
         )
-    else:
+    if not have_mpi:
         print("\n(mpirun, mpicc or mpi4py missing: the MPI benchmarks are skipped)")
 
     path = common.save("summary_smoke" if args.smoke else "summary", out)

@@ -73,7 +73,6 @@ class MPICommunicator : public Communicator {
   };
   Topology m_topology;
   void make_topology();
-  size_t m_regions_made = 0;
   int m_rank = 0, m_size = 1;
   std::string m_name;
   std::string m_broken;

@@ -27,6 +27,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <climits>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -230,6 +231,9 @@ class MPISharedRegion : public SharedRegion {
       return;
     }
     for (size_t b = lo; b < hi; b += kBlock) reduce_block(b, std::min(kBlock, hi - b));
+    if (hi - lo > static_cast<size_t>(INT_MAX))
+      throw std::invalid_argument(what + ": a piece of " + std::to_string(hi - lo) +
+                                  " elements exceeds MPI's count limit");
     // The same piece on every other node: local rank l of each node holds piece l.
     MPI_Request req;
     detail::check(MPI_Iallreduce(MPI_IN_PLACE, mine + lo, static_cast<int>(hi - lo),
@@ -318,7 +322,8 @@ std::shared_ptr<SharedRegion> MPICommunicator::create_shared_region(size_t bytes
   char name[64] = {0};
   int fd = -1;
   if (ok && t.local_rank == 0) {
-    std::snprintf(name, sizeof name, "/ngraph-%ld-%zu", static_cast<long>(getpid()), m_regions_made);
+    static std::atomic<unsigned long> made{0};  // unique names across communicators
+    std::snprintf(name, sizeof name, "/ngraph-%ld-%lu", static_cast<long>(getpid()), made++);
     fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
     // fallocate reserves the pages now: tmpfs would otherwise fail later with SIGBUS.
     if (fd >= 0 && (ftruncate(fd, static_cast<off_t>(total)) != 0 ||
@@ -329,7 +334,6 @@ std::shared_ptr<SharedRegion> MPICommunicator::create_shared_region(size_t bytes
     }
     if (fd < 0) name[0] = 0;
   }
-  ++m_regions_made;
   MPI_Request req;
   if (t.local_size > 1) {
     detail::check(MPI_Ibcast(name, sizeof name, MPI_CHAR, 0, t.node, &req), what);
