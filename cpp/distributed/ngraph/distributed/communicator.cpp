@@ -267,6 +267,11 @@ CheckMode g_check_mode = initial_check_mode();
 CheckMode get_check_mode() { return g_check_mode; }
 void set_check_mode(CheckMode mode) { g_check_mode = mode; }
 
+bool shared_memory_enabled() {
+  const char* env = std::getenv("NGRAPH_SHM");
+  return !(env && std::string(env) == "0");
+}
+
 bool launched_with_several_ranks() {
   for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "MV2_COMM_WORLD_SIZE",
                           "SLURM_NTASKS"}) {

@@ -186,6 +186,8 @@ void set_default_communicator(std::shared_ptr<Communicator> comm);
 void register_world_factory(std::function<std::shared_ptr<Communicator>()> factory);
 // True when environment variables of an MPI launcher say this job has more than one rank.
 bool launched_with_several_ranks();
+// False when NGRAPH_SHM=0: collectives then never use shared memory (as between hosts).
+bool shared_memory_enabled();
 
 }  // namespace distributed
 }  // namespace ngraph

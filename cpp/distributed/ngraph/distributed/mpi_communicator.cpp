@@ -55,21 +55,8 @@ class MPIRequest : public Request {
   void wait() override {
     if (m_done) return;
     MPI_Status status;
-    int flag = 0;
-    if (!poll_until(m_comm.get_timeout(), [&] {
-          check(MPI_Test(&m_req, &flag, &status), m_what);
-          return flag != 0;
-        })) {
-      std::string msg = m_what + ": rank " + std::to_string(m_comm.rank()) + " timed out after " +
-                        std::to_string(static_cast<int>(m_comm.get_timeout())) +
-                        " s waiting for the other ranks of " + m_comm.name() +
-                        " (a rank failed, exited, or runs different collectives; set the "
-                        "timeout with NGRAPH_DIST_TIMEOUT or ngraph.distributed.init)";
-      m_comm.mark_broken(msg);
-      m_done = true;
-      throw DistributedError(msg);
-    }
-    m_done = true;
+    m_done = true;  // completed, or failed for good
+    m_comm.wait_request(m_req, m_what, &status);
     finish(status);
   }
 
@@ -126,9 +113,8 @@ class RecvRequest : public Request {
           check(MPI_Iprobe(m_source, m_tag, m_comm.handle(), &flag, &status), m_what);
           return flag != 0;
         }))
-      throw DistributedError(m_what + ": rank " + std::to_string(m_comm.rank()) + " timed out after " +
-                             std::to_string(static_cast<int>(m_comm.get_timeout())) +
-                             " s waiting for a message from rank " + std::to_string(m_source));
+      throw DistributedError(
+          m_comm.timeout_message(m_what, "waiting for a message from rank " + std::to_string(m_source)));
     MPI_Datatype dt = mpi_type(m_type, "Recv");
     int got = 0;
     MPI_Get_count(&status, dt, &got);
@@ -218,6 +204,25 @@ MPICommunicator::~MPICommunicator() {
 
 void MPICommunicator::mark_broken(const std::string& why) {
   if (m_broken.empty()) m_broken = why;
+}
+
+std::string MPICommunicator::timeout_message(const std::string& what, const std::string& waiting) const {
+  return what + ": rank " + std::to_string(m_rank) + " timed out after " +
+         std::to_string(static_cast<int>(get_timeout())) + " s " + waiting +
+         " (a rank failed, exited, or runs different collectives; set the timeout with "
+         "NGRAPH_DIST_TIMEOUT or ngraph.distributed.init)";
+}
+
+void MPICommunicator::wait_request(MPI_Request& req, const std::string& what, MPI_Status* status) {
+  int flag = 0;
+  if (poll_until(get_timeout(), [&] {
+        check(MPI_Test(&req, &flag, status), what);
+        return flag != 0;
+      }))
+    return;
+  std::string msg = timeout_message(what, "waiting for the other ranks of " + m_name);
+  mark_broken(msg);
+  throw DistributedError(msg);
 }
 
 void MPICommunicator::check_usable(const char* op) const {

@@ -59,6 +59,12 @@ class MPICommunicator : public Communicator {
   bool is_broken() const { return !m_broken.empty(); }
   const std::string& broken_reason() const { return m_broken; }
   void mark_broken(const std::string& why);
+  // "<what>: rank R timed out after T s <waiting> (a rank failed, ...)": every timeout says
+  // this, with what the rank was waiting for.
+  std::string timeout_message(const std::string& what, const std::string& waiting) const;
+  // Waits for `req` (an operation on this communicator's ranks) with the timeout; after it,
+  // marks the communicator broken and throws DistributedError.
+  void wait_request(MPI_Request& req, const std::string& what, MPI_Status* status = MPI_STATUS_IGNORE);
 
  private:
   void check_usable(const char* op) const;

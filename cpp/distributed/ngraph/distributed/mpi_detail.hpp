@@ -45,21 +45,43 @@ inline void check(int err, const std::string& what) {
   throw DistributedError(what + ": MPI error: " + std::string(text, static_cast<size_t>(len)));
 }
 
-// Calls ready() until it returns true or `seconds` pass (then returns false). Spins briefly,
-// then backs off, so waiting ranks leave the cores to ranks that still compute.
+#if defined(__x86_64__) || defined(__i386__)
+inline void cpu_relax() { __builtin_ia32_pause(); }
+#else
+inline void cpu_relax() {}
+#endif
+
+// How a wait backs off. MPI requests (the default): tested in a loop, then with sleeps after
+// 2 ms, so waiting ranks leave the cores to ranks that still compute. Shared-memory flags
+// (spin): the other rank is usually microseconds away, so spin first, then yield (for
+// oversubscribed nodes), then sleep after 20 ms.
+struct Backoff {
+  long spins = 0;  // iterations of pure spinning before anything else
+  std::chrono::microseconds sleep_after{2000}, sleep{50};
+  static Backoff spin() { return {2000, std::chrono::microseconds(20000), std::chrono::microseconds(20)}; }
+};
+
+// Calls ready() until it returns true or `seconds` pass (then returns false).
 template <typename Ready>
-bool poll_until(double seconds, Ready ready) {
+bool poll_until(double seconds, Ready ready, Backoff backoff = {}) {
   using clock = std::chrono::steady_clock;
   auto start = clock::now();
   auto deadline = start + std::chrono::duration<double>(seconds);
   for (long spins = 0;; ++spins) {
     if (ready()) return true;
-    if ((spins & 63) == 0) {
+    if (spins < backoff.spins) {
+      cpu_relax();
+      continue;
+    }
+    if ((spins & 15) == 0) {
       auto now = clock::now();
       if (now > deadline) return false;
-      if (now - start > std::chrono::milliseconds(2))
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      if (now - start > backoff.sleep_after) {
+        std::this_thread::sleep_for(backoff.sleep);
+        continue;
+      }
     }
+    if (backoff.spins) std::this_thread::yield();
   }
 }
 

@@ -19,7 +19,6 @@
 // the same bytes across the network as one flat ring would carry per rank, divided by the
 // ranks per node.
 #include <fcntl.h>
-#include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -36,13 +35,6 @@
 #include "ngraph/distributed/mpi_communicator.hpp"
 #include "ngraph/distributed/mpi_detail.hpp"
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define NGRAPH_CPU_RELAX() _mm_pause()
-#else
-#define NGRAPH_CPU_RELAX() std::atomic_signal_fence(std::memory_order_seq_cst)
-#endif
-
 namespace ngraph {
 namespace distributed {
 
@@ -53,36 +45,6 @@ constexpr size_t kPage = 4096;  // slots start on pages
 constexpr size_t kBlock = 4096;  // elements reduced and then copied out while in cache
 
 size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
-
-bool env_is(const char* name, const char* value) {
-  const char* e = std::getenv(name);
-  return e && std::string(e) == value;
-}
-
-// Waits until ready() with a deadline: spins (the other rank is usually microseconds away),
-// then yields (oversubscribed nodes), then sleeps briefly (a rank busy elsewhere for long).
-template <typename Ready>
-bool spin_until(double seconds, Ready ready) {
-  using clock = std::chrono::steady_clock;
-  auto start = clock::now();
-  auto deadline = start + std::chrono::duration<double>(seconds);
-  for (long spins = 0;; ++spins) {
-    if (ready()) return true;
-    if (spins < 2000) {
-      NGRAPH_CPU_RELAX();
-      continue;
-    }
-    if ((spins & 15) == 0) {
-      auto now = clock::now();
-      if (now > deadline) return false;
-      if (now - start > std::chrono::milliseconds(20)) {
-        std::this_thread::sleep_for(std::chrono::microseconds(20));
-        continue;
-      }
-    }
-    sched_yield();
-  }
-}
 
 template <typename T>
 struct Sum {
@@ -178,18 +140,16 @@ class MPISharedRegion : public SharedRegion {
     counter(m_local_rank).store(m_epoch, std::memory_order_release);
     for (int l = 0; l < m_local_size; ++l) {
       if (l == m_local_rank) continue;
-      if (spin_until(m_comm.get_timeout(),
-                     [&] { return counter(l).load(std::memory_order_acquire) >= m_epoch; }))
+      if (detail::poll_until(m_comm.get_timeout(),
+                             [&] { return counter(l).load(std::memory_order_acquire) >= m_epoch; },
+                             detail::Backoff::spin()))
         continue;
       std::string missing;
       for (int q = 0; q < m_local_size; ++q)
         if (q != m_local_rank && counter(q).load(std::memory_order_acquire) < m_epoch)
           missing += (missing.empty() ? "" : ", ") + std::to_string(m_node_ranks[static_cast<size_t>(q)]);
-      m_broken = what + ": rank " + std::to_string(m_comm.rank()) + " timed out after " +
-                 std::to_string(static_cast<int>(m_comm.get_timeout())) + " s " + when +
-                 ", waiting for rank(s) " + missing + " of " + m_comm.name() +
-                 " (a rank failed, exited, or runs different collectives; set the timeout with "
-                 "NGRAPH_DIST_TIMEOUT or ngraph.distributed.init)";
+      m_broken = m_comm.timeout_message(
+          what, std::string(when) + ", waiting for rank(s) " + missing + " of " + m_comm.name());
       throw DistributedError(m_broken);
     }
   }
@@ -240,16 +200,11 @@ class MPISharedRegion : public SharedRegion {
                                  detail::mpi_type(element::from<T>(), "AllReduce"), detail::mpi_op(op),
                                  m_cross, &req),
                   what);
-    int flag = 0;
-    if (!detail::poll_until(m_comm.get_timeout(), [&] {
-          detail::check(MPI_Test(&req, &flag, MPI_STATUS_IGNORE), what);
-          return flag != 0;
-        })) {
-      m_broken = what + ": rank " + std::to_string(m_comm.rank()) + " timed out after " +
-                 std::to_string(static_cast<int>(m_comm.get_timeout())) +
-                 " s in the allreduce between nodes";
-      m_comm.mark_broken(m_broken);
-      throw DistributedError(m_broken);
+    try {
+      m_comm.wait_request(req, what + " between nodes");
+    } catch (const DistributedError& e) {
+      m_broken = e.what();
+      throw;
     }
     for (size_t b = lo; b < hi; b += kBlock) publish_block(b, std::min(kBlock, hi - b));
   }
@@ -263,20 +218,6 @@ class MPISharedRegion : public SharedRegion {
   uint64_t m_epoch = 0;
   std::string m_broken;
 };
-
-// Blocking collective with the communicator's timeout.
-void wait_for(MPICommunicator& comm, MPI_Request& req, const std::string& what) {
-  int flag = 0;
-  if (!detail::poll_until(comm.get_timeout(), [&] {
-        detail::check(MPI_Test(&req, &flag, MPI_STATUS_IGNORE), what);
-        return flag != 0;
-      })) {
-    std::string msg = what + ": rank " + std::to_string(comm.rank()) + " timed out after " +
-                      std::to_string(static_cast<int>(comm.get_timeout())) + " s";
-    comm.mark_broken(msg);
-    throw DistributedError(msg);
-  }
-}
 
 }  // namespace
 
@@ -297,11 +238,11 @@ void MPICommunicator::make_topology() {
   detail::check(MPI_Iallgather(&m_rank, 1, MPI_INT, m_topology.node_ranks.data(), 1, MPI_INT,
                                m_topology.node, &req),
                 what);
-  wait_for(*this, req, what);
+  wait_request(req, what);
   // Every node must have as many ranks: {min, -max} of the node sizes.
   int sizes[2] = {m_topology.local_size, -m_topology.local_size}, agreed[2] = {0, 0};
   detail::check(MPI_Iallreduce(sizes, agreed, 2, MPI_INT, MPI_MIN, m_comm, &req), what);
-  wait_for(*this, req, what);
+  wait_request(req, what);
   m_topology.usable = agreed[0] == -agreed[1] && m_topology.local_size > 1;
   m_topology.nodes = m_size / m_topology.local_size;
   detail::check(MPI_Comm_split(m_comm, m_topology.local_rank, m_rank, &m_topology.cross), what);
@@ -317,7 +258,7 @@ std::shared_ptr<SharedRegion> MPICommunicator::create_shared_region(size_t bytes
   size_t header = round_up(kLine * static_cast<size_t>(t.local_size), kPage);
   size_t slot = round_up(std::max<size_t>(bytes, 1), kPage);
   size_t total = header + slot * static_cast<size_t>(t.local_size);
-  bool ok = t.usable && !env_is("NGRAPH_SHM", "0");
+  bool ok = t.usable && shared_memory_enabled();
   // Local rank 0 creates the object and names it to the others.
   char name[64] = {0};
   int fd = -1;
@@ -337,7 +278,7 @@ std::shared_ptr<SharedRegion> MPICommunicator::create_shared_region(size_t bytes
   MPI_Request req;
   if (t.local_size > 1) {
     detail::check(MPI_Ibcast(name, sizeof name, MPI_CHAR, 0, t.node, &req), what);
-    wait_for(*this, req, what);
+    wait_request(req, what);
   }
   if (ok && t.local_rank != 0 && name[0]) fd = shm_open(name, O_RDWR, 0600);
   char* base = nullptr;
@@ -350,7 +291,7 @@ std::shared_ptr<SharedRegion> MPICommunicator::create_shared_region(size_t bytes
   int64_t mine[3] = {base ? 1 : 0, static_cast<int64_t>(bytes), -static_cast<int64_t>(bytes)};
   int64_t all[3] = {0, 0, 0};
   detail::check(MPI_Iallreduce(mine, all, 3, MPI_INT64_T, MPI_MIN, m_comm, &req), what);
-  wait_for(*this, req, what);
+  wait_request(req, what);
   // Everyone has it open (or gave up): the name can go, so nothing is left in /dev/shm.
   if (t.local_rank == 0 && name[0]) shm_unlink(name);
   if (all[0] != 1 || all[1] != -all[2]) {

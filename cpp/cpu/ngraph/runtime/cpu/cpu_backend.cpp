@@ -291,7 +291,7 @@ CPUExecutable::CPUExecutable(std::shared_ptr<Function> function, const CompileOp
   // Where both of a fused allreduce's groups formed, they can live in shared memory instead
   // of the arena (decided per call: see setup_shared).
   std::map<size_t, std::pair<int, size_t>> shared_place;  // group -> (plan, byte offset)
-  bool shm_allowed = !(std::getenv("NGRAPH_SHM") && std::string(std::getenv("NGRAPH_SHM")) == "0");
+  bool shm_allowed = distributed::shared_memory_enabled();
   auto plan_shared = [&](FusedAllReduce& op) {
     auto comm = op.get_communicator();
     if (!shm_allowed || !comm || comm->size() < 2) return;
@@ -518,8 +518,7 @@ void CPUExecutable::call_raw(void* const* outputs, const void* const* inputs) {
   ctx.collectives_verified = verified;
   if (verified) {
     if (!m_shared_tried) setup_shared();
-    for (const auto& plan : m_shared)
-      if (plan.base) ctx.shared_regions.push_back(plan.region.get());
+    ctx.shared_regions = &m_shared_regions;
   }
   CallScope scope(ctx);
   m_pending.assign(m_steps.size(), nullptr);
@@ -590,10 +589,12 @@ void CPUExecutable::setup_shared() {
   for (auto& plan : m_shared) {
     plan.region = plan.comm->create_shared_region(plan.bytes);  // collective
     plan.base = plan.region ? plan.region->local() : nullptr;
+    if (plan.region) m_shared_regions.push_back(plan.region.get());
   }
 }
 
 void CPUExecutable::drop_shared() {
+  m_shared_regions.clear();
   for (auto& plan : m_shared) {
     plan.base = nullptr;
     plan.region.reset();

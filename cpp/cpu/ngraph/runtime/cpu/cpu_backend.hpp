@@ -102,6 +102,7 @@ class CPUExecutable : public Executable {
     char* base = nullptr;  // region->local() while in use
   };
   std::vector<SharedPlan> m_shared;
+  std::vector<distributed::SharedRegion*> m_shared_regions;  // those in use, for CallContext
   bool m_shared_tried = false;
   void setup_shared();
   void drop_shared();

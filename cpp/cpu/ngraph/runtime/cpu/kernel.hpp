@@ -51,10 +51,11 @@ class CallContext {
   // The executable's shared-memory regions in use for this call (gradients planned into
   // memory the node's ranks share; see SharedRegion). The region holding [p, p + bytes), or
   // nullptr.
-  std::vector<distributed::SharedRegion*> shared_regions;
+  const std::vector<distributed::SharedRegion*>* shared_regions = nullptr;
   distributed::SharedRegion* shared_region_for(const void* p, size_t bytes) const {
-    for (auto* r : shared_regions)
-      if (r->contains(p, bytes)) return r;
+    if (shared_regions)
+      for (auto* r : *shared_regions)
+        if (r->contains(p, bytes)) return r;
     return nullptr;
   }
   // Runs the deferred completions in order; all of them run even if one throws (the first
