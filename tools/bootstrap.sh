@@ -12,7 +12,7 @@ $SUDO apt-get update -qq
 DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
   g++ make pkg-config zlib1g-dev \
   openmpi-bin libopenmpi-dev \
-  libdnnl-dev libgtest-dev libbenchmark-dev \
+  libdnnl-dev ocl-icd-opencl-dev libgtest-dev libbenchmark-dev \
   dataset-fashion-mnist >/dev/null
 
 echo "== Python packages (pip)"

@@ -27,23 +27,25 @@ void transpose_blocks(const char* src, char* dst, size_t outer, size_t n, size_t
     }
 }
 
-NGRAPH_CPU_KERNEL("AllReduce", [](const Node& node) -> Kernel {
+NGRAPH_CPU_KERNEL("AllReduce", [](KernelContext& ctx) -> Kernel {
+  const Node& node = ctx.node;
   auto& op = static_cast<const op::AllReduce&>(node);
   auto comm = op.get_communicator();
-  size_t count = shape_size(op.get_shape());
+  size_t count = ctx.output(0).elements();
   element::Type t = op.get_element_type();
   auto reduce = op.get_reduce_op();
-  return [comm, count, t, reduce](const void* const* in, void* const* out) {
-    auto* ctx = CallContext::current();
-    if (ctx && ctx->collectives_verified) comm->allreduce_guarded(in[0], out[0], count, t, reduce);
+  CallState* call = ctx.call_state();
+  return [comm, count, t, reduce, call](const void* const* in, void* const* out) {
+    if (call->collectives_verified) comm->allreduce_guarded(in[0], out[0], count, t, reduce);
     else comm->allreduce(in[0], out[0], count, t, reduce);
   };
 });
 
-NGRAPH_CPU_KERNEL("BroadcastDistributed", [](const Node& node) -> Kernel {
+NGRAPH_CPU_KERNEL("BroadcastDistributed", [](KernelContext& ctx) -> Kernel {
+  const Node& node = ctx.node;
   auto& op = static_cast<const op::BroadcastDistributed&>(node);
   auto comm = op.get_communicator();
-  size_t count = shape_size(op.get_shape());
+  size_t count = ctx.output(0).elements();
   element::Type t = op.get_element_type();
   int root = op.get_root();
   return [comm, count, t, root](const void* const* in, void* const* out) {
@@ -52,33 +54,36 @@ NGRAPH_CPU_KERNEL("BroadcastDistributed", [](const Node& node) -> Kernel {
   };
 });
 
-NGRAPH_CPU_KERNEL("AllGather", [](const Node& node) -> Kernel {
+NGRAPH_CPU_KERNEL("AllGather", [](KernelContext& ctx) -> Kernel {
+  const Node& node = ctx.node;
   auto& op = static_cast<const op::AllGather&>(node);
   auto comm = op.get_communicator();
   const Shape& in = op.get_input_shape(0);
   size_t axis = op.get_axis();
   element::Type t = op.get_element_type();
-  size_t count = shape_size(in), n = static_cast<size_t>(comm->size());
+  size_t count = ctx.input(0).elements(), n = static_cast<size_t>(comm->size());
   size_t outer = 1;
   for (size_t d = 0; d < axis; ++d) outer *= in[d];
   if (outer == 1)  // rank-major already: gather straight into the output
     return [comm, count, t](const void* const* i, void* const* o) { comm->allgather(i[0], o[0], count, t); };
   size_t block = count / std::max<size_t>(outer, 1) * t.size();
-  auto scratch = std::make_shared<std::vector<char>>(count * n * t.size());
+  size_t scratch = ctx.scratch(ctx.output(0).bytes());  // rank-major staging
   return [comm, count, t, scratch, outer, n, block](const void* const* i, void* const* o) {
-    comm->allgather(i[0], scratch->data(), count, t);
-    transpose_blocks(scratch->data(), static_cast<char*>(o[0]), outer, n, block, false);
+    char* staged = static_cast<char*>(o[scratch]);
+    comm->allgather(i[0], staged, count, t);
+    transpose_blocks(staged, static_cast<char*>(o[0]), outer, n, block, false);
   };
 });
 
-NGRAPH_CPU_KERNEL("ReduceScatter", [](const Node& node) -> Kernel {
+NGRAPH_CPU_KERNEL("ReduceScatter", [](KernelContext& ctx) -> Kernel {
+  const Node& node = ctx.node;
   auto& op = static_cast<const op::ReduceScatter&>(node);
   auto comm = op.get_communicator();
   const Shape& out = op.get_shape();
   size_t axis = op.get_axis();
   element::Type t = op.get_element_type();
   auto reduce = op.get_reduce_op();
-  size_t count = shape_size(out), n = static_cast<size_t>(comm->size());
+  size_t count = ctx.output(0).elements(), n = static_cast<size_t>(comm->size());
   size_t outer = 1;
   for (size_t d = 0; d < axis; ++d) outer *= out[d];
   if (outer == 1)
@@ -86,30 +91,33 @@ NGRAPH_CPU_KERNEL("ReduceScatter", [](const Node& node) -> Kernel {
       comm->reduce_scatter(i[0], o[0], count, t, reduce);
     };
   size_t block = count / std::max<size_t>(outer, 1) * t.size();
-  auto scratch = std::make_shared<std::vector<char>>(count * n * t.size());
+  size_t scratch = ctx.scratch(ctx.input(0).bytes());  // rank-major staging
   return [comm, count, t, reduce, scratch, outer, n, block](const void* const* i, void* const* o) {
-    transpose_blocks(static_cast<const char*>(i[0]), scratch->data(), outer, n, block, true);
-    comm->reduce_scatter(scratch->data(), o[0], count, t, reduce);
+    char* staged = static_cast<char*>(o[scratch]);
+    transpose_blocks(static_cast<const char*>(i[0]), staged, outer, n, block, true);
+    comm->reduce_scatter(staged, o[0], count, t, reduce);
   };
 });
 
-NGRAPH_CPU_KERNEL("Send", [](const Node& node) -> Kernel {
+NGRAPH_CPU_KERNEL("Send", [](KernelContext& ctx) -> Kernel {
+  const Node& node = ctx.node;
   auto& op = static_cast<const op::Send&>(node);
   auto comm = op.get_communicator();
-  size_t count = shape_size(op.get_input_shape(0));
+  size_t count = ctx.input(0).elements();
   element::Type t = op.get_input_element_type(0);
   int dest = op.get_dest(), tag = op.get_tag();
-  return [comm, count, t, dest, tag](const void* const* in, void* const*) {
+  CallState* call = ctx.call_state();
+  return [comm, count, t, dest, tag, call](const void* const* in, void* const*) {
     std::shared_ptr<distributed::Request> req = comm->start_send(in[0], count, t, dest, tag);
-    if (auto* ctx = CallContext::current()) ctx->defer([req] { req->wait(); });
-    else req->wait();
+    call->defer([req] { req->wait(); });
   };
 });
 
-NGRAPH_CPU_KERNEL("Recv", [](const Node& node) -> Kernel {
+NGRAPH_CPU_KERNEL("Recv", [](KernelContext& ctx) -> Kernel {
+  const Node& node = ctx.node;
   auto& op = static_cast<const op::Recv&>(node);
   auto comm = op.get_communicator();
-  size_t count = shape_size(op.get_shape());
+  size_t count = ctx.output(0).elements();
   element::Type t = op.get_element_type();
   int src = op.get_src(), tag = op.get_tag();
   return [comm, count, t, src, tag](const void* const*, void* const* out) {
@@ -145,28 +153,29 @@ class RequestGroup : public distributed::Request {
   std::vector<std::shared_ptr<distributed::Request>> m_parts;
 };
 
-NGRAPH_CPU_KERNEL("CPUFusedAllReduce", [](const Node& node) -> Kernel {
+NGRAPH_CPU_KERNEL("CPUFusedAllReduce", [](KernelContext& ctx) -> Kernel {
+  const Node& node = ctx.node;
   auto& op = static_cast<const FusedAllReduce&>(node);
   auto comm = op.get_communicator();
   element::Type t = op.get_input_element_type(0);
   auto reduce = op.get_reduce_op();
   size_t k = op.get_input_size(), es = t.size();
   std::vector<size_t> offset(k + 1, 0);  // bytes
-  for (size_t i = 0; i < k; ++i) offset[i + 1] = offset[i] + shape_size(op.get_input_shape(i)) * es;
+  for (size_t i = 0; i < k; ++i) offset[i + 1] = offset[i] + ctx.input(i).bytes();
   size_t total = offset[k] / es;
-  bool overlap = op.get_overlap();
-  return [comm, t, reduce, k, offset, total, es, overlap](const void* const* in, void* const* out) {
+  bool overlap = ctx.overlap();
+  CallState* call = ctx.call_state();
+  return [comm, t, reduce, k, offset, total, es, overlap, call](const void* const* in, void* const* out) {
     auto contiguous = [&](const void* const* p) {
       for (size_t i = 1; i < k; ++i)
         if (static_cast<const char*>(p[i]) != static_cast<const char*>(p[0]) + offset[i]) return false;
       return true;
     };
     bool one = contiguous(in) && contiguous(out);
-    auto* ctx = CallContext::current();
-    if (one && ctx && ctx->collectives_verified) {
+    if (one && call->collectives_verified) {
       // Planned into memory the node's ranks share: reduced there, nothing copied.
       size_t bytes = total * es;
-      if (auto* region = ctx->shared_region_for(in[0], bytes)) {
+      if (auto* region = call->shared_region_for(in[0], bytes)) {
         if (region->contains(out[0], bytes)) {
           const char* base = region->local();
           region->allreduce(static_cast<size_t>(static_cast<const char*>(in[0]) - base),
@@ -176,9 +185,9 @@ NGRAPH_CPU_KERNEL("CPUFusedAllReduce", [](const Node& node) -> Kernel {
         }
       }
     }
-    if (!overlap || !ctx) {  // nothing to overlap with: complete it here
+    if (!overlap) {  // nothing to overlap with: complete it here
       // Ranks known to agree: MPI's blocking collective (the fastest), watchdog-guarded.
-      bool fast = ctx && ctx->collectives_verified;
+      bool fast = call->collectives_verified;
       auto run = [&](const void* src, void* dst, size_t n) {
         if (fast) comm->allreduce_guarded(src, dst, n, t, reduce);
         else comm->allreduce(src, dst, n, t, reduce);
@@ -202,7 +211,7 @@ NGRAPH_CPU_KERNEL("CPUFusedAllReduce", [](const Node& node) -> Kernel {
         parts.push_back(comm->start_allreduce(in[i], out[i], (offset[i + 1] - offset[i]) / es, t, reduce));
       req = std::make_shared<RequestGroup>(std::move(parts));
     }
-    ctx->start_async(req);
+    call->start_async(req);
   };
 });
 

@@ -1,8 +1,11 @@
 // The CPU backend: compiles a function once into a linear schedule of kernels over planned
-// buffers, then runs it with no graph walk, shape inference or allocation per call.
+// buffers, then runs it with no graph walk, shape inference or allocation per call. The
+// compiler is the pass pipeline of plan.hpp; the executable materialises its plan (slots,
+// steps, copies, the arena) and runs it.
 #pragma once
 
 #include <memory>
+#include <map>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -11,27 +14,11 @@
 #include "ngraph/ops/variable.hpp"
 #include "ngraph/runtime/backend.hpp"
 #include "ngraph/runtime/cpu/kernel.hpp"
+#include "ngraph/runtime/cpu/plan.hpp"
 
 namespace ngraph {
 namespace runtime {
 namespace cpu {
-
-struct CompileOptions {
-  bool optimize = true;  // run DeadNodeElimination, CSE and ConstantFolding first
-  // Form fused CPU kernels (matmul + bias + ReLU, transposes as strides). Default: on, unless
-  // the environment sets NGRAPH_CPU_FUSION=0 (for comparisons).
-  bool fuse = default_fuse();
-  static bool default_fuse();
-};
-
-// Where an intermediate buffer lives in the arena, and when it is alive (step indices).
-struct BufferAssignment {
-  std::string tensor;  // "Node_3:0"
-  size_t offset = 0;
-  size_t size = 0;
-  size_t first_step = 0;
-  size_t last_step = 0;
-};
 
 class CPUExecutable : public Executable {
  public:
@@ -47,6 +34,8 @@ class CPUExecutable : public Executable {
   size_t get_arena_bytes() const { return m_arena_bytes; }
   size_t get_unshared_bytes() const { return m_unshared_bytes; }
   const std::vector<BufferAssignment>& get_buffer_assignments() const { return m_assignments; }
+  // Reorders the layout pass inserted (where a producer's layout differs from a consumer's).
+  size_t get_reorder_count() const { return m_reorders; }
   // Small enough that releasing Python's GIL would cost more than running it: no
   // communication and few elements in all.
   bool is_lightweight() const { return m_lightweight; }
@@ -72,7 +61,7 @@ class CPUExecutable : public Executable {
   struct Step {
     std::string name;
     Kernel kernel;
-    std::vector<size_t> in_slots, out_slots;
+    std::vector<size_t> in_slots, out_slots;  // out_slots: outputs, then scratch buffers
     std::vector<const void*> in_ptrs;
     std::vector<void*> out_ptrs;
     bool async = false;                // starts a collective that completes later
@@ -84,13 +73,15 @@ class CPUExecutable : public Executable {
     size_t bytes;
   };
 
-  void* slot_ptr(size_t slot, void* const* outputs, const void* const* inputs) const;
+  // Materialising the plan.
+  void make_value_slots(const ExecutionPlan& plan);
+  size_t value_slot(const ExecutionPlan& plan, const Output& v);
+  void make_steps(ExecutionPlan& plan);
+  void make_copies(const ExecutionPlan& plan);
+  void summarise(const ExecutionPlan& plan);
 
-  // The collectives of the schedule, per communicator, for the agreement check.
-  struct CollectiveCheck {
-    std::shared_ptr<distributed::Communicator> comm;
-    std::vector<std::string> signature, labels;
-  };
+  void* slot_ptr(size_t slot, void* const* outputs, const void* const* inputs) const;
+  void run_steps();
   bool check_collectives();  // true when the ranks are known to agree
 
   // Fused allreduce buffers (inputs and outputs) placed in memory shared by the node's ranks,
@@ -102,16 +93,18 @@ class CPUExecutable : public Executable {
     char* base = nullptr;  // region->local() while in use
   };
   std::vector<SharedPlan> m_shared;
-  std::vector<distributed::SharedRegion*> m_shared_regions;  // those in use, for CallContext
+  std::vector<distributed::SharedRegion*> m_shared_regions;  // those in use, for CallState
   bool m_shared_tried = false;
   void setup_shared();
   void drop_shared();
 
+  CallState m_call;  // kernels keep a pointer to it: declared before anything that builds them
   std::shared_ptr<Function> m_function;
   std::vector<CollectiveCheck> m_collective_checks;
   bool m_checked_once = false;
   std::string m_check_label;  // "graph 'name'", for disagreement messages
   std::vector<std::shared_ptr<Node>> m_keep_alive;  // constants referenced by slots
+  std::map<Output, size_t> m_slot_of;               // during materialisation only
   std::vector<Slot> m_slots;
   std::vector<Step> m_steps;
   std::vector<Copy> m_copies;
@@ -120,9 +113,12 @@ class CPUExecutable : public Executable {
   std::shared_ptr<char> m_arena;
   size_t m_arena_bytes = 0;
   size_t m_unshared_bytes = 0;
+  size_t m_reorders = 0;
   std::vector<BufferAssignment> m_assignments;
   std::mutex m_mutex;
   std::vector<std::shared_ptr<distributed::Request>> m_pending;  // per step, during a call
+  void* const* m_outputs = nullptr;       // during a call
+  const void* const* m_inputs = nullptr;  // during a call
   bool m_profiling = false;
   bool m_lightweight = false;
   std::vector<double> m_step_seconds;

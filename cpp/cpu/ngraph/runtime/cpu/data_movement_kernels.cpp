@@ -5,7 +5,9 @@
 #include <cstring>
 
 #include "ngraph/ops.hpp"
+#include "ngraph/runtime/cpu/dnnl_utils.hpp"
 #include "ngraph/runtime/cpu/kernel.hpp"
+#include "ngraph/runtime/cpu/layout.hpp"
 
 namespace ngraph {
 namespace runtime {
@@ -16,7 +18,8 @@ Kernel noop() {
   return [](const void* const*, void* const*) {};
 }
 
-NGRAPH_CPU_KERNEL("Broadcast", [](const Node& node) -> Kernel {
+NGRAPH_CPU_KERNEL("Broadcast", [](KernelContext& ctx) -> Kernel {
+  const Node& node = ctx.node;
   auto& b = static_cast<const op::Broadcast&>(node);
   const Shape& out = b.get_shape();
   Strides in_strides = row_major_strides(b.get_input_shape(0));
@@ -27,12 +30,13 @@ NGRAPH_CPU_KERNEL("Broadcast", [](const Node& node) -> Kernel {
   return make_view_copy(out, strides, 0, b.get_element_type().size());
 });
 
-NGRAPH_CPU_KERNEL("Reshape", [](const Node& node) -> Kernel {
+NGRAPH_CPU_KERNEL("Reshape", [](KernelContext& ctx) -> Kernel {
+  const Node& node = ctx.node;
   auto& r = static_cast<const op::Reshape&>(node);
   const Shape& in = r.get_input_shape(0);
   size_t es = r.get_element_type().size();
   if (!r.is_transpose()) {
-    size_t bytes = shape_size(in) * es;
+    size_t bytes = ctx.output(0).bytes();
     return [bytes](const void* const* i, void* const* o) {
       if (bytes) std::memcpy(o[0], i[0], bytes);
     };
@@ -48,7 +52,8 @@ NGRAPH_CPU_KERNEL("Reshape", [](const Node& node) -> Kernel {
   return make_view_copy(permuted, strides, 0, es);
 });
 
-NGRAPH_CPU_KERNEL("Slice", [](const Node& node) -> Kernel {
+NGRAPH_CPU_KERNEL("Slice", [](KernelContext& ctx) -> Kernel {
+  const Node& node = ctx.node;
   auto& s = static_cast<const op::Slice&>(node);
   Strides in_strides = row_major_strides(s.get_input_shape(0));
   std::vector<std::ptrdiff_t> strides;
@@ -57,11 +62,12 @@ NGRAPH_CPU_KERNEL("Slice", [](const Node& node) -> Kernel {
     offset += static_cast<std::ptrdiff_t>(s.get_lower_bounds()[d] * in_strides[d]);
     strides.push_back(static_cast<std::ptrdiff_t>(s.get_strides()[d] * in_strides[d]));
   }
-  if (shape_size(s.get_shape()) == 0) return noop();
+  if (ctx.output(0).elements() == 0) return noop();
   return make_view_copy(s.get_shape(), strides, offset, s.get_element_type().size());
 });
 
-NGRAPH_CPU_KERNEL("Reverse", [](const Node& node) -> Kernel {
+NGRAPH_CPU_KERNEL("Reverse", [](KernelContext& ctx) -> Kernel {
+  const Node& node = ctx.node;
   auto& r = static_cast<const op::Reverse&>(node);
   const Shape& shape = r.get_shape();
   Strides in_strides = row_major_strides(shape);
@@ -72,11 +78,12 @@ NGRAPH_CPU_KERNEL("Reverse", [](const Node& node) -> Kernel {
     offset += static_cast<std::ptrdiff_t>((shape[a] - 1) * in_strides[a]);
     strides[a] = -strides[a];
   }
-  if (shape_size(shape) == 0) return noop();
+  if (ctx.output(0).elements() == 0) return noop();
   return make_view_copy(shape, strides, offset, r.get_element_type().size());
 });
 
-NGRAPH_CPU_KERNEL("Concat", [](const Node& node) -> Kernel {
+NGRAPH_CPU_KERNEL("Concat", [](KernelContext& ctx) -> Kernel {
+  const Node& node = ctx.node;
   auto& c = static_cast<const op::Concat&>(node);
   size_t axis = c.get_concatenation_axis();
   const Shape& out = c.get_shape();
@@ -121,13 +128,14 @@ std::vector<std::vector<std::ptrdiff_t>> pad_maps(const op::Pad& p) {
   return maps;
 }
 
-NGRAPH_CPU_KERNEL("Pad", [](const Node& node) -> Kernel {
+NGRAPH_CPU_KERNEL("Pad", [](KernelContext& ctx) -> Kernel {
+  const Node& node = ctx.node;
   auto& p = static_cast<const op::Pad&>(node);
   const Shape& out = p.get_shape();
   size_t es = p.get_element_type().size();
   auto maps = pad_maps(p);
   Strides in_strides = row_major_strides(p.get_input_shape(0));
-  size_t total = shape_size(out);
+  size_t total = ctx.output(0).elements();
   size_t rank = out.size();
   return [maps, in_strides, total, rank, es, out](const void* const* in, void* const* o) {
     const char* src = static_cast<const char*>(in[0]);
@@ -151,7 +159,8 @@ NGRAPH_CPU_KERNEL("Pad", [](const Node& node) -> Kernel {
   };
 });
 
-NGRAPH_CPU_KERNEL("OneHot", [](const Node& node) -> Kernel {
+NGRAPH_CPU_KERNEL("OneHot", [](KernelContext& ctx) -> Kernel {
+  const Node& node = ctx.node;
   auto& h = static_cast<const op::OneHot&>(node);
   const Shape& out = h.get_shape();
   size_t axis = h.get_one_hot_axis();
@@ -177,6 +186,33 @@ NGRAPH_CPU_KERNEL("OneHot", [](const Node& node) -> Kernel {
         }
     };
   });
+});
+
+}  // namespace
+}  // namespace cpu
+}  // namespace runtime
+}  // namespace ngraph
+
+namespace ngraph {
+namespace runtime {
+namespace cpu {
+namespace {
+
+// Reorder: oneDNN's reorder between the two descriptors the layout pass gave (f32; other types
+// are always plain, so a Reorder between plain layouts is a copy).
+NGRAPH_CPU_KERNEL(Reorder::type_name, [](KernelContext& ctx) -> Kernel {
+  const TensorDesc& from = ctx.input(0);
+  const TensorDesc& to = ctx.output(0);
+  if (from.same_layout(to) || from.type() != element::f32) {
+    size_t bytes = to.bytes();
+    return [bytes](const void* const* in, void* const* out) {
+      if (bytes) std::memcpy(out[0], in[0], bytes);
+    };
+  }
+  auto src = from.dnnl_desc(), dst = to.dnnl_desc();
+  dnnl::reorder::primitive_desc pd(dnnl_engine(), src, dnnl_engine(), dst, dnnl_attr());
+  return dnnl_kernel(ctx, dnnl::reorder(pd), pd.scratchpad_desc(),
+                     {{DNNL_ARG_FROM, src, true, 0}, {DNNL_ARG_TO, dst, false, 0}});
 });
 
 }  // namespace

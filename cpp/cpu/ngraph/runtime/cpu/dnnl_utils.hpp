@@ -2,8 +2,10 @@
 #pragma once
 
 #include <dnnl.hpp>
+#include <vector>
 
 #include "ngraph/element_type.hpp"
+#include "ngraph/runtime/cpu/kernel.hpp"
 #include "ngraph/shape.hpp"
 
 namespace ngraph {
@@ -17,6 +19,23 @@ dnnl::stream& dnnl_stream();
 bool dnnl_rank_ok(const Shape& s);
 dnnl::memory::dims to_dims(const Shape& s, size_t rank = 0);  // left-padded with 1s to rank
 dnnl::memory::desc plain_desc(const Shape& s, size_t rank = 0);  // f32, row-major
+dnnl::memory::desc flat_desc(size_t elements);                     // f32, one axis
+
+// Primitive attributes with the scratchpad in user mode: the memory planner places it.
+dnnl::primitive_attr dnnl_attr();
+
+// One argument of a primitive, bound to the kernel's input or output `index` at call time.
+struct DnnlArg {
+  int arg;  // DNNL_ARG_SRC, ...
+  dnnl::memory::desc md;
+  bool input;
+  size_t index;
+};
+
+// A oneDNN primitive as a kernel: its arguments bound to the kernel's buffers, its scratchpad
+// (primitive_desc::scratchpad_desc(), from attributes made by dnnl_attr) asked of `ctx`.
+Kernel dnnl_kernel(KernelContext& ctx, const dnnl::primitive& prim,
+                   const dnnl::memory::desc& scratchpad, const std::vector<DnnlArg>& args);
 
 }  // namespace cpu
 }  // namespace runtime

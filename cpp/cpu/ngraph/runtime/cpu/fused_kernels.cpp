@@ -1,6 +1,6 @@
 // The kernel of FusedElementwise: its program runs block by block (kBlock elements), each
 // instruction a simple loop over a block that the compiler vectorises; intermediates live in
-// a scratch buffer made at compile time, inputs are read in place.
+// a scratch buffer the memory planner places, inputs are read in place.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -8,6 +8,7 @@
 
 #include "ngraph/runtime/cpu/fusion.hpp"
 #include "ngraph/runtime/cpu/kernel.hpp"
+#include "ngraph/runtime/cpu/layout.hpp"
 
 namespace ngraph {
 namespace runtime {
@@ -18,73 +19,68 @@ constexpr size_t kBlock = 512;
 using Code = FusedElementwise::Code;
 
 // Registers never overlap (each instruction writes its own), so the pointers are restrict and
-// the loops branch-free: they vectorise.
-template <typename T>
-void run_instr(const FusedElementwise::Instr& ins, T* __restrict__ d, const T* __restrict__ a,
-               const T* __restrict__ b, const T* __restrict__ c, size_t n) {
-  switch (ins.code) {
-    case Code::add: for (size_t j = 0; j < n; ++j) d[j] = a[j] + b[j]; break;
-    case Code::sub: for (size_t j = 0; j < n; ++j) d[j] = a[j] - b[j]; break;
-    case Code::mul: for (size_t j = 0; j < n; ++j) d[j] = a[j] * b[j]; break;
-    case Code::div: for (size_t j = 0; j < n; ++j) d[j] = a[j] / b[j]; break;
-    // NaN in either argument gives NaN, as the unfused kernels do.
-    case Code::max:
-      for (size_t j = 0; j < n; ++j) {
-        T x = a[j], y = b[j];
-        d[j] = (x > y || x != x) ? x : y;
-      }
-      break;
-    case Code::min:
-      for (size_t j = 0; j < n; ++j) {
-        T x = a[j], y = b[j];
-        d[j] = (x < y || x != x) ? x : y;
-      }
-      break;
-    case Code::pow: for (size_t j = 0; j < n; ++j) d[j] = std::pow(a[j], b[j]); break;
-    case Code::neg: for (size_t j = 0; j < n; ++j) d[j] = -a[j]; break;
-    case Code::abs: for (size_t j = 0; j < n; ++j) d[j] = std::fabs(a[j]); break;
-    case Code::exp: for (size_t j = 0; j < n; ++j) d[j] = std::exp(a[j]); break;
-    case Code::log: for (size_t j = 0; j < n; ++j) d[j] = std::log(a[j]); break;
-    case Code::sqrt: for (size_t j = 0; j < n; ++j) d[j] = std::sqrt(a[j]); break;
-    case Code::tanh: for (size_t j = 0; j < n; ++j) d[j] = std::tanh(a[j]); break;
-    case Code::sigmoid:
-      for (size_t j = 0; j < n; ++j) {
-        T e = std::exp(-std::fabs(a[j]));
-        d[j] = a[j] >= 0 ? T(1) / (T(1) + e) : e / (T(1) + e);
-      }
-      break;
-    case Code::relu: for (size_t j = 0; j < n; ++j) d[j] = std::max(a[j], T(0)); break;
-    case Code::gt: for (size_t j = 0; j < n; ++j) d[j] = static_cast<T>(a[j] > b[j]); break;
-    case Code::ge: for (size_t j = 0; j < n; ++j) d[j] = static_cast<T>(a[j] >= b[j]); break;
-    case Code::lt: for (size_t j = 0; j < n; ++j) d[j] = static_cast<T>(a[j] < b[j]); break;
-    case Code::le: for (size_t j = 0; j < n; ++j) d[j] = static_cast<T>(a[j] <= b[j]); break;
-    case Code::eq: for (size_t j = 0; j < n; ++j) d[j] = static_cast<T>(a[j] == b[j]); break;
-    case Code::ne: for (size_t j = 0; j < n; ++j) d[j] = static_cast<T>(a[j] != b[j]); break;
-    case Code::select:
-      for (size_t j = 0; j < n; ++j) {
-        T x = b[j], y = c[j];
-        d[j] = a[j] != T(0) ? x : y;
-      }
-      break;
-  }
+// the loops vectorise. The math is the functors of scalar_ops.hpp, as in the loop kernels.
+template <typename F, typename T>
+void apply_unary(T* __restrict__ d, const T* __restrict__ a, size_t n) {
+  F f;
+  for (size_t j = 0; j < n; ++j) d[j] = f(a[j]);
+}
+template <typename F, typename T>
+void apply_binary(T* __restrict__ d, const T* __restrict__ a, const T* __restrict__ b, size_t n) {
+  F f;
+  for (size_t j = 0; j < n; ++j) d[j] = static_cast<T>(f(a[j], b[j]));
+}
+template <typename F, typename T>
+void apply_select(T* __restrict__ d, const T* __restrict__ c, const T* __restrict__ a,
+                  const T* __restrict__ b, size_t n) {
+  F f;
+  for (size_t j = 0; j < n; ++j) d[j] = f(c[j], a[j], b[j]);
 }
 
 template <typename T>
-Kernel fused_kernel(const FusedElementwise& node) {
+void run_instr(const FusedElementwise::Instr& ins, T* d, const T* a, const T* b, const T* c,
+               size_t n) {
+  switch (ins.code) {
+#define NGRAPH_CPU_UNARY_CASE(Name) \
+  case Code::Name: apply_unary<scalar::Name>(d, a, n); break;
+#define NGRAPH_CPU_BINARY_CASE(Name) \
+  case Code::Name: apply_binary<scalar::Name>(d, a, b, n); break;
+#define NGRAPH_CPU_SELECT_CASE(Name) \
+  case Code::Name: apply_select<scalar::Name>(d, a, b, c, n); break;
+    NGRAPH_CPU_FUSED_OPS(NGRAPH_CPU_UNARY_CASE, NGRAPH_CPU_BINARY_CASE, NGRAPH_CPU_BINARY_CASE,
+                         NGRAPH_CPU_SELECT_CASE)
+#undef NGRAPH_CPU_UNARY_CASE
+#undef NGRAPH_CPU_BINARY_CASE
+#undef NGRAPH_CPU_SELECT_CASE
+  }
+}
+
+// Non-scalar inputs share the output's layout (the layout rule passes a blocked layout
+// through only then), so the program runs over the storage elements, padding included.
+template <typename T>
+Kernel fused_kernel(KernelContext& ctx) {
+  auto& node = static_cast<const FusedElementwise&>(ctx.node);
   const auto& program = node.get_program();
   size_t nin = node.get_input_size();
-  size_t total = shape_size(node.get_shape());
+  size_t total = ctx.output(0).elements();
   // Per input: 0 full, 1 scalar, 2 boolean full, 3 boolean scalar.
   std::vector<int> kind(nin);
   for (size_t i = 0; i < nin; ++i)
     kind[i] = (node.get_input_element_type(i) == element::boolean ? 2 : 0) +
               (node.get_input_shape(i).empty() ? 1 : 0);
   size_t nregs = nin + program.size();
-  // Scratch: one block per register (inputs that need converting or splatting, and temps).
-  auto scratch = std::make_shared<std::vector<T>>(nregs * kBlock);
+  // Scratch: one block per register (inputs that need converting or splatting, and temps),
+  // planned by the memory planner.
+  size_t scratch = ctx.scratch(nregs * kBlock * sizeof(T));
   return [program, nin, total, kind, nregs, scratch](const void* const* in, void* const* out) {
-    T* s = scratch->data();
-    std::vector<const T*> ptr(nregs);
+    T* s = static_cast<T*>(out[scratch]);
+    const T* ptr[64];
+    std::vector<const T*> heap;
+    const T** regs = ptr;
+    if (nregs > 64) {
+      heap.resize(nregs);
+      regs = heap.data();
+    }
     T* o = static_cast<T*>(out[0]);
     // Scalars are splatted once per call.
     for (size_t i = 0; i < nin; ++i) {
@@ -96,36 +92,36 @@ Kernel fused_kernel(const FusedElementwise& node) {
       size_t n = std::min(kBlock, total - start);
       for (size_t i = 0; i < nin; ++i) {
         switch (kind[i]) {
-          case 0: ptr[i] = static_cast<const T*>(in[i]) + start; break;
+          case 0: regs[i] = static_cast<const T*>(in[i]) + start; break;
           case 2: {
             const char* b = static_cast<const char*>(in[i]) + start;
             T* d = s + i * kBlock;
             for (size_t j = 0; j < n; ++j) d[j] = b[j] ? T(1) : T(0);
-            ptr[i] = d;
+            regs[i] = d;
             break;
           }
-          default: ptr[i] = s + i * kBlock; break;
+          default: regs[i] = s + i * kBlock; break;
         }
       }
       for (size_t k = 0; k < program.size(); ++k) {
         const auto& ins = program[k];
         bool last = k + 1 == program.size();
         T* d = last ? o + start : s + static_cast<size_t>(ins.dst) * kBlock;
-        run_instr<T>(ins, d, ins.a >= 0 ? ptr[static_cast<size_t>(ins.a)] : nullptr,
-                     ins.b >= 0 ? ptr[static_cast<size_t>(ins.b)] : nullptr,
-                     ins.c >= 0 ? ptr[static_cast<size_t>(ins.c)] : nullptr, n);
-        ptr[static_cast<size_t>(ins.dst)] = d;
+        run_instr<T>(ins, d, ins.a >= 0 ? regs[static_cast<size_t>(ins.a)] : nullptr,
+                     ins.b >= 0 ? regs[static_cast<size_t>(ins.b)] : nullptr,
+                     ins.c >= 0 ? regs[static_cast<size_t>(ins.c)] : nullptr, n);
+        regs[static_cast<size_t>(ins.dst)] = d;
       }
     }
   };
 }
 
-NGRAPH_CPU_KERNEL("CPUFusedElementwise", [](const Node& node) -> Kernel {
-  auto& f = static_cast<const FusedElementwise&>(node);
-  if (f.get_element_type() == element::f32) return fused_kernel<float>(f);
-  if (f.get_element_type() == element::f64) return fused_kernel<double>(f);
-  node.fail_type("fused kernels need f32 or f64, got " + f.get_element_type().get_type_name());
-});
+NGRAPH_CPU_KERNEL("CPUFusedElementwise", [](KernelContext& ctx) -> Kernel {
+  element::Type t = ctx.node.get_element_type();
+  if (t == element::f32) return fused_kernel<float>(ctx);
+  if (t == element::f64) return fused_kernel<double>(ctx);
+  ctx.node.fail_type("fused kernels need f32 or f64, got " + t.get_type_name());
+}, elementwise_layout(false));
 
 }  // namespace
 }  // namespace cpu

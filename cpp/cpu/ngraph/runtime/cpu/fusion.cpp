@@ -6,6 +6,8 @@
 #include <set>
 
 #include "ngraph/ops.hpp"
+#include "ngraph/runtime/cpu/layout.hpp"
+#include "ngraph/runtime/cpu/plan.hpp"
 
 namespace ngraph {
 namespace runtime {
@@ -38,7 +40,7 @@ void MatMulBias::validate_and_infer_types() {
 
 const std::vector<std::string>& internal_op_names() {
   static const std::vector<std::string> names{MatMulBias::type_name, FusedElementwise::type_name,
-                                              FusedAllReduce::type_name};
+                                              FusedAllReduce::type_name, Reorder::type_name};
   return names;
 }
 
@@ -245,20 +247,21 @@ namespace {
 
 using Code = FusedElementwise::Code;
 
-// The fusible ops: their code, and whether they produce a mask (a boolean used by Select).
+// The fusible ops (generated from scalar_ops.hpp): their code, and whether they produce a
+// mask (a boolean used by Select).
 bool fusible_code(const std::string& t, Code& code, bool& mask) {
-  static const std::map<std::string, std::pair<Code, bool>> table{
-      {"Add", {Code::add, false}},         {"Subtract", {Code::sub, false}},
-      {"Multiply", {Code::mul, false}},    {"Divide", {Code::div, false}},
-      {"Maximum", {Code::max, false}},     {"Minimum", {Code::min, false}},
-      {"Power", {Code::pow, false}},       {"Negative", {Code::neg, false}},
-      {"Abs", {Code::abs, false}},         {"Exp", {Code::exp, false}},
-      {"Log", {Code::log, false}},         {"Sqrt", {Code::sqrt, false}},
-      {"Tanh", {Code::tanh, false}},       {"Sigmoid", {Code::sigmoid, false}},
-      {"Relu", {Code::relu, false}},       {"Greater", {Code::gt, true}},
-      {"GreaterEq", {Code::ge, true}},     {"Less", {Code::lt, true}},
-      {"LessEq", {Code::le, true}},        {"Equal", {Code::eq, true}},
-      {"NotEqual", {Code::ne, true}},      {"Select", {Code::select, false}}};
+  static const std::map<std::string, std::pair<Code, bool>> table = [] {
+    std::map<std::string, std::pair<Code, bool>> m;
+#define NGRAPH_CPU_VALUE_OP(Name) \
+  if (scalar::Name::fusible) m[#Name] = {Code::Name, false};
+#define NGRAPH_CPU_MASK_OP(Name) \
+  if (scalar::Name::fusible) m[#Name] = {Code::Name, true};
+    NGRAPH_CPU_FUSED_OPS(NGRAPH_CPU_VALUE_OP, NGRAPH_CPU_VALUE_OP, NGRAPH_CPU_MASK_OP,
+                         NGRAPH_CPU_VALUE_OP)
+#undef NGRAPH_CPU_VALUE_OP
+#undef NGRAPH_CPU_MASK_OP
+    return m;
+  }();
   auto it = table.find(t);
   if (it == table.end()) return false;
   code = it->second.first;
@@ -276,7 +279,7 @@ bool fusible(const Node& node, const Shape& shape, element::Type type) {
   if (node.get_element_type() != (mask ? element::boolean : type)) return false;
   for (size_t i = 0; i < node.get_input_size(); ++i) {
     const Output& in = node.input_value(i);
-    bool cond = code == Code::select && i == 0;
+    bool cond = code == Code::Select && i == 0;
     if (in.get_element_type() != (cond ? element::boolean : type)) return false;
     if (!in.get_shape().empty() && in.get_shape() != shape) return false;
   }
@@ -356,6 +359,24 @@ size_t fuse_elementwise(Function& f) {
   return groups;
 }
 
+}  // namespace cpu
+}  // namespace runtime
+}  // namespace ngraph
+
+namespace ngraph {
+namespace runtime {
+namespace cpu {
+namespace pass {
+
+// The fusion pass: matmul + bias + ReLU, elementwise chains, then allreduce buckets.
+void fuse_cpu_ops(ExecutionPlan& plan) {
+  if (!plan.options.optimize || !plan.options.fuse) return;
+  fuse_matmul_bias_relu(*plan.function);
+  fuse_elementwise(*plan.function);
+  fuse_allreduce(*plan.function, default_fusion_threshold());
+}
+
+}  // namespace pass
 }  // namespace cpu
 }  // namespace runtime
 }  // namespace ngraph

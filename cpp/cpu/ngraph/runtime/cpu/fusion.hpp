@@ -6,6 +6,7 @@
 #include "ngraph/function.hpp"
 #include "ngraph/node.hpp"
 #include "ngraph/ops/collective.hpp"
+#include "ngraph/runtime/cpu/scalar_ops.hpp"
 
 namespace ngraph {
 namespace runtime {
@@ -39,9 +40,11 @@ class MatMulBias : public Op<MatMulBias> {
 // scalars; boolean inputs are Select conditions.
 class FusedElementwise : public Op<FusedElementwise> {
  public:
+  // One code per fusible op, named as the op (scalar_ops.hpp lists them).
   enum class Code {
-    add, sub, mul, div, max, min, pow, neg, abs, exp, log, sqrt, tanh, sigmoid, relu,
-    gt, ge, lt, le, eq, ne, select
+#define NGRAPH_CPU_CODE(Name) Name,
+    NGRAPH_CPU_FUSED_OPS(NGRAPH_CPU_CODE, NGRAPH_CPU_CODE, NGRAPH_CPU_CODE, NGRAPH_CPU_CODE)
+#undef NGRAPH_CPU_CODE
   };
   struct Instr {
     Code code;
@@ -83,14 +86,9 @@ class FusedAllReduce : public Op<FusedAllReduce>, public op::Collective {
   bool is_pure() const override { return false; }
   std::string collective_signature() const override;
   distributed::ReduceOp get_reduce_op() const { return distributed::reduce_op_from_string(m_reduce_op); }
-  // Set by the executable: start the collective and let later steps run until its result is
-  // needed (true), or run MPI's faster blocking collective at once (false: nothing to overlap).
-  void set_overlap(bool on) { m_overlap = on; }
-  bool get_overlap() const { return m_overlap; }
 
  private:
   std::string m_reduce_op = "sum";
-  bool m_overlap = true;
 };
 
 // Replaces AllReduce nodes (sum or mean) by FusedAllReduce nodes: consecutive ones (in the

@@ -12,35 +12,60 @@ KernelRegistry& KernelRegistry::get() {
   return registry;
 }
 
-void KernelRegistry::add(const std::string& op, KernelBuilder builder) {
-  for (auto& e : m_builders)
-    if (e.first == op) {
-      e.second = std::move(builder);
+void KernelRegistry::add(const std::string& op, KernelBuilder builder, LayoutRule layout) {
+  for (auto& e : m_entries)
+    if (e.op == op) {
+      e.build = std::move(builder);
+      e.layout = std::move(layout);
       return;
     }
-  m_builders.emplace_back(op, std::move(builder));
+  m_entries.push_back({op, std::move(builder), std::move(layout)});
+}
+
+void KernelRegistry::remove(const std::string& op) {
+  for (auto it = m_entries.begin(); it != m_entries.end(); ++it)
+    if (it->op == op) {
+      m_entries.erase(it);
+      return;
+    }
+}
+
+const KernelRegistry::Entry* KernelRegistry::entry(const std::string& op) const {
+  for (auto& e : m_entries)
+    if (e.op == op) return &e;
+  return nullptr;
 }
 
 const KernelBuilder* KernelRegistry::find(const std::string& op) const {
-  for (auto& e : m_builders)
-    if (e.first == op) return &e.second;
-  return nullptr;
+  const Entry* e = entry(op);
+  return e ? &e->build : nullptr;
+}
+
+const LayoutRule* KernelRegistry::find_layout(const std::string& op) const {
+  const Entry* e = entry(op);
+  return e && e->layout ? &e->layout : nullptr;
 }
 
 std::vector<std::string> KernelRegistry::names() const {
   std::vector<std::string> out;
-  for (auto& e : m_builders) out.push_back(e.first);
+  for (auto& e : m_entries) out.push_back(e.op);
   std::sort(out.begin(), out.end());
   return out;
 }
 
-namespace {
-thread_local CallContext* t_current_call = nullptr;
+bool is_structural_op(const std::string& op) {
+  return op == "Parameter" || op == "Constant" || op == "Result" || op == "Variable" ||
+         op == "Assign";
 }
 
-CallContext* CallContext::current() { return t_current_call; }
+void CallState::reset(bool verified, const std::vector<distributed::SharedRegion*>* regions) {
+  m_deferred.clear();
+  m_last_started.reset();
+  collectives_verified = verified;
+  shared_regions = regions;
+}
 
-void CallContext::finish() {
+void CallState::finish() {
   std::exception_ptr first;
   auto deferred = std::move(m_deferred);
   m_deferred.clear();
@@ -53,9 +78,6 @@ void CallContext::finish() {
   }
   if (first) std::rethrow_exception(first);
 }
-
-CallScope::CallScope(CallContext& ctx) : m_previous(t_current_call) { t_current_call = &ctx; }
-CallScope::~CallScope() { t_current_call = m_previous; }
 
 StridedLoop::StridedLoop(const Shape& shape,
                          const std::vector<std::vector<std::ptrdiff_t>>& strides) {

@@ -1,41 +1,37 @@
 // CPU kernels: one builder per op, looked up by op name when a function is compiled. A builder
-// sees the node once, at compile time, and returns a kernel that only moves data at call time
-// (no graph walk, no shape inference, no allocation).
+// is a small compiler: it reads what it needs from its KernelContext once (the node, the
+// descriptors of its values, the plan's decisions), and returns a kernel that only moves data
+// at call time (no graph walk, no shape inference, no allocation, no thread-local look-up).
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "ngraph/distributed/communicator.hpp"
 #include "ngraph/node.hpp"
+#include "ngraph/runtime/cpu/tensor_desc.hpp"
 
 namespace ngraph {
 namespace runtime {
 namespace cpu {
 
-// in[i]: data of the node's input i; out[j]: data of its output j (row-major).
+class TensorDesc;
+struct LayoutContext;
+
+// in[i]: data of the node's input i; out[j]: data of its output j, then the scratch buffers
+// the builder asked for (KernelContext::scratch), in the layouts the plan gave them.
 using Kernel = std::function<void(const void* const* in, void* const* out)>;
-using KernelBuilder = std::function<Kernel(const Node& node)>;
 
-class KernelRegistry {
+// The call in progress, owned by the executable (one call at a time): kernels built for an
+// executable keep a pointer to it, set at compile time.
+class CallState {
  public:
-  static KernelRegistry& get();
-  void add(const std::string& op, KernelBuilder builder);
-  const KernelBuilder* find(const std::string& op) const;
-  bool contains(const std::string& op) const { return find(op) != nullptr; }
-  std::vector<std::string> names() const;
-
- private:
-  std::vector<std::pair<std::string, KernelBuilder>> m_builders;
-};
-
-// The call being run on this thread: kernels that start work which must finish by the end of
-// the call (a Send) hand its completion here.
-class CallContext {
- public:
+  // Kernels that start work which must finish by the end of the call (a Send) hand its
+  // completion here.
   void defer(std::function<void()> finish) { m_deferred.push_back(std::move(finish)); }
   // An asynchronous kernel (a started allreduce) hands its request here; the executable waits
   // for it before the first step that reads its outputs, and at the end of the call.
@@ -58,25 +54,72 @@ class CallContext {
         if (r->contains(p, bytes)) return r;
     return nullptr;
   }
+  // Starts a call: nothing deferred or started.
+  void reset(bool verified, const std::vector<distributed::SharedRegion*>* regions);
   // Runs the deferred completions in order; all of them run even if one throws (the first
   // exception is rethrown).
   void finish();
-  static CallContext* current();
 
  private:
-  friend class CallScope;
   std::vector<std::function<void()>> m_deferred;
   std::shared_ptr<distributed::Request> m_last_started;
 };
 
-// Makes `ctx` current on this thread for its lifetime.
-class CallScope {
+// What a kernel builder is given, once, at compile time: the node, the descriptors of its
+// inputs and outputs (layout and byte size), the plan's decisions for it, and a way to ask
+// for scratch memory that the memory planner places in the arena (alive during this step).
+class KernelContext {
  public:
-  explicit CallScope(CallContext& ctx);
-  ~CallScope();
+  KernelContext(const Node& n, std::vector<const TensorDesc*> inputs,
+                std::vector<const TensorDesc*> outputs, CallState& call, bool overlap)
+      : node(n), m_inputs(std::move(inputs)), m_outputs(std::move(outputs)), m_call(call),
+        m_overlap(overlap) {}
+  const Node& node;
+  const TensorDesc& input(size_t i) const { return *m_inputs.at(i); }
+  const TensorDesc& output(size_t i) const { return *m_outputs.at(i); }
+  // A scratch buffer of `bytes` (64-byte aligned) for this step; returns the index of its
+  // pointer in the kernel's `out` array (after the outputs).
+  size_t scratch(size_t bytes) {
+    m_scratch.push_back(bytes);
+    return m_outputs.size() + m_scratch.size() - 1;
+  }
+  const std::vector<size_t>& scratch_bytes() const { return m_scratch; }
+  // The executable's call state (see CallState): kernels keep the pointer.
+  CallState* call_state() const { return &m_call; }
+  // An asynchronous collective may return before it completes (the plan found enough work to
+  // overlap it with); otherwise it completes inside the kernel.
+  bool overlap() const { return m_overlap; }
 
  private:
-  CallContext* m_previous;
+  std::vector<const TensorDesc*> m_inputs, m_outputs;
+  std::vector<size_t> m_scratch;
+  CallState& m_call;
+  bool m_overlap;
+};
+
+using KernelBuilder = std::function<Kernel(KernelContext& ctx)>;
+// A kernel's layout rule (see LayoutContext in layout.hpp): the layouts it wants for its
+// inputs and gives its outputs. Kernels without one take and give plain row-major data.
+using LayoutRule = std::function<void(LayoutContext& ctx)>;
+
+class KernelRegistry {
+ public:
+  static KernelRegistry& get();
+  void add(const std::string& op, KernelBuilder builder, LayoutRule layout = nullptr);
+  void remove(const std::string& op);
+  const KernelBuilder* find(const std::string& op) const;
+  const LayoutRule* find_layout(const std::string& op) const;
+  bool contains(const std::string& op) const { return find(op) != nullptr; }
+  std::vector<std::string> names() const;
+
+ private:
+  struct Entry {
+    std::string op;
+    KernelBuilder build;
+    LayoutRule layout;
+  };
+  const Entry* entry(const std::string& op) const;
+  std::vector<Entry> m_entries;
 };
 
 // Ops whose values the executable provides itself (no kernel runs for them).

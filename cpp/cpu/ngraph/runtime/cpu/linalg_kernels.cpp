@@ -6,6 +6,7 @@
 #include "ngraph/runtime/cpu/dnnl_utils.hpp"
 #include "ngraph/runtime/cpu/fusion.hpp"
 #include "ngraph/runtime/cpu/kernel.hpp"
+#include "ngraph/runtime/cpu/layout.hpp"
 
 namespace ngraph {
 namespace runtime {
@@ -23,29 +24,37 @@ struct Gemm {
   bool trans_a = false, trans_b = false;
 };
 
-// bias: add a row vector of n elements (input 2); relu: apply ReLU to the result.
-Kernel dnnl_gemm(const Gemm& g, bool bias = false, bool relu = false) {
+// Row-major storage of a (possibly transposed) matrix, with batch axes in front.
+dnnl::memory::desc gemm_desc(const dims& batch, int64_t rows, int64_t cols, bool trans, size_t r) {
+  dims d = batch;
+  d.push_back(rows);
+  d.push_back(cols);
+  dims s(r, 0);
+  s[r - 1] = trans ? rows : 1;
+  s[r - 2] = trans ? 1 : cols;
+  int64_t acc = rows * cols;
+  for (size_t i = batch.size(); i-- > 0;) {
+    s[i] = acc;
+    acc *= batch[i];
+  }
+  return dnnl::memory::desc(d, dnnl::memory::data_type::f32, s);
+}
+
+struct GemmPrimitive {
+  dnnl::matmul::primitive_desc pd;
+  dnnl::memory::desc a, b, c, bias;
+};
+
+// The oneDNN matmul of `g`; `b_md` replaces the row-major weights when given (a layout the
+// primitive chose). bias: add a row vector of n elements (input 2); relu: then ReLU.
+GemmPrimitive gemm_primitive(const Gemm& g, bool bias, bool relu,
+                             const dnnl::memory::desc* b_md = nullptr) {
   size_t r = g.batch.size() + 2;
-  auto make = [&](const dims& batch, int64_t rows, int64_t cols, bool trans) {
-    dims d = batch;
-    d.push_back(rows);
-    d.push_back(cols);
-    dims s(r, 0);
-    // Row-major storage of the stored (possibly transposed) matrix.
-    int64_t mat = rows * cols;
-    s[r - 1] = trans ? rows : 1;
-    s[r - 2] = trans ? 1 : cols;
-    int64_t acc = mat;
-    for (size_t i = batch.size(); i-- > 0;) {
-      s[i] = acc;
-      acc *= batch[i];
-    }
-    return dnnl::memory::desc(d, dnnl::memory::data_type::f32, s);
-  };
-  auto a_md = make(g.a_batch, g.m, g.k, g.trans_a);
-  auto b_md = make(g.b_batch, g.k, g.n, g.trans_b);
-  auto c_md = make(g.batch, g.m, g.n, false);
-  dnnl::primitive_attr attr;
+  GemmPrimitive p;
+  p.a = gemm_desc(g.a_batch, g.m, g.k, g.trans_a, r);
+  p.b = b_md ? *b_md : gemm_desc(g.b_batch, g.k, g.n, g.trans_b, r);
+  p.c = gemm_desc(g.batch, g.m, g.n, false, r);
+  dnnl::primitive_attr attr = dnnl_attr();
   if (relu) {
     dnnl::post_ops ops;
     ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
@@ -53,25 +62,19 @@ Kernel dnnl_gemm(const Gemm& g, bool bias = false, bool relu = false) {
   }
   dnnl::memory::dims bias_dims(r, 1);
   bias_dims[r - 1] = g.n;
-  auto bias_md = plain_desc(Shape(bias_dims.begin(), bias_dims.end()));
-  dnnl::matmul::desc d = bias ? dnnl::matmul::desc(a_md, b_md, bias_md, c_md)
-                              : dnnl::matmul::desc(a_md, b_md, c_md);
-  dnnl::matmul::primitive_desc pd(d, attr, dnnl_engine());
-  dnnl::matmul prim(pd);
-  dnnl::memory a(a_md, dnnl_engine(), DNNL_MEMORY_NONE), b(b_md, dnnl_engine(), DNNL_MEMORY_NONE),
-      c(c_md, dnnl_engine(), DNNL_MEMORY_NONE), bm(bias_md, dnnl_engine(), DNNL_MEMORY_NONE);
-  return [prim, a, b, c, bm, bias](const void* const* in, void* const* out) mutable {
-    a.set_data_handle(const_cast<void*>(in[0]));
-    b.set_data_handle(const_cast<void*>(in[1]));
-    c.set_data_handle(out[0]);
-    if (bias) {
-      bm.set_data_handle(const_cast<void*>(in[2]));
-      prim.execute(dnnl_stream(), {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_BIAS, bm},
-                                   {DNNL_ARG_DST, c}});
-    } else {
-      prim.execute(dnnl_stream(), {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
-    }
-  };
+  p.bias = plain_desc(Shape(bias_dims.begin(), bias_dims.end()));
+  dnnl::matmul::desc d = bias ? dnnl::matmul::desc(p.a, p.b, p.bias, p.c) : dnnl::matmul::desc(p.a, p.b, p.c);
+  p.pd = dnnl::matmul::primitive_desc(d, attr, dnnl_engine());
+  return p;
+}
+
+Kernel dnnl_gemm(KernelContext& ctx, const Gemm& g, bool bias = false, bool relu = false) {
+  const TensorDesc& weights = ctx.input(1);
+  auto p = gemm_primitive(g, bias, relu, weights.is_plain() ? nullptr : &weights.md());
+  std::vector<DnnlArg> args{{DNNL_ARG_SRC, p.a, true, 0}, {DNNL_ARG_WEIGHTS, p.b, true, 1},
+                            {DNNL_ARG_DST, p.c, false, 0}};
+  if (bias) args.push_back({DNNL_ARG_BIAS, p.bias, true, 2});
+  return dnnl_kernel(ctx, dnnl::matmul(p.pd), p.pd.scratchpad_desc(), args);
 }
 
 template <typename T>
@@ -120,13 +123,14 @@ Kernel loop_gemm(const Gemm& g) {
   };
 }
 
-Kernel gemm_kernel(const Node& node, const Gemm& g) {
-  size_t out_bytes = shape_size(node.get_shape()) * node.get_element_type().size();
+Kernel gemm_kernel(KernelContext& ctx, const Gemm& g) {
+  const Node& node = ctx.node;
+  size_t out_bytes = ctx.output(0).bytes();
   if (out_bytes == 0) return [](const void* const*, void* const*) {};
   if (g.k == 0)
     return [out_bytes](const void* const*, void* const* out) { std::memset(out[0], 0, out_bytes); };
   element::Type t = node.get_element_type();
-  if (t == element::f32 && g.batch.size() + 2 <= DNNL_MAX_NDIMS) return dnnl_gemm(g);
+  if (t == element::f32 && g.batch.size() + 2 <= DNNL_MAX_NDIMS) return dnnl_gemm(ctx, g);
   switch (t.get_type_enum()) {
     case element::Type_t::f32: return loop_gemm<float>(g);
     case element::Type_t::f64: return loop_gemm<double>(g);
@@ -151,8 +155,7 @@ Kernel with_bias_relu(Kernel gemm, size_t m, size_t n, bool bias, bool relu) {
   };
 }
 
-NGRAPH_CPU_KERNEL("CPUMatMulBias", [](const Node& node) -> Kernel {
-  auto& mm = static_cast<const MatMulBias&>(node);
+Gemm matmul_bias_gemm(const MatMulBias& mm) {
   const Shape& a = mm.get_input_shape(0);
   Gemm g;
   g.trans_a = mm.get_transpose_a();
@@ -160,13 +163,33 @@ NGRAPH_CPU_KERNEL("CPUMatMulBias", [](const Node& node) -> Kernel {
   g.m = static_cast<int64_t>(mm.get_shape()[0]);
   g.n = static_cast<int64_t>(mm.get_shape()[1]);
   g.k = static_cast<int64_t>(g.trans_a ? a[0] : a[1]);
+  return g;
+}
+
+// The weights in the layout oneDNN's matmul picks for this product (format_tag::any), when they
+// are not read transposed (a transpose is free as strides; a reorder is not). Where it picks
+// row-major, as it does on AVX2 machines, nothing changes.
+void matmul_bias_layout(LayoutContext& lc) {
+  auto& mm = static_cast<const MatMulBias&>(lc.node);
+  Gemm g = matmul_bias_gemm(mm);
+  if (mm.get_element_type() != element::f32 || g.trans_b || g.k == 0 || shape_size(mm.get_shape()) == 0)
+    return;
+  dnnl::memory::desc any({g.k, g.n}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::any);
+  auto p = gemm_primitive(g, mm.has_bias(), mm.get_relu(), &any);
+  lc.wanted[1] = TensorDesc::with_layout(element::f32, mm.get_input_shape(1), p.pd.weights_desc());
+}
+
+NGRAPH_CPU_KERNEL("CPUMatMulBias", [](KernelContext& ctx) -> Kernel {
+  const Node& node = ctx.node;
+  auto& mm = static_cast<const MatMulBias&>(node);
+  Gemm g = matmul_bias_gemm(mm);
   bool bias = mm.has_bias(), relu = mm.get_relu();
   element::Type t = mm.get_element_type();
-  size_t out_n = shape_size(mm.get_shape());
+  size_t out_n = ctx.output(0).elements();
   if (out_n == 0) return [](const void* const*, void* const*) {};
-  if (t == element::f32 && g.k > 0) return dnnl_gemm(g, bias, relu);
+  if (t == element::f32 && g.k > 0) return dnnl_gemm(ctx, g, bias, relu);
   // k == 0 or other types: the plain GEMM (zeros when k == 0), then bias and ReLU.
-  Kernel gemm = gemm_kernel(node, g);
+  Kernel gemm = gemm_kernel(ctx, g);
   auto m = static_cast<size_t>(g.m), n = static_cast<size_t>(g.n);
   switch (t.get_type_enum()) {
     case element::Type_t::f32: return with_bias_relu<float>(gemm, m, n, bias, relu);
@@ -175,9 +198,10 @@ NGRAPH_CPU_KERNEL("CPUMatMulBias", [](const Node& node) -> Kernel {
     case element::Type_t::i64: return with_bias_relu<int64_t>(gemm, m, n, bias, relu);
     default: node.fail_type("CPU kernel has no implementation for element type " + t.get_type_name());
   }
-});
+}, matmul_bias_layout);
 
-NGRAPH_CPU_KERNEL("Dot", [](const Node& node) -> Kernel {
+NGRAPH_CPU_KERNEL("Dot", [](KernelContext& ctx) -> Kernel {
+  const Node& node = ctx.node;
   auto& d = static_cast<const op::Dot&>(node);
   const Shape& a = d.get_input_shape(0);
   const Shape& b = d.get_input_shape(1);
@@ -187,10 +211,11 @@ NGRAPH_CPU_KERNEL("Dot", [](const Node& node) -> Kernel {
   for (size_t i = 0; i < a.size() - r; ++i) g.m *= static_cast<int64_t>(a[i]);
   for (size_t i = a.size() - r; i < a.size(); ++i) g.k *= static_cast<int64_t>(a[i]);
   for (size_t i = r; i < b.size(); ++i) g.n *= static_cast<int64_t>(b[i]);
-  return gemm_kernel(node, g);
+  return gemm_kernel(ctx, g);
 });
 
-NGRAPH_CPU_KERNEL("MatMul", [](const Node& node) -> Kernel {
+NGRAPH_CPU_KERNEL("MatMul", [](KernelContext& ctx) -> Kernel {
+  const Node& node = ctx.node;
   auto& mm = static_cast<const op::MatMul&>(node);
   Shape a = mm.get_input_shape(0), b = mm.get_input_shape(1);
   bool a_vec = a.size() == 1, b_vec = b.size() == 1;
@@ -208,7 +233,7 @@ NGRAPH_CPU_KERNEL("MatMul", [](const Node& node) -> Kernel {
   for (size_t i = 0; i + 2 < a.size(); ++i) g.a_batch[rank - (a.size() - 2) + i] = static_cast<int64_t>(a[i]);
   for (size_t i = 0; i + 2 < b.size(); ++i) g.b_batch[rank - (b.size() - 2) + i] = static_cast<int64_t>(b[i]);
   for (size_t i = 0; i < rank; ++i) g.batch.push_back(std::max(g.a_batch[i], g.b_batch[i]));
-  return gemm_kernel(node, g);
+  return gemm_kernel(ctx, g);
 });
 
 }  // namespace

@@ -59,25 +59,22 @@ T highest() {
                                               : std::numeric_limits<T>::max();
 }
 
-Kernel dnnl_reduction(const Shape& in, const AxisSet& axes, dnnl::algorithm alg) {
+Kernel dnnl_reduction(KernelContext& ctx, const Shape& in, const AxisSet& axes,
+                      dnnl::algorithm alg) {
   Shape kept = in;
   for (auto a : axes) kept[a] = 1;
   auto src_md = plain_desc(in), dst_md = plain_desc(kept);
   dnnl::reduction::desc d(alg, src_md, dst_md, 0.f, 0.f);
-  dnnl::reduction::primitive_desc pd(d, dnnl_engine());
-  dnnl::reduction prim(pd);
-  dnnl::memory src(src_md, dnnl_engine(), DNNL_MEMORY_NONE), dst(dst_md, dnnl_engine(), DNNL_MEMORY_NONE);
-  return [prim, src, dst](const void* const* i, void* const* o) mutable {
-    src.set_data_handle(const_cast<void*>(i[0]));
-    dst.set_data_handle(o[0]);
-    prim.execute(dnnl_stream(), {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
-  };
+  dnnl::reduction::primitive_desc pd(d, dnnl_attr(), dnnl_engine());
+  return dnnl_kernel(ctx, dnnl::reduction(pd), pd.scratchpad_desc(),
+                     {{DNNL_ARG_SRC, src_md, true, 0}, {DNNL_ARG_DST, dst_md, false, 0}});
 }
 
 enum class Reduce { sum, product, max, min };
 
 KernelBuilder reduction(Reduce kind) {
-  return [kind](const Node& node) -> Kernel {
+  return [kind](KernelContext& ctx) -> Kernel {
+    const Node& node = ctx.node;
     const Shape& in = node.get_input_shape(0);
     const AxisSet& axes = dynamic_cast<const op::ReductionAxes&>(node).get_reduction_axes();
     element::Type t = node.get_element_type();
@@ -92,11 +89,11 @@ KernelBuilder reduction(Reduce kind) {
     bool innermost = !in.empty() && axes.count(in.size() - 1);
     if (t == element::f32 && dnnl_rank_ok(in) && reduces && innermost &&
         (kind == Reduce::sum || kind == Reduce::product)) {
-      return dnnl_reduction(in, axes, kind == Reduce::sum ? dnnl::algorithm::reduction_sum
+      return dnnl_reduction(ctx, in, axes, kind == Reduce::sum ? dnnl::algorithm::reduction_sum
                                                           : dnnl::algorithm::reduction_mul);
     }
     StridedLoop loop(in, {reduced_strides(in, axes), to_signed(row_major_strides(in))});
-    size_t out_n = shape_size(node.get_shape());
+    size_t out_n = ctx.output(0).elements();
     return element::dispatch(t, [&](auto tag) -> Kernel {
       using T = decltype(tag);
       return [loop, out_n, kind](const void* const* i, void* const* o) {
@@ -157,14 +154,17 @@ Kernel index_reduction(const Node& node, size_t axis) {
   });
 }
 
-NGRAPH_CPU_KERNEL("ArgMax", [](const Node& node) -> Kernel {
+NGRAPH_CPU_KERNEL("ArgMax", [](KernelContext& ctx) -> Kernel {
+  const Node& node = ctx.node;
   return index_reduction<true>(node, static_cast<const op::ArgMax&>(node).get_reduction_axis());
 });
-NGRAPH_CPU_KERNEL("ArgMin", [](const Node& node) -> Kernel {
+NGRAPH_CPU_KERNEL("ArgMin", [](KernelContext& ctx) -> Kernel {
+  const Node& node = ctx.node;
   return index_reduction<false>(node, static_cast<const op::ArgMin&>(node).get_reduction_axis());
 });
 
-NGRAPH_CPU_KERNEL("Softmax", [](const Node& node) -> Kernel {
+NGRAPH_CPU_KERNEL("Softmax", [](KernelContext& ctx) -> Kernel {
+  const Node& node = ctx.node;
   auto& s = static_cast<const op::Softmax&>(node);
   const Shape& shape = s.get_shape();
   const AxisSet& axes = s.get_axes();
@@ -172,16 +172,11 @@ NGRAPH_CPU_KERNEL("Softmax", [](const Node& node) -> Kernel {
     auto md = plain_desc(shape);
     int axis = static_cast<int>(*axes.begin() + (std::max<size_t>(shape.size(), 1) - shape.size()));
     dnnl::softmax_forward::desc d(dnnl::prop_kind::forward_inference, md, axis);
-    dnnl::softmax_forward::primitive_desc pd(d, dnnl_engine());
-    dnnl::softmax_forward prim(pd);
-    dnnl::memory src(md, dnnl_engine(), DNNL_MEMORY_NONE), dst(md, dnnl_engine(), DNNL_MEMORY_NONE);
-    return [prim, src, dst](const void* const* i, void* const* o) mutable {
-      src.set_data_handle(const_cast<void*>(i[0]));
-      dst.set_data_handle(o[0]);
-      prim.execute(dnnl_stream(), {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
-    };
+    dnnl::softmax_forward::primitive_desc pd(d, dnnl_attr(), dnnl_engine());
+    return dnnl_kernel(ctx, dnnl::softmax_forward(pd), pd.scratchpad_desc(),
+                       {{DNNL_ARG_SRC, md, true, 0}, {DNNL_ARG_DST, md, false, 0}});
   }
-  // max, exp(x - max), sum, divide; the reduced values live in a scratch buffer made here.
+  // max, exp(x - max), sum, divide; the reduced values live in a planned scratch buffer.
   Shape reduced;
   for (size_t d = 0; d < shape.size(); ++d)
     if (!axes.count(d)) reduced.push_back(shape[d]);
@@ -189,11 +184,11 @@ NGRAPH_CPU_KERNEL("Softmax", [](const Node& node) -> Kernel {
   StridedLoop loop(shape, {reduced_strides(shape, axes), to_signed(row_major_strides(shape))});
   return element::dispatch(s.get_element_type(), [&](auto tag) -> Kernel {
     using T = decltype(tag);
-    auto scratch = std::make_shared<std::vector<T>>(std::max<size_t>(rn, 1));
+    size_t scratch = ctx.scratch(std::max<size_t>(rn, 1) * sizeof(T));
     return [loop, scratch, rn](const void* const* i, void* const* o) {
       const T* x = static_cast<const T*>(i[0]);
       T* y = static_cast<T*>(o[0]);
-      T* m = scratch->data();
+      T* m = static_cast<T*>(o[scratch]);
       std::fill(m, m + rn, lowest<T>());
       accumulate(loop, m, x, [](T a, T b) { return b > a ? b : a; });
       loop.run([&](const std::ptrdiff_t* off, size_t n, const std::ptrdiff_t* inner) {

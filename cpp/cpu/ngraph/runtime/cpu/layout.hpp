@@ -1,0 +1,49 @@
+// Layouts: what a kernel's layout rule sees and decides, the rule shared by elementwise
+// kernels, and the Reorder op the layout pass inserts where a producer and a consumer
+// disagree.
+#pragma once
+
+#include <vector>
+
+#include "ngraph/node.hpp"
+#include "ngraph/runtime/cpu/kernel.hpp"
+#include "ngraph/runtime/cpu/tensor_desc.hpp"
+
+namespace ngraph {
+namespace runtime {
+namespace cpu {
+
+// Given to a kernel's layout rule at compile time. `produced` holds the inputs' layouts as
+// their producers give them; the rule sets `wanted` (what its kernel reads; plain unless it
+// says otherwise) and `outputs` (what its kernel writes; plain unless it says otherwise). A
+// oneDNN primitive asks for format_tag::any and writes back what it chose.
+struct LayoutContext {
+  const Node& node;
+  std::vector<TensorDesc> produced;
+  std::vector<TensorDesc> wanted;
+  std::vector<TensorDesc> outputs;
+};
+
+// The rule of elementwise kernels, which read and write storage elements in order: when every
+// input that is not a scalar has the output's shape and one common non-plain layout, that
+// layout passes through (only unpadded ones unless the op keeps zeros zero, since padding
+// must stay zero); otherwise everything is plain.
+LayoutRule elementwise_layout(bool zero_preserving);
+
+// Reorder(x): x in another layout; the target is the plan's descriptor of its output.
+// Backend-internal, inserted by the layout pass only.
+class Reorder : public Op<Reorder> {
+ public:
+  static constexpr const char* type_name = "CPUReorder";
+  Reorder() = default;
+  explicit Reorder(const Output& x) : Op<Reorder>({x}) { constructor_validate_and_infer_types(); }
+  void validate_and_infer_types() override {
+    check_input_count(1);
+    set_output_type(0, get_input_element_type(0), get_input_shape(0));
+  }
+  bool is_pure() const override { return false; }  // never merged: two targets may differ
+};
+
+}  // namespace cpu
+}  // namespace runtime
+}  // namespace ngraph

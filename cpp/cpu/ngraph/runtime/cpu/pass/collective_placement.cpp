@@ -1,0 +1,82 @@
+// Collective placement: which fused allreduces overlap with computation (and where the
+// executable waits for them), the contiguous layout of their inputs and outputs, and the
+// signatures the ranks must agree on before running.
+#include <algorithm>
+
+#include "ngraph/ops.hpp"
+#include "ngraph/runtime/cpu/fusion.hpp"
+#include "ngraph/runtime/cpu/plan.hpp"
+
+namespace ngraph {
+namespace runtime {
+namespace cpu {
+namespace pass {
+
+namespace {
+
+// Elements computed between an allreduce's start and its first use for overlapping to pay:
+// Open MPI's non-blocking allreduce is slower than its blocking one.
+constexpr size_t kOverlapElements = size_t(1) << 18;
+
+// Lays `values` out end to end, when each is a computed value of no other group, bound to
+// nothing, and listed once.
+void try_group(ExecutionPlan& plan, const std::vector<Output>& values) {
+  for (const auto& v : values)
+    if (plan.group_of.count(v) || !plan.is_arena_value(v)) return;
+  if (std::set<Output>(values.begin(), values.end()).size() != values.size()) return;
+  ContiguousGroup g;
+  for (const auto& v : values) {
+    size_t es = v.get_element_type().size();
+    g.bytes = (g.bytes + es - 1) / es * es;
+    g.offsets.push_back(g.bytes);
+    g.bytes += plan.desc(v).bytes();
+    g.members.push_back(v);
+    plan.group_of[v] = plan.groups.size();
+  }
+  plan.groups.push_back(std::move(g));
+}
+
+void add_check(ExecutionPlan& plan, const Node& node) {
+  auto* coll = dynamic_cast<const op::Collective*>(&node);
+  if (!coll) return;
+  std::string sig = coll->collective_signature();
+  if (sig.empty()) return;
+  auto it = std::find_if(plan.checks.begin(), plan.checks.end(),
+                         [&](const CollectiveCheck& c) { return c.comm == coll->get_communicator(); });
+  if (it == plan.checks.end()) it = plan.checks.insert(plan.checks.end(), {coll->get_communicator(), {}, {}});
+  it->signature.push_back(sig);
+  it->labels.push_back(node.get_name());
+}
+
+}  // namespace
+
+void place_collectives(ExecutionPlan& plan) {
+  auto& steps = plan.steps;
+  size_t n = steps.size();
+  for (size_t s = 0; s < n; ++s) {
+    add_check(plan, *steps[s].node);
+    if (steps[s].node->get_type_name() != FusedAllReduce::type_name) continue;
+    // The first step that reads a result of the collective.
+    size_t w = n;
+    for (size_t t = s + 1; t < n && w == n; ++t)
+      for (const auto& in : steps[t].node->input_values())
+        if (in.get_node() == steps[s].node.get()) w = t;
+    size_t between = 0;
+    for (size_t t = s + 1; t < w; ++t)
+      for (const auto& out : steps[t].node->outputs()) between += plan.desc(out).elements();
+    try_group(plan, steps[s].node->input_values());
+    try_group(plan, steps[s].node->outputs());
+    if (between < kOverlapElements) continue;
+    steps[s].overlap = true;
+    if (w < n) steps[w].waits_before.push_back(s);
+    // The collective reads its inputs until the executable waits for it.
+    size_t hold = std::min(w, n - 1);
+    for (const auto& in : steps[s].node->input_values())
+      plan.last_use[in] = std::max(plan.last_use[in], hold);
+  }
+}
+
+}  // namespace pass
+}  // namespace cpu
+}  // namespace runtime
+}  // namespace ngraph

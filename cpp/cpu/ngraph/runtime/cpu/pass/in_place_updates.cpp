@@ -1,0 +1,52 @@
+// In-place variable updates: an update computed by a fused elementwise kernel that reads the
+// variable (w - lr * g) may write into the variable's own buffer - element i is read before it
+// is written - when it runs after every other reader of the old value and nothing that could
+// fail runs after it (a failed call must leave the variables as they were). Then the variable
+// keeps one buffer: less memory, and the update reads and writes the same lines.
+#include "ngraph/ops.hpp"
+#include "ngraph/runtime/cpu/fusion.hpp"
+#include "ngraph/runtime/cpu/plan.hpp"
+
+namespace ngraph {
+namespace runtime {
+namespace cpu {
+namespace pass {
+
+namespace {
+bool reads(const Node& node, const Node* value) {
+  for (const auto& in : node.input_values())
+    if (in.get_node() == value) return true;
+  return false;
+}
+}  // namespace
+
+void plan_in_place_updates(ExecutionPlan& plan) {
+  std::map<VariableState*, const Node*> var_node;  // the Variable node of each state
+  for (const auto& node : plan.ops)
+    if (auto* v = dynamic_cast<op::Variable*>(node.get())) var_node[v->get_state().get()] = v;
+  std::set<const Node*> read_at_end;  // values that results read after the steps
+  for (const auto& r : plan.function->get_results()) read_at_end.insert(r->input_value(0).get_node());
+  const auto& steps = plan.steps;
+  // Only the trailing run of update steps qualifies: nothing after them can fail.
+  for (size_t s = steps.size(); s-- > 0;) {
+    const Node& node = *steps[s].node;
+    if (node.get_output_size() != 1 || node.get_type_name() != FusedElementwise::type_name) break;
+    auto bound = plan.update_binding.find(steps[s].node->output(0));
+    if (bound == plan.update_binding.end()) break;
+    VariableState* state = bound->second;
+    auto vn = var_node.find(state);
+    if (vn == var_node.end() || read_at_end.count(vn->second) || !reads(node, vn->second)) continue;
+    bool ok = true;
+    for (size_t t = s + 1; ok && t < steps.size(); ++t) ok = !reads(*steps[t].node, vn->second);
+    for (const auto& other : steps)  // nor may a Send or collective hold it
+      if (ok && (other.node->get_type_name() == "Send" ||
+                 other.node->get_type_name() == FusedAllReduce::type_name))
+        ok = !reads(*other.node, vn->second);
+    if (ok) plan.in_place.insert(state);
+  }
+}
+
+}  // namespace pass
+}  // namespace cpu
+}  // namespace runtime
+}  // namespace ngraph

@@ -1,0 +1,72 @@
+// The CPU compiler's passes, in the order they run. Each reads what earlier passes decided
+// from the ExecutionPlan and adds its own decisions there.
+#include "ngraph/ops/parameter.hpp"
+#include "ngraph/runtime/cpu/plan.hpp"
+
+namespace ngraph {
+namespace runtime {
+namespace cpu {
+namespace pass {
+
+namespace {
+struct NamedPass {
+  const char* name;
+  void (*run)(ExecutionPlan&);
+};
+
+const std::vector<NamedPass>& pipeline() {
+  static const std::vector<NamedPass> passes{
+      {"optimize_graph", optimize_graph},            // graph_optimization.cpp
+      {"fuse_cpu_ops", fuse_cpu_ops},                // ../fusion.cpp
+      {"pass_results_through", pass_results_through},// schedule.cpp
+      {"assign_layouts", assign_layouts},            // layout_assignment.cpp
+      {"schedule", schedule},                        // schedule.cpp
+      {"bind_io", bind_io},                          // io_binding.cpp
+      {"plan_in_place_updates", plan_in_place_updates},  // in_place_updates.cpp
+      {"place_collectives", place_collectives},      // collective_placement.cpp
+      {"place_shared_memory", place_shared_memory},  // shared_memory_placement.cpp
+      {"select_kernels", select_kernels},            // kernel_selection.cpp
+      {"plan_memory", plan_memory},                  // memory_planning.cpp
+  };
+  return passes;
+}
+}  // namespace
+
+const std::vector<std::string>& pipeline_pass_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> n;
+    for (const auto& p : pipeline()) n.push_back(p.name);
+    return n;
+  }();
+  return names;
+}
+
+ExecutionPlan build_plan(const std::shared_ptr<Function>& function, const CompileOptions& options,
+                         CallState& call_state) {
+  ExecutionPlan plan;
+  // Passes rewrite nodes in place: work on a copy so the caller's graph is untouched.
+  plan.function = function->clone();
+  plan.options = options;
+  plan.call_state = &call_state;
+  for (const auto& p : pipeline()) p.run(plan);
+  return plan;
+}
+
+}  // namespace pass
+
+const TensorDesc& ExecutionPlan::desc(const Output& v) const {
+  auto it = descs.find(v);
+  if (it == descs.end())
+    throw ngraph_error("[CPU] internal: no descriptor for " + v.get_node()->get_name() + ":" +
+                       std::to_string(v.get_index()));
+  return it->second;
+}
+
+bool ExecutionPlan::is_arena_value(const Output& v) const {
+  return !is_structural_op(v.get_node()->get_type_name()) && !result_binding.count(v) &&
+         !update_binding.count(v);
+}
+
+}  // namespace cpu
+}  // namespace runtime
+}  // namespace ngraph

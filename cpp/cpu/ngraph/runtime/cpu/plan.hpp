@@ -1,0 +1,132 @@
+// The execution plan: what the CPU compiler decides about a function, filled in by named
+// passes (one file each under pass/, run in the order pass/pipeline.cpp lists). The plan owns
+// every decision: the schedule, a TensorDesc per value, which values results and variable
+// updates are written into, in-place updates, which collectives overlap with computation and
+// how their buffers are laid out, shared memory, the kernels with their scratch needs, and the
+// arena offsets. Nothing is written onto nodes; the executable only materialises the plan.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ngraph/function.hpp"
+#include "ngraph/ops/variable.hpp"
+#include "ngraph/runtime/cpu/kernel.hpp"
+#include "ngraph/runtime/cpu/tensor_desc.hpp"
+
+namespace ngraph {
+namespace runtime {
+namespace cpu {
+
+struct CompileOptions {
+  bool optimize = true;  // run DeadNodeElimination, CSE and ConstantFolding first
+  // Form fused CPU kernels (matmul + bias + ReLU, transposes as strides). Default: on, unless
+  // the environment sets NGRAPH_CPU_FUSION=0 (for comparisons).
+  bool fuse = default_fuse();
+  static bool default_fuse();
+};
+
+// Where an intermediate buffer lives in the arena, and when it is alive (step indices).
+struct BufferAssignment {
+  std::string tensor;  // "Node_3:0", or "Node_3:scratch0"
+  size_t offset = 0;
+  size_t size = 0;
+  size_t first_step = 0;
+  size_t last_step = 0;
+};
+
+// One compute node of the schedule (structural ops have none).
+struct PlannedStep {
+  std::shared_ptr<Node> node;
+  bool overlap = false;               // an asynchronous collective, waited for later
+  std::vector<size_t> waits_before;   // asynchronous steps to complete before this one
+  Kernel kernel;
+  std::vector<size_t> scratch_bytes;  // asked for by the kernel builder
+  std::vector<size_t> scratch_offset; // arena offsets, from memory planning
+};
+
+// Values laid out end to end (a fused allreduce's inputs, or its outputs), so the collective
+// is one operation over one range.
+struct ContiguousGroup {
+  std::vector<Output> members;
+  std::vector<size_t> offsets;  // bytes from the group's start
+  size_t bytes = 0;
+  int shared_plan = -1;         // index into ExecutionPlan::shared, when planned there
+  size_t shared_offset = 0;     // the group's byte offset in that region
+};
+
+// The fused allreduce buffers of one communicator placed in memory the node's ranks share.
+struct SharedPlacement {
+  std::shared_ptr<distributed::Communicator> comm;
+  size_t bytes = 0;
+};
+
+// The collectives of the schedule on one communicator, for the agreement check.
+struct CollectiveCheck {
+  std::shared_ptr<distributed::Communicator> comm;
+  std::vector<std::string> signature, labels;
+};
+
+struct ExecutionPlan {
+  std::shared_ptr<Function> function;  // the compiled copy (passes rewrite it)
+  CompileOptions options;
+  CallState* call_state = nullptr;     // the executable's, handed to kernel builders
+
+  NodeVector ops;                      // schedule order, structural ops included
+  std::vector<PlannedStep> steps;      // compute nodes in schedule order
+  std::map<Output, TensorDesc> descs;  // every value's descriptor
+  size_t reorders = 0;                 // Reorder nodes the layout pass inserted
+
+  // I/O binding: values that kernels write straight into a caller's result buffer or into a
+  // variable's next buffer; the rest are copied there after the last step.
+  std::map<Output, size_t> result_binding;
+  std::map<Output, VariableState*> update_binding;
+  std::set<VariableState*> in_place;   // updates written over the variable's own buffer
+  std::set<Output> collective_buffers; // fused allreduce inputs and outputs (never bound)
+
+  // Collectives.
+  std::vector<ContiguousGroup> groups;
+  std::map<Output, size_t> group_of;
+  std::vector<CollectiveCheck> checks;
+  std::vector<SharedPlacement> shared;
+
+  // Memory: the last step reading each value, and where arena values live.
+  std::map<Output, size_t> last_use;
+  std::map<Output, size_t> arena_offset;
+  size_t arena_bytes = 0;
+  size_t unshared_bytes = 0;
+  std::vector<BufferAssignment> assignments;
+
+  const TensorDesc& desc(const Output& v) const;
+  bool is_arena_value(const Output& v) const;  // computed, not bound to a result or update
+};
+
+namespace pass {
+// Graph passes, on the compiled copy of the function.
+void optimize_graph(ExecutionPlan& plan);      // ConstantFolding, DeadNodeElimination, CSE
+void fuse_cpu_ops(ExecutionPlan& plan);        // matmul+bias+ReLU, elementwise, allreduce
+void pass_results_through(ExecutionPlan& plan);  // a Result used inside the graph
+void assign_layouts(ExecutionPlan& plan);      // descriptors; Reorders where layouts differ
+// Plan passes.
+void schedule(ExecutionPlan& plan);            // the order steps run in
+void bind_io(ExecutionPlan& plan);             // results and updates written in place
+void plan_in_place_updates(ExecutionPlan& plan);
+void place_collectives(ExecutionPlan& plan);   // overlap, waits, contiguous groups, checks
+void place_shared_memory(ExecutionPlan& plan); // fused allreduce buffers in shared memory
+void select_kernels(ExecutionPlan& plan);      // build each step's kernel (scratch needs)
+void plan_memory(ExecutionPlan& plan);         // arena offsets of values and scratch
+
+// Runs every pass above in order on a clone of `function`.
+ExecutionPlan build_plan(const std::shared_ptr<Function>& function, const CompileOptions& options,
+                         CallState& call_state);
+// The pass names, in order (for docs and tests).
+const std::vector<std::string>& pipeline_pass_names();
+}  // namespace pass
+
+}  // namespace cpu
+}  // namespace runtime
+}  // namespace ngraph

@@ -1,0 +1,189 @@
+// The scalar math of every elementwise op, written once: the loop kernels, the oneDNN choice
+// and the fused elementwise kernel (FusedElementwise) all read it from here, and the lists at
+// the end generate the kernel registrations and the fusion table. Adding an elementwise op to
+// the CPU backend is one functor and one list entry.
+//
+// A functor's traits:
+//   real_only        - defined for f32/f64 only (else every numeric type)
+//   fusible          - FusedElementwise may evaluate it (f32/f64)
+//   zero_preserving  - f(0) == 0 (f(0, 0) == 0): it may run over the padding of a blocked
+//                      layout, which must stay zero
+//   dnnl / alpha     - the oneDNN eltwise (unary) or binary algorithm for large f32 tensors,
+//                      or dnnl::algorithm::undef for none
+#pragma once
+
+#include <cmath>
+#include <dnnl.hpp>
+#include <type_traits>
+
+namespace ngraph {
+namespace runtime {
+namespace cpu {
+namespace scalar {
+
+using dnnl::algorithm;
+
+template <bool Real, bool Fusible, bool ZeroPreserving, algorithm Alg = algorithm::undef>
+struct Traits {
+  static constexpr bool real_only = Real;
+  static constexpr bool fusible = Fusible;
+  static constexpr bool zero_preserving = ZeroPreserving;
+  static constexpr algorithm dnnl = Alg;
+  static constexpr float alpha = 0.f;
+};
+
+// ------------------------------------------------------------------------------------ unary
+
+struct Negative : Traits<false, true, true, algorithm::eltwise_linear> {
+  static constexpr float alpha = -1.f;
+  template <typename T> T operator()(T x) const { return static_cast<T>(-x); }
+};
+struct Abs : Traits<false, true, true, algorithm::eltwise_abs> {
+  template <typename T> T operator()(T x) const {
+    if constexpr (std::is_floating_point_v<T>) return std::fabs(x);
+    else return x < 0 ? static_cast<T>(-x) : x;
+  }
+};
+struct Sign : Traits<false, false, true> {
+  template <typename T> T operator()(T x) const { return static_cast<T>((x > 0) - (x < 0)); }
+};
+struct Floor : Traits<false, false, true> {
+  template <typename T> T operator()(T x) const {
+    if constexpr (std::is_floating_point_v<T>) return std::floor(x); else return x;
+  }
+};
+struct Ceiling : Traits<false, false, true> {
+  template <typename T> T operator()(T x) const {
+    if constexpr (std::is_floating_point_v<T>) return std::ceil(x); else return x;
+  }
+};
+// NaN propagates (x < 0 is false for NaN), as in NumPy and PyTorch.
+struct Relu : Traits<false, true, true, algorithm::eltwise_relu> {
+  template <typename T> T operator()(T x) const { return x < T(0) ? T(0) : x; }
+};
+struct Exp : Traits<true, true, false, algorithm::eltwise_exp> {
+  template <typename T> T operator()(T x) const { return std::exp(x); }
+};
+// Not oneDNN's eltwise_log: near 1 it is off by ~1e-6 absolute (log(1) != 0, 0.1% relative
+// error at 0.999), which std::log is not.
+struct Log : Traits<true, true, false> {
+  template <typename T> T operator()(T x) const { return std::log(x); }
+};
+struct Sqrt : Traits<true, true, true, algorithm::eltwise_sqrt> {
+  template <typename T> T operator()(T x) const { return std::sqrt(x); }
+};
+struct Sin : Traits<true, false, true> {
+  template <typename T> T operator()(T x) const { return std::sin(x); }
+};
+struct Cos : Traits<true, false, false> {
+  template <typename T> T operator()(T x) const { return std::cos(x); }
+};
+struct Tanh : Traits<true, true, true, algorithm::eltwise_tanh> {
+  template <typename T> T operator()(T x) const { return std::tanh(x); }
+};
+// exp(-|x|) never overflows: 1 / (1 + e) for x >= 0, e / (1 + e) below.
+struct Sigmoid : Traits<true, true, false, algorithm::eltwise_logistic> {
+  template <typename T> T operator()(T x) const {
+    T e = std::exp(-std::fabs(x));
+    return x >= 0 ? T(1) / (T(1) + e) : e / (T(1) + e);
+  }
+};
+struct Erf : Traits<true, true, true> {
+  template <typename T> T operator()(T x) const { return std::erf(x); }
+};
+// The exact GELU, x * Phi(x) = x / 2 * (1 + erf(x / sqrt(2))) (oneDNN's eltwise_gelu_erf).
+struct Gelu : Traits<true, true, true, algorithm::eltwise_gelu_erf> {
+  template <typename T> T operator()(T x) const {
+    return x * T(0.5) * (T(1) + std::erf(x * T(0.70710678118654752440)));
+  }
+};
+
+// ----------------------------------------------------------------------------------- binary
+
+struct Add : Traits<false, true, true, algorithm::binary_add> {
+  template <typename T> T operator()(T a, T b) const { return static_cast<T>(a + b); }
+};
+struct Subtract : Traits<false, true, true, algorithm::binary_sub> {
+  template <typename T> T operator()(T a, T b) const { return static_cast<T>(a - b); }
+};
+struct Multiply : Traits<false, true, true, algorithm::binary_mul> {
+  template <typename T> T operator()(T a, T b) const { return static_cast<T>(a * b); }
+};
+// Reals only here: integer division has its own kernel (Python's rounding, division by zero).
+struct Divide : Traits<true, true, false, algorithm::binary_div> {
+  template <typename T> T operator()(T a, T b) const { return a / b; }
+};
+// NaN in either argument gives NaN, as NumPy's maximum/minimum and the Max/Min reductions do
+// (oneDNN's binary_max/min return the other argument when the first is NaN: not used).
+struct Maximum : Traits<false, true, true> {
+  template <typename T> T operator()(T a, T b) const { return a < b || b != b ? b : a; }
+};
+struct Minimum : Traits<false, true, true> {
+  template <typename T> T operator()(T a, T b) const { return b < a || b != b ? b : a; }
+};
+template <typename T>
+T int_power(T base, T exp) {
+  if (exp < 0) return base == 1 ? 1 : base == -1 ? ((exp % 2) ? -1 : 1) : 0;
+  T result = 1;
+  while (exp) {
+    if (exp & 1) result *= base;
+    base *= base;
+    exp >>= 1;
+  }
+  return result;
+}
+struct Power : Traits<false, true, false> {
+  template <typename T> T operator()(T a, T b) const {
+    if constexpr (std::is_floating_point_v<T>) return std::pow(a, b);
+    else return int_power<T>(a, b);
+  }
+};
+
+// ------------------------------------------------------------------- comparisons (boolean)
+
+struct Equal : Traits<false, true, false> {
+  template <typename T> bool operator()(T a, T b) const { return a == b; }
+};
+struct NotEqual : Traits<false, true, false> {
+  template <typename T> bool operator()(T a, T b) const { return a != b; }
+};
+struct Greater : Traits<false, true, false> {
+  template <typename T> bool operator()(T a, T b) const { return a > b; }
+};
+struct GreaterEq : Traits<false, true, false> {
+  template <typename T> bool operator()(T a, T b) const { return a >= b; }
+};
+struct Less : Traits<false, true, false> {
+  template <typename T> bool operator()(T a, T b) const { return a < b; }
+};
+struct LessEq : Traits<false, true, false> {
+  template <typename T> bool operator()(T a, T b) const { return a <= b; }
+};
+
+// Select(c, a, b) in a fused program (c is a 0/1 mask register).
+struct Select : Traits<false, true, false> {
+  template <typename T> T operator()(T c, T a, T b) const { return c != T(0) ? a : b; }
+};
+
+}  // namespace scalar
+
+// The lists. X(Name) names both the op and its functor in `scalar`.
+// Unary ops: kernels registered from this list (elementwise_kernels.cpp).
+#define NGRAPH_CPU_UNARY_OPS(X) \
+  X(Negative) X(Abs) X(Sign) X(Floor) X(Ceiling) X(Relu) X(Exp) X(Log) X(Sqrt) X(Sin) X(Cos) \
+  X(Tanh) X(Sigmoid) X(Erf) X(Gelu)
+// Binary arithmetic with NumPy broadcasting (Divide has its own kernel for integers).
+#define NGRAPH_CPU_BINARY_OPS(X) X(Add) X(Subtract) X(Multiply) X(Maximum) X(Minimum) X(Power)
+// Comparisons: boolean results.
+#define NGRAPH_CPU_COMPARE_OPS(X) \
+  X(Equal) X(NotEqual) X(Greater) X(GreaterEq) X(Less) X(LessEq)
+// Everything FusedElementwise can hold (those whose functor says fusible), by arity.
+#define NGRAPH_CPU_FUSED_OPS(UNARY, BINARY, COMPARE, SELECT) \
+  NGRAPH_CPU_UNARY_OPS(UNARY)                                \
+  NGRAPH_CPU_BINARY_OPS(BINARY) BINARY(Divide)               \
+  NGRAPH_CPU_COMPARE_OPS(COMPARE)                            \
+  SELECT(Select)
+
+}  // namespace cpu
+}  // namespace runtime
+}  // namespace ngraph

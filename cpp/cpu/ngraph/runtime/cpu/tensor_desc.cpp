@@ -1,0 +1,77 @@
+#include "ngraph/runtime/cpu/tensor_desc.hpp"
+
+#include <limits>
+#include <stdexcept>
+
+#include "ngraph/node.hpp"
+#include "ngraph/runtime/cpu/dnnl_utils.hpp"
+
+namespace ngraph {
+namespace runtime {
+namespace cpu {
+
+size_t checked_byte_size(element::Type type, const Shape& shape, const std::string& what) {
+  size_t n = type.size();
+  for (size_t d : shape) {
+    if (d != 0 && n > std::numeric_limits<size_t>::max() / d)
+      throw std::length_error(concat_message("[CPU] ", what, " of shape ", shape, " and type ",
+                                             type, " needs more bytes than fit in 64 bits"));
+    n *= d;
+  }
+  for (size_t d : shape)
+    if (d == 0) return 0;
+  return n;
+}
+
+namespace {
+// A dense row-major f32 layout of `shape`: no inner blocks, no padding, row-major strides.
+bool is_row_major(const dnnl::memory::desc& md, const Shape& shape) {
+  const dnnl_memory_desc_t& c = md.data;
+  if (c.format_kind != dnnl_blocked || c.format_desc.blocking.inner_nblks != 0) return false;
+  if (c.data_type != dnnl_f32) return false;
+  auto dims = to_dims(shape);
+  if (static_cast<size_t>(c.ndims) != dims.size()) return false;
+  dnnl_dim_t stride = 1;
+  for (int i = c.ndims; i-- > 0;) {
+    if (c.dims[i] != dims[static_cast<size_t>(i)] || c.padded_dims[i] != c.dims[i]) return false;
+    if (c.dims[i] != 1 && c.format_desc.blocking.strides[i] != stride) return false;
+    stride *= c.dims[i];
+  }
+  return true;
+}
+}  // namespace
+
+TensorDesc TensorDesc::plain(element::Type type, const Shape& shape) {
+  TensorDesc d;
+  d.m_type = type;
+  d.m_shape = shape;
+  d.m_bytes = checked_byte_size(type, shape, "value");
+  return d;
+}
+
+TensorDesc TensorDesc::with_layout(element::Type type, const Shape& shape,
+                                   const dnnl::memory::desc& md) {
+  TensorDesc d = plain(type, shape);
+  if (is_row_major(md, shape)) return d;  // what the primitive chose is plain after all
+  d.m_plain = false;
+  d.m_md = md;
+  d.m_bytes = md.get_size();
+  return d;
+}
+
+dnnl::memory::desc TensorDesc::dnnl_desc() const { return m_plain ? plain_desc(m_shape) : m_md; }
+
+bool TensorDesc::same_layout(const TensorDesc& other) const {
+  if (m_type != other.m_type || m_shape != other.m_shape || m_plain != other.m_plain) return false;
+  return m_plain || m_md == other.m_md;
+}
+
+std::string TensorDesc::to_string() const {
+  std::string s = m_type.get_type_name() + to_braces(m_shape);
+  if (m_plain) return s + " plain";
+  return s + " blocked (" + std::to_string(m_bytes) + " B)";
+}
+
+}  // namespace cpu
+}  // namespace runtime
+}  // namespace ngraph
