@@ -7,16 +7,36 @@
 namespace ngraph {
 namespace op {
 
+const char* to_string(AutoBroadcast auto_broadcast) {
+  switch (auto_broadcast) {
+    case AutoBroadcast::none: return "none";
+    case AutoBroadcast::numpy: return "numpy";
+  }
+  return "?";
+}
+
+AutoBroadcast auto_broadcast_from_string(const std::string& name) {
+  if (name == "none") return AutoBroadcast::none;
+  if (name == "numpy") return AutoBroadcast::numpy;
+  throw std::invalid_argument("auto_broadcast must be 'none' or 'numpy', got '" + name + "'");
+}
+
+AutoBroadcast auto_broadcast_of(const Node& node, const std::string& name) {
+  try {
+    return auto_broadcast_from_string(name);
+  } catch (const std::invalid_argument& e) {
+    node.fail(e.what());
+  }
+}
+
 Shape broadcast_shapes(const Node& node, const Shape& a, const Shape& b,
-                       const std::string& auto_broadcast) {
-  if (auto_broadcast == "none") {
+                       AutoBroadcast auto_broadcast) {
+  if (auto_broadcast == AutoBroadcast::none) {
     if (a != b)
       node.fail(concat_message("arguments must have the same shape (got ", a, " and ", b,
                                "); use auto_broadcast='numpy' to broadcast"));
     return a;
   }
-  if (auto_broadcast != "numpy")
-    node.fail("auto_broadcast must be 'none' or 'numpy', got '" + auto_broadcast + "'");
   size_t rank = std::max(a.size(), b.size());
   Shape out(rank);
   for (size_t i = 0; i < rank; ++i) {
@@ -52,8 +72,15 @@ void check_element_kind(const Node& node, size_t i, ElementKind kind) {
 }
 
 Select::Select(const Output& cond, const Output& then_value, const Output& else_value,
-               const std::string& auto_broadcast)
+               AutoBroadcast auto_broadcast)
     : Op<Select>({cond, then_value, else_value}), m_auto_broadcast(auto_broadcast) {
+  constructor_validate_and_infer_types();
+}
+
+Select::Select(const Output& cond, const Output& then_value, const Output& else_value,
+               const std::string& auto_broadcast)
+    : Op<Select>({cond, then_value, else_value}) {
+  m_auto_broadcast = auto_broadcast_of(*this, auto_broadcast);
   constructor_validate_and_infer_types();
 }
 
