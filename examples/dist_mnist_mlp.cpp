@@ -210,11 +210,11 @@ std::shared_ptr<runtime::Executable> make_step(runtime::Backend& backend, const 
   for (const auto& w : {m.W0, m.b0, m.W1, m.b1}) {
     auto grad = adjoints.backprop_node(w);
     // The seeds' AllReduce, injected after backprop.
-    auto sum_grad = std::make_shared<op::AllReduce>(grad, "sum", comm);
+    auto sum_grad = std::make_shared<op::AllReduce>(grad, distributed::ReduceOp::sum, comm);
     auto next = std::make_shared<op::Subtract>(w, std::make_shared<op::Multiply>(sum_grad, lr_c, "numpy"));
     sinks.push_back(std::make_shared<op::Assign>(w, next));
   }
-  auto global_loss = std::make_shared<op::AllReduce>(loss, "sum", comm);
+  auto global_loss = std::make_shared<op::AllReduce>(loss, distributed::ReduceOp::sum, comm);
   auto f = std::make_shared<Function>(OutputVector{global_loss}, sinks, ParameterVector{X, Y},
                                       "train_step");
   return backend.compile(f);
@@ -265,7 +265,8 @@ int main(int argc, char** argv) {
             element::i64),
         AxisSet{0});
     auto eval = backend->compile(std::make_shared<Function>(
-        OutputVector{std::make_shared<op::AllReduce>(hits, "sum", comm)}, ParameterVector{XT, YT}, "eval"));
+        OutputVector{std::make_shared<op::AllReduce>(hits, distributed::ReduceOp::sum, comm)},
+        ParameterVector{XT, YT}, "eval"));
     std::vector<int64_t> test_labels(test.labels.begin() + static_cast<std::ptrdiff_t>(t0),
                                      test.labels.begin() + static_cast<std::ptrdiff_t>(t1));
 

@@ -6,6 +6,7 @@
 #include "ngraph/function.hpp"
 #include "ngraph/ops.hpp"
 #include "ngraph/pass/manager.hpp"
+#include "ngraph/runtime/cpu/constant_evaluator.hpp"
 
 namespace py = pybind11;
 
@@ -254,7 +255,8 @@ void init_graph(py::module_& m) {
           for (const auto& n : names) {
             if (n == "DeadNodeElimination") manager.register_pass<pass::DeadNodeElimination>();
             else if (n == "CommonSubexpressionElimination") manager.register_pass<pass::CommonSubexpressionElimination>();
-            else if (n == "ConstantFolding") manager.register_pass<pass::ConstantFolding>();
+            else if (n == "ConstantFolding")
+              manager.register_pass<pass::ConstantFolding>(runtime::cpu::evaluate_constant);
             else throw py::value_error("unknown pass '" + n + "' (DeadNodeElimination, "
                                        "CommonSubexpressionElimination, ConstantFolding)");
           }

@@ -45,7 +45,7 @@ constexpr const char* kFdSuite = "autodiff_fd";
 const std::vector<std::string> kCoveredOps = {
     "Add",     "Subtract", "Multiply", "Divide",  "Power",        "Maximum", "Minimum", "Negative",
     "Abs",     "Exp",      "Log",      "Sqrt",    "Sign",         "Floor",   "Ceiling", "Sin",
-    "Cos",     "Tanh",     "Sigmoid",  "Relu",    "StopGradient", "Dot",     "MatMul",  "Broadcast",
+    "Cos",     "Tanh",     "Sigmoid",  "Erf",     "Gelu",    "Relu",    "StopGradient", "Dot",     "MatMul",  "Broadcast",
     "Sum",     "Reshape",  "Slice",    "Concat",  "Pad",          "Reverse", "Max",     "Min",
     "Product", "Softmax",  "Select",   "Convert", "Result",
 };
@@ -485,6 +485,12 @@ TEST(autodiff_fd, Tanh) {
 }
 TEST(autodiff_fd, Sigmoid) {
   check_unary<op::Sigmoid>();
+}
+TEST(autodiff_fd, Erf) {
+  check_unary<op::Erf>();
+}
+TEST(autodiff_fd, Gelu) {
+  check_unary<op::Gelu>();
 }
 TEST(autodiff_fd, Relu) {
   check_unary<op::Relu>(Kind::nonzero);

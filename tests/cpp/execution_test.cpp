@@ -409,6 +409,13 @@ TYPED_TEST(exec_real, transcendental) {
   check_unary<T, op::Tanh>([](T v) { return std::tanh(static_cast<double>(v)); }, kSigned);
   check_unary<T, op::Sigmoid>([](T v) { return 1.0 / (1.0 + std::exp(-static_cast<double>(v))); },
                               {-100, -10, -3.75, -1, 0, 0.5, 1, 10, 100});
+  check_unary<T, op::Erf>([](T v) { return std::erf(static_cast<double>(v)); }, kSigned);
+  check_unary<T, op::Gelu>(
+      [](T v) {
+        double x = static_cast<double>(v);
+        return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+      },
+      kSigned);
   // Values worth knowing by heart.
   auto got = run_op<T>(unary_factory<op::Exp>(), {make_value(Shape{2}, vec<T>({0, 1}))});
   EXPECT_TRUE(all_close(got, vec<T>({1, 2.718281828459045}), tol<T>()));

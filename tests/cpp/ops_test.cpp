@@ -334,7 +334,7 @@ TEST(ops_binary, divide_pythondiv_attribute) {
   auto a = param(element::i32, {2});
   auto d = std::make_shared<op::Divide>(a, a);
   EXPECT_TRUE(d->is_pythondiv());
-  EXPECT_EQ(d->get_auto_broadcast(), "none");
+  EXPECT_EQ(d->get_auto_broadcast(), op::AutoBroadcast::none);
   auto c = std::make_shared<op::Divide>(a, a, "numpy", false);
   EXPECT_FALSE(c->is_pythondiv());
   EXPECT_EQ(c->attributes_string(), "auto_broadcast='numpy', pythondiv=false");
@@ -370,6 +370,8 @@ std::vector<UnaryOp> unary_ops() {
           unary<op::Cos>("Cos", true),
           unary<op::Tanh>("Tanh", true),
           unary<op::Sigmoid>("Sigmoid", true),
+          unary<op::Erf>("Erf", true),
+          unary<op::Gelu>("Gelu", true),
           unary<op::LogicalNot>("LogicalNot", false, true)};
 }
 }  // namespace
@@ -895,7 +897,7 @@ TEST(op_registry, lists_every_op_of_the_core) {
       "Concat",    "Pad",      "Reverse",   "Sum",      "Max",       "Min",        "Product",
       "ArgMax",    "ArgMin",   "Softmax",   "OneHot",   "Convert",   "Select",     "Equal",
       "NotEqual",  "Greater",  "GreaterEq", "Less",     "LessEq",    "LogicalAnd", "LogicalOr",
-      "LogicalNot"};
+      "LogicalNot", "Erf",      "Gelu"};
   auto names = OpRegistry::get().names();
   EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
   std::set<std::string> got(names.begin(), names.end());
@@ -1012,4 +1014,105 @@ TEST(node, names_and_description) {
   std::string d = add->description();
   EXPECT_TRUE(starts_with(d, add->get_name() + "(A, " + b->get_name() + ") -> f32{2,3}")) << d;
   EXPECT_TRUE(contains(d, "auto_broadcast='numpy'")) << d;
+}
+
+// ------------------------------------------------------------------------- enum attributes
+
+namespace {
+// Sets one string attribute to `value` and remembers the value it had, as the Python
+// bindings' keyword loader does.
+class StringSetter : public AttributeVisitor {
+ public:
+  StringSetter(std::string name, std::string value)
+      : m_name(std::move(name)), m_value(std::move(value)) {}
+  using AttributeVisitor::on;
+  void on(const std::string&, bool&) override {}
+  void on(const std::string&, int64_t&) override {}
+  void on(const std::string&, double&) override {}
+  void on(const std::string& name, std::string& v) override {
+    if (name != m_name) return;
+    seen = v;
+    v = m_value;
+  }
+  void on(const std::string&, element::Type&) override {}
+  void on(const std::string&, std::vector<int64_t>&) override {}
+  std::string seen;
+
+ private:
+  std::string m_name, m_value;
+};
+}  // namespace
+
+TEST(enum_attributes, names_round_trip) {
+  for (auto b : {op::AutoBroadcast::none, op::AutoBroadcast::numpy})
+    EXPECT_EQ(op::auto_broadcast_from_string(op::to_string(b)), b);
+  using distributed::ReduceOp;
+  for (auto r : {ReduceOp::sum, ReduceOp::mean, ReduceOp::max, ReduceOp::min, ReduceOp::prod})
+    EXPECT_EQ(distributed::reduce_op_from_string(distributed::to_string(r)), r);
+  EXPECT_EQ(error_of<std::invalid_argument>([] { op::auto_broadcast_from_string("pdpd"); }),
+            "auto_broadcast must be 'none' or 'numpy', got 'pdpd'");
+  EXPECT_EQ(error_of<std::invalid_argument>([] { distributed::reduce_op_from_string("avg"); }),
+            "unknown reduce_op 'avg' (expected sum, mean, max, min or prod)");
+}
+
+TEST(enum_attributes, print_by_name) {
+  using distributed::ReduceOp;
+  auto a = param(element::f32, {2});
+  auto c = param(element::boolean, {2});
+  EXPECT_EQ(std::make_shared<op::Add>(a, a, op::AutoBroadcast::numpy)->attributes_string(),
+            "auto_broadcast='numpy'");
+  EXPECT_EQ(std::make_shared<op::Select>(c, a, a)->attributes_string(), "auto_broadcast='none'");
+  EXPECT_EQ(std::make_shared<op::AllReduce>(a, ReduceOp::max)->attributes_string(),
+            "reduce_op='max'");
+  EXPECT_EQ(std::make_shared<op::ReduceScatter>(a, ReduceOp::mean)->attributes_string(),
+            "reduce_op='mean', axis=0");
+  EXPECT_EQ(std::make_shared<op::AllReduce>(a, ReduceOp::prod)->collective_signature(),
+            "AllReduce f32{2} prod");
+  // The typed and the named constructors build the same op; CSE compares the names.
+  auto typed = std::make_shared<op::Multiply>(a, a, op::AutoBroadcast::numpy);
+  auto named = std::make_shared<op::Multiply>(a, a, "numpy");
+  EXPECT_EQ(named->get_auto_broadcast(), op::AutoBroadcast::numpy);
+  EXPECT_TRUE(typed->attributes_equal(*named));
+  EXPECT_EQ(typed->attributes_hash(), named->attributes_hash());
+  EXPECT_FALSE(typed->attributes_equal(*std::make_shared<op::Multiply>(a, a)));
+  EXPECT_EQ(std::make_shared<op::AllReduce>(a, "min")->get_reduce_op(), ReduceOp::min);
+  EXPECT_EQ(std::make_shared<op::AllReduce>(a)->get_reduce_op(), ReduceOp::sum);
+  EXPECT_EQ(std::make_shared<op::Select>(c, a, a, "numpy")->get_auto_broadcast(),
+            op::AutoBroadcast::numpy);
+}
+
+TEST(enum_attributes, load_by_name) {
+  using distributed::ReduceOp;
+  auto a = param(element::f32, {2});
+  auto add = std::make_shared<op::Add>(a, a);
+  StringSetter to_numpy("auto_broadcast", "numpy");
+  add->visit_attributes(to_numpy);
+  EXPECT_EQ(to_numpy.seen, "none");
+  EXPECT_EQ(add->get_auto_broadcast(), op::AutoBroadcast::numpy);
+  auto ar = std::make_shared<op::AllReduce>(a);
+  StringSetter to_min("reduce_op", "min");
+  ar->visit_attributes(to_min);
+  EXPECT_EQ(to_min.seen, "sum");
+  EXPECT_EQ(ar->get_reduce_op(), ReduceOp::min);
+  // An unknown name: std::invalid_argument naming the attribute and the value (the bindings
+  // add the op's name); the op keeps its value.
+  StringSetter bad("reduce_op", "avg");
+  EXPECT_EQ(error_of<std::invalid_argument>([&] { ar->visit_attributes(bad); }),
+            "unknown reduce_op 'avg' (expected sum, mean, max, min or prod)");
+  EXPECT_EQ(ar->get_reduce_op(), ReduceOp::min);
+  StringSetter bad_mode("auto_broadcast", "pdpd");
+  EXPECT_EQ(error_of<std::invalid_argument>([&] { add->visit_attributes(bad_mode); }),
+            "auto_broadcast must be 'none' or 'numpy', got 'pdpd'");
+  EXPECT_EQ(add->get_auto_broadcast(), op::AutoBroadcast::numpy);
+}
+
+TEST(enum_attributes, unknown_name_in_constructor_names_the_op) {
+  auto a = param(element::f32, {2});
+  EXPECT_EQ(shape_error("AllReduce", [&] { std::make_shared<op::AllReduce>(a, "avg"); }),
+            "[AllReduce] unknown reduce_op 'avg' (expected sum, mean, max, min or prod)");
+  EXPECT_EQ(shape_error("ReduceScatter", [&] { std::make_shared<op::ReduceScatter>(a, "avg"); }),
+            "[ReduceScatter] unknown reduce_op 'avg' (expected sum, mean, max, min or prod)");
+  auto c = param(element::boolean, {2});
+  EXPECT_EQ(shape_error("Select", [&] { std::make_shared<op::Select>(c, a, a, "pdpd"); }),
+            "[Select] auto_broadcast must be 'none' or 'numpy', got 'pdpd'");
 }

@@ -6,6 +6,7 @@
 
 #include "ngraph/ops.hpp"
 #include "ngraph/pass/manager.hpp"
+#include "ngraph/runtime/cpu/constant_evaluator.hpp"
 #include "test_utils.hpp"
 
 using namespace ngraph;
@@ -226,7 +227,7 @@ TEST(pass_constant_folding, folds_constant_subgraph) {
   auto sum = std::make_shared<op::Sum>(add, AxisSet{0});  // [24, 46]
   auto neg = std::make_shared<op::Negative>(sum);         // [-24, -46]
   auto f = std::make_shared<Function>(OutputVector{neg}, ParameterVector{});
-  EXPECT_TRUE(run_pass(f, pass::ConstantFolding()));
+  EXPECT_TRUE(run_pass(f, pass::ConstantFolding(runtime::cpu::evaluate_constant)));
   auto ops = f->get_ordered_ops();
   ASSERT_EQ(ops.size(), 2u) << f->to_string();
   auto folded = std::dynamic_pointer_cast<op::Constant>(ops[0]);
@@ -244,7 +245,7 @@ TEST(pass_constant_folding, folds_integer_and_boolean_values) {
   auto div = std::make_shared<op::Divide>(a, b, "numpy");    // floor: -4, 3, 4
   auto gt = std::make_shared<op::Greater>(div, b, "numpy");  // 0, 1, 1
   auto f = std::make_shared<Function>(OutputVector{div, gt}, ParameterVector{});
-  EXPECT_TRUE(run_pass(f, pass::ConstantFolding()));
+  EXPECT_TRUE(run_pass(f, pass::ConstantFolding(runtime::cpu::evaluate_constant)));
   EXPECT_EQ(count_ops(*f, "Divide"), 0u);
   EXPECT_EQ(count_ops(*f, "Greater"), 0u);
   auto c0 = std::dynamic_pointer_cast<op::Constant>(
@@ -265,7 +266,7 @@ TEST(pass_constant_folding, leaves_parameter_dependent_nodes) {
   auto pc = std::make_shared<op::Add>(p, cc);        // depends on p
   auto neg = std::make_shared<op::Negative>(pc);
   auto f = std::make_shared<Function>(OutputVector{neg}, ParameterVector{p});
-  EXPECT_TRUE(run_pass(f, pass::ConstantFolding()));
+  EXPECT_TRUE(run_pass(f, pass::ConstantFolding(runtime::cpu::evaluate_constant)));
   EXPECT_EQ(count_ops(*f, "Multiply"), 0u);
   EXPECT_EQ(count_ops(*f, "Add"), 1u);
   EXPECT_EQ(count_ops(*f, "Negative"), 1u);
@@ -281,7 +282,7 @@ TEST(pass_constant_folding, leaves_parameter_dependent_nodes) {
   auto g =
       std::make_shared<Function>(OutputVector{std::make_shared<op::Add>(q, q)}, ParameterVector{q});
   auto before = structure(*g);
-  EXPECT_FALSE(run_pass(g, pass::ConstantFolding()));
+  EXPECT_FALSE(run_pass(g, pass::ConstantFolding(runtime::cpu::evaluate_constant)));
   EXPECT_EQ(structure(*g), before);
 }
 
@@ -291,7 +292,7 @@ TEST(pass_constant_folding, large_broadcast_of_scalar_not_folded) {
   auto p = param(element::f32, {1000, 1000});
   auto mul = std::make_shared<op::Multiply>(p, big);
   auto f = std::make_shared<Function>(OutputVector{mul}, ParameterVector{p});
-  EXPECT_FALSE(run_pass(f, pass::ConstantFolding()));
+  EXPECT_FALSE(run_pass(f, pass::ConstantFolding(runtime::cpu::evaluate_constant)));
   EXPECT_EQ(count_ops(*f, "Broadcast"), 1u);
   EXPECT_EQ(mul->input_value(1), Output(big));
 
@@ -300,7 +301,7 @@ TEST(pass_constant_folding, large_broadcast_of_scalar_not_folded) {
   auto expand = std::make_shared<op::Broadcast>(s, Shape{20}, AxisSet{0});
   auto shrink = std::make_shared<op::Negative>(v);
   auto g = std::make_shared<Function>(OutputVector{expand, shrink}, ParameterVector{});
-  EXPECT_TRUE(run_pass(g, pass::ConstantFolding(nullptr, 10)));
+  EXPECT_TRUE(run_pass(g, pass::ConstantFolding(runtime::cpu::evaluate_constant, 10)));
   EXPECT_EQ(count_ops(*g, "Broadcast"), 1u);
   EXPECT_EQ(count_ops(*g, "Negative"), 0u);
   auto folded = std::dynamic_pointer_cast<op::Constant>(
@@ -328,6 +329,35 @@ TEST(pass_constant_folding, uses_the_given_evaluator) {
   EXPECT_EQ(folded->get_vector<float>(), (std::vector<float>{42, 42}));
 }
 
+TEST(pass_constant_folding, needs_an_evaluator) {
+  std::string msg = test::error_of<std::invalid_argument>(
+      [] { pass::ConstantFolding folding(pass::ConstantFolding::Evaluator{}); });
+  EXPECT_TRUE(test::contains(msg, "ConstantFolding needs an evaluator")) << msg;
+  msg = test::error_of<std::invalid_argument>([] { pass::ConstantFolding folding(nullptr, 10); });
+  EXPECT_TRUE(test::contains(msg, "ConstantFolding needs an evaluator")) << msg;
+}
+
+TEST(pass_constant_folding, cpu_evaluator_runs_one_node) {
+  auto c1 = constant({2, 2}, {1, 2, 3, 4});
+  auto c2 = constant({2}, {10, 20});
+  auto add = std::make_shared<op::Add>(c1, c2, "numpy");
+  auto value = runtime::cpu::evaluate_constant(add);
+  ASSERT_TRUE(value);
+  EXPECT_EQ(value->get_shape(), (Shape{2, 2}));
+  EXPECT_EQ(value->get_element_type(), element::f32);
+  EXPECT_EQ(value->get_vector<float>(), (std::vector<float>{11, 22, 13, 24}));
+  // The node itself is left as it was.
+  EXPECT_EQ(add->input_value(0), Output(c1));
+  EXPECT_EQ(add->input_value(1), Output(c2));
+  auto i = std::make_shared<op::Constant>(element::i32, Shape{3}, std::vector<int32_t>{1, -2, 3});
+  auto less = std::make_shared<op::Less>(i, std::make_shared<op::Constant>(
+                                                element::i32, Shape{}, std::vector<int32_t>{2}),
+                                         op::AutoBroadcast::numpy);
+  auto mask = runtime::cpu::evaluate_constant(less);
+  EXPECT_EQ(mask->get_element_type(), element::boolean);
+  EXPECT_EQ(mask->get_vector<int>(), (std::vector<int>{1, 1, 0}));
+}
+
 // ------------------------------------------------------------------------------ Manager
 
 TEST(pass_manager, runs_passes_in_order_and_logs) {
@@ -340,7 +370,7 @@ TEST(pass_manager, runs_passes_in_order_and_logs) {
   auto f = std::make_shared<Function>(OutputVector{std::make_shared<op::Add>(m1, m2)},
                                       ParameterVector{p});
   pass::Manager manager;
-  manager.register_pass<pass::ConstantFolding>();
+  manager.register_pass<pass::ConstantFolding>(runtime::cpu::evaluate_constant);
   manager.register_pass<pass::DeadNodeElimination>();
   manager.register_pass<pass::CommonSubexpressionElimination>();
   EXPECT_TRUE(manager.run_passes(f));

@@ -138,6 +138,40 @@ def test_unknown_attribute():
         _ngraph.make_node("Sum", [P([2])], {"axes": [0]})
 
 
+def test_enum_attributes_by_name():
+    # reduce_op and auto_broadcast are enums inside C++: Python names them by string, they
+    # print by name, and an unknown name is refused naming the op, the attribute and the value.
+    x = P([2, 4])
+    v = np.arange(8, dtype=np.float32).reshape(2, 4)
+    for op in ("sum", "mean", "max", "min", "prod"):
+        ar = ng.allreduce(x, op)
+        rs = _ngraph.make_node("ReduceScatter", [x], {"reduce_op": op, "axis": 1})
+        assert ar.attributes() == f"reduce_op='{op}'"
+        assert rs.attributes() == f"reduce_op='{op}', axis=1"
+        for out in RUNTIME.computation([ar, rs], x)(v):  # one rank: identities
+            np.testing.assert_array_equal(out, v)
+    for mode in ("none", "numpy"):
+        add = _ngraph.make_node("Add", [x, x], {"auto_broadcast": mode})
+        sel = _ngraph.make_node("Select", [P([2, 4], np.bool_), x, x], {"auto_broadcast": mode})
+        assert add.attributes() == f"auto_broadcast='{mode}'"
+        assert sel.attributes() == f"auto_broadcast='{mode}'"
+    y = P([4])
+    add = _ngraph.make_node("Add", [x, y], {"auto_broadcast": "numpy"})
+    np.testing.assert_array_equal(RUNTIME.computation(add, x, y)(v, np.ones(4, np.float32)), v + 1)
+
+    with pytest.raises(ValueError, match=r"\[AllReduce\] unknown reduce_op 'avg' \(expected sum, "
+                                         r"mean, max, min or prod\)"):
+        ng.allreduce(x, "avg")
+    with pytest.raises(ValueError, match=r"\[ReduceScatter\] unknown reduce_op 'avg'"):
+        ng.reduce_scatter(x, "avg")
+    with pytest.raises(ValueError, match=r"\[Select\] auto_broadcast must be 'none' or 'numpy', "
+                                         r"got 'pytorch'"):
+        _ngraph.make_node("Select", [P([2], np.bool_), P([2]), P([2])],
+                          {"auto_broadcast": "pytorch"})
+    with pytest.raises(TypeError, match=r"\[AllReduce\] attribute 'reduce_op' expects a string"):
+        _ngraph.make_node("AllReduce", [x], {"reduce_op": 1})
+
+
 def test_unknown_op_and_bad_attribute_values():
     with pytest.raises(ValueError, match="unknown op 'Frobnicate'"):
         _ngraph.make_node("Frobnicate", [P([2])], {})

@@ -226,6 +226,8 @@ DIFFERENTIABLE: dict[str, list[Case]] = {
     "Cos": unary("Cos", ng.cos),
     "Tanh": unary("Tanh", ng.tanh),
     "Sigmoid": unary("Sigmoid", ng.sigmoid),
+    "Erf": unary("Erf", ng.erf),
+    "Gelu": unary("Gelu", ng.gelu),
     "Relu": unary("Relu", ng.relu, "nonzero"),
     # stop_gradient(sign(x)) * x = |x|: holding sign(x) constant loses nothing (its derivative
     # is 0), so the result matches finite differences; test_stop_gradient_blocks_exactly
@@ -648,6 +650,7 @@ def test_mixed_second_derivative():
 SECOND_ORDER = {
     "Tanh": (ng.tanh, (3, 4), "any"),
     "Sigmoid": (ng.sigmoid, (3, 4), "any"),
+    "Gelu": (ng.gelu, (3, 4), "any"),
     "Exp": (ng.exp, (3,), "any"),
     "Log": (ng.log, (3,), "pos"),
     "Sqrt": (ng.sqrt, (3,), "pos"),

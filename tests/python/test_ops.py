@@ -5,6 +5,8 @@ Each test builds a graph on parameters, compiles it with
 it on NumPy arrays with what NumPy computes.
 """
 
+import math
+
 import ngraph as ng
 import numpy as np
 import pytest
@@ -233,6 +235,10 @@ def _sigmoid(x):
     return 1 / (1 + np.exp(-x))
 
 
+def _erf(x):
+    return np.vectorize(math.erf, otypes=[x.dtype])(x)
+
+
 def _relu(x):
     return np.maximum(x, np.zeros((), dtype=x.dtype))
 
@@ -255,6 +261,8 @@ FLOAT_UNARY = [
     (ng.cos, np.cos, "any"),
     (ng.tanh, np.tanh, "any"),
     (ng.sigmoid, _sigmoid, "any"),
+    (ng.erf, lambda x: _erf(x), "any"),
+    (ng.gelu, lambda x: 0.5 * x * (1 + _erf(x / math.sqrt(2))), "any"),
 ]
 
 

@@ -31,6 +31,18 @@ class AttributeVisitor {
   void on(const std::string& name, AxisSet& v);
   void on(const std::string& name, size_t& v);
 
+  // An enum attribute (distributed::ReduceOp, op::AutoBroadcast), visited as its name: every
+  // visitor sees a string ("sum", "numpy"), so printing, CSE keys and loading from Python
+  // keywords need nothing per enum. `to_string(E)` is found by argument-dependent lookup;
+  // `from_string` throws std::invalid_argument, naming the attribute and the value, for a
+  // name that is none of E's (whoever catches it adds the op's name).
+  template <typename E>
+  void on_enum(const std::string& name, E& value, E (*from_string)(const std::string&)) {
+    std::string text = to_string(value);
+    on(name, text);
+    value = from_string(text);
+  }
+
  private:
   template <typename V>
   void on_sizes(const std::string& name, V& v);

@@ -224,7 +224,7 @@ TYPED_TEST(MpiCollectives, ReduceScatterAxes) {
   for (const auto& c : cases) {
     auto p = param<T>(c.in);
     params.push_back(p);
-    results.push_back(std::make_shared<op::ReduceScatter>(p, distributed::to_string(c.op),
+    results.push_back(std::make_shared<op::ReduceScatter>(p, c.op,
                                                           static_cast<int64_t>(c.axis), world()));
     size_t count = shape_size(c.in);
     bool prod = c.op == ReduceOp::prod;

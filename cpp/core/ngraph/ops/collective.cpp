@@ -18,13 +18,15 @@ namespace {
 void check_collective_type(const Node& node, size_t i) {
   check_element_kind(node, i, ElementKind::numeric);
 }
-void check_reduce_op(const Node& node, const std::string& op, element::Type t) {
-  distributed::ReduceOp r;
+// The reduction named `op`; an unknown name fails from `node`.
+distributed::ReduceOp reduce_op_of(const Node& node, const std::string& op) {
   try {
-    r = distributed::reduce_op_from_string(op);
+    return distributed::reduce_op_from_string(op);
   } catch (const std::invalid_argument& e) {
     node.fail(e.what());
   }
+}
+void check_reduce_op(const Node& node, distributed::ReduceOp r, element::Type t) {
   if (r == distributed::ReduceOp::mean && !t.is_real())
     node.fail_type("reduce_op 'mean' needs a floating-point type, got " + t.get_type_name());
 }
@@ -41,16 +43,20 @@ void check_peer(const Node& node, const char* what, int64_t peer, distributed::C
 
 // ------------------------------------------------------------------------------ AllReduce
 
-AllReduce::AllReduce(const Output& x, const std::string& reduce_op,
+AllReduce::AllReduce(const Output& x, distributed::ReduceOp reduce_op,
                      std::shared_ptr<distributed::Communicator> comm)
     : Op<AllReduce>({x}), m_reduce_op(reduce_op) {
   m_comm = std::move(comm);
   constructor_validate_and_infer_types();
 }
 
-AllReduce::AllReduce(const Output& x, distributed::ReduceOp reduce_op,
+AllReduce::AllReduce(const Output& x, const std::string& reduce_op,
                      std::shared_ptr<distributed::Communicator> comm)
-    : AllReduce(x, distributed::to_string(reduce_op), std::move(comm)) {}
+    : Op<AllReduce>({x}) {
+  m_reduce_op = reduce_op_of(*this, reduce_op);
+  m_comm = std::move(comm);
+  constructor_validate_and_infer_types();
+}
 
 void AllReduce::validate_and_infer_types() {
   check_input_count(1);
@@ -61,7 +67,8 @@ void AllReduce::validate_and_infer_types() {
 }
 
 std::string AllReduce::collective_signature() const {
-  return "AllReduce " + type_and_shape(input_value(0)) + " " + m_reduce_op;
+  return "AllReduce " + type_and_shape(input_value(0)) + " " +
+         distributed::to_string(m_reduce_op);
 }
 
 void AllReduce::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
@@ -73,20 +80,21 @@ void AllReduce::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& d
     adj.add_delta(x, std::make_shared<AllReduce>(deltas[0], m_reduce_op, m_comm));
     return;
   }
-  Output total = std::make_shared<AllReduce>(deltas[0], "sum", m_comm);
+  Output total = std::make_shared<AllReduce>(deltas[0], distributed::ReduceOp::sum, m_comm);
   auto zero = autodiff::scalar(t, 0.0), one = autodiff::scalar(t, 1.0);
   if (op == distributed::ReduceOp::max || op == distributed::ReduceOp::min) {
     // A Select, not Convert(bool): the mask is a constant for a gradient of this gradient.
     auto hit = std::make_shared<Select>(std::make_shared<Equal>(x, y), one, zero, np);
-    auto hits = std::make_shared<AllReduce>(hit, "sum", m_comm);
+    auto hits = std::make_shared<AllReduce>(hit, distributed::ReduceOp::sum, m_comm);
     adj.add_delta(x, std::make_shared<Multiply>(std::make_shared<Divide>(total, hits), hit));
     return;
   }
   // prod: d/dx_r = product of the other ranks' values, without dividing by zero.
   auto is_zero = std::make_shared<Equal>(x, zero, np);
   auto nonzero_x = std::make_shared<Select>(is_zero, one, x, np);
-  auto zeros = std::make_shared<AllReduce>(std::make_shared<Convert>(is_zero, t), "sum", m_comm);
-  auto rest = std::make_shared<AllReduce>(nonzero_x, "prod", m_comm);
+  auto zeros = std::make_shared<AllReduce>(std::make_shared<Convert>(is_zero, t),
+                                           distributed::ReduceOp::sum, m_comm);
+  auto rest = std::make_shared<AllReduce>(nonzero_x, distributed::ReduceOp::prod, m_comm);
   auto no_zero = std::make_shared<Equal>(zeros, zero, np);
   auto one_zero_here = std::make_shared<LogicalAnd>(std::make_shared<Equal>(zeros, one, np), is_zero);
   auto others = std::make_shared<Select>(no_zero, std::make_shared<Divide>(rest, nonzero_x),
@@ -118,7 +126,7 @@ std::string BroadcastDistributed::collective_signature() const {
 
 void BroadcastDistributed::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
   // Every rank takes part in the AllReduce; only the root keeps the result.
-  Output total = std::make_shared<AllReduce>(deltas[0], "sum", m_comm);
+  Output total = std::make_shared<AllReduce>(deltas[0], distributed::ReduceOp::sum, m_comm);
   double keep = communicator().rank() == m_root ? 1.0 : 0.0;
   adj.add_delta(input_value(0), std::make_shared<Multiply>(
                                     total, autodiff::scalar(get_element_type(), keep), "numpy"));
@@ -148,14 +156,23 @@ std::string AllGather::collective_signature() const {
 }
 
 void AllGather::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
-  adj.add_delta(input_value(0), std::make_shared<ReduceScatter>(deltas[0], "sum", m_axis, m_comm));
+  adj.add_delta(input_value(0), std::make_shared<ReduceScatter>(
+                                    deltas[0], distributed::ReduceOp::sum, m_axis, m_comm));
 }
 
 // -------------------------------------------------------------------------- ReduceScatter
 
-ReduceScatter::ReduceScatter(const Output& x, const std::string& reduce_op, int64_t axis,
+ReduceScatter::ReduceScatter(const Output& x, distributed::ReduceOp reduce_op, int64_t axis,
                              std::shared_ptr<distributed::Communicator> comm)
     : Op<ReduceScatter>({x}), m_reduce_op(reduce_op), m_axis(axis) {
+  m_comm = std::move(comm);
+  constructor_validate_and_infer_types();
+}
+
+ReduceScatter::ReduceScatter(const Output& x, const std::string& reduce_op, int64_t axis,
+                             std::shared_ptr<distributed::Communicator> comm)
+    : Op<ReduceScatter>({x}), m_axis(axis) {
+  m_reduce_op = reduce_op_of(*this, reduce_op);
   m_comm = std::move(comm);
   constructor_validate_and_infer_types();
 }
@@ -178,15 +195,16 @@ void ReduceScatter::validate_and_infer_types() {
 }
 
 std::string ReduceScatter::collective_signature() const {
-  return "ReduceScatter " + type_and_shape(input_value(0)) + " " + m_reduce_op +
-         " axis=" + std::to_string(m_axis);
+  return "ReduceScatter " + type_and_shape(input_value(0)) + " " +
+         distributed::to_string(m_reduce_op) + " axis=" + std::to_string(m_axis);
 }
 
 void ReduceScatter::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
   auto op = get_reduce_op();
   if (op != distributed::ReduceOp::sum && op != distributed::ReduceOp::mean)
     throw autodiff::NoGradientRule("[ReduceScatter] has no gradient rule for reduce_op '" +
-                                   m_reduce_op + "' (only sum and mean)");
+                                   std::string(distributed::to_string(m_reduce_op)) +
+                                   "' (only sum and mean)");
   Output g = std::make_shared<AllGather>(deltas[0], m_axis, m_comm);
   if (op == distributed::ReduceOp::mean)
     g = std::make_shared<Divide>(

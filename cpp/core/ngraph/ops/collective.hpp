@@ -37,20 +37,23 @@ class AllReduce : public Op<AllReduce>, public Collective {
  public:
   static constexpr const char* type_name = "AllReduce";
   AllReduce() = default;
-  AllReduce(const Output& x, const std::string& reduce_op = "sum",
-            std::shared_ptr<distributed::Communicator> comm = nullptr);
   // nGraph's spelling: AllReduce(x) sums.
-  explicit AllReduce(const Output& x, distributed::ReduceOp reduce_op,
+  explicit AllReduce(const Output& x, distributed::ReduceOp reduce_op = distributed::ReduceOp::sum,
                      std::shared_ptr<distributed::Communicator> comm = nullptr);
+  // reduce_op by name ("sum", ...); an unknown name fails naming the op and the value.
+  AllReduce(const Output& x, const std::string& reduce_op,
+            std::shared_ptr<distributed::Communicator> comm = nullptr);
   void validate_and_infer_types() override;
-  void visit_attributes(AttributeVisitor& v) override { v.on("reduce_op", m_reduce_op); }
+  void visit_attributes(AttributeVisitor& v) override {
+    v.on_enum("reduce_op", m_reduce_op, distributed::reduce_op_from_string);
+  }
   bool is_pure() const override { return false; }
   void generate_adjoints(autodiff::Adjoints& adjoints, const OutputVector& deltas) override;
   std::string collective_signature() const override;
-  distributed::ReduceOp get_reduce_op() const { return distributed::reduce_op_from_string(m_reduce_op); }
+  distributed::ReduceOp get_reduce_op() const { return m_reduce_op; }
 
  private:
-  std::string m_reduce_op = "sum";
+  distributed::ReduceOp m_reduce_op = distributed::ReduceOp::sum;
 };
 
 // BroadcastDistributed(x, root): every rank gets root's x.
@@ -100,21 +103,25 @@ class ReduceScatter : public Op<ReduceScatter>, public Collective {
  public:
   static constexpr const char* type_name = "ReduceScatter";
   ReduceScatter() = default;
-  ReduceScatter(const Output& x, const std::string& reduce_op = "sum", int64_t axis = 0,
+  explicit ReduceScatter(const Output& x,
+                         distributed::ReduceOp reduce_op = distributed::ReduceOp::sum,
+                         int64_t axis = 0, std::shared_ptr<distributed::Communicator> comm = nullptr);
+  // reduce_op by name ("sum", ...); an unknown name fails naming the op and the value.
+  ReduceScatter(const Output& x, const std::string& reduce_op, int64_t axis = 0,
                 std::shared_ptr<distributed::Communicator> comm = nullptr);
   void validate_and_infer_types() override;
   void visit_attributes(AttributeVisitor& v) override {
-    v.on("reduce_op", m_reduce_op);
+    v.on_enum("reduce_op", m_reduce_op, distributed::reduce_op_from_string);
     v.on("axis", m_axis);
   }
   bool is_pure() const override { return false; }
   void generate_adjoints(autodiff::Adjoints& adjoints, const OutputVector& deltas) override;
   std::string collective_signature() const override;
-  distributed::ReduceOp get_reduce_op() const { return distributed::reduce_op_from_string(m_reduce_op); }
+  distributed::ReduceOp get_reduce_op() const { return m_reduce_op; }
   size_t get_axis() const { return static_cast<size_t>(m_axis); }
 
  private:
-  std::string m_reduce_op = "sum";
+  distributed::ReduceOp m_reduce_op = distributed::ReduceOp::sum;
   int64_t m_axis = 0;
 };
 

@@ -75,7 +75,7 @@ void MatMul::validate_and_infer_types() {
                         m_transpose_a ? ", transposed" : "", ") does not match arg1 shape ",
                         get_input_shape(1), " (", k2, m_transpose_b ? ", transposed" : "", ")"));
   Shape batch_a(a.begin(), a.end() - 2), batch_b(b.begin(), b.end() - 2);
-  Shape out = broadcast_shapes(*this, batch_a, batch_b, "numpy");
+  Shape out = broadcast_shapes(*this, batch_a, batch_b, AutoBroadcast::numpy);
   if (!a_vec) out.push_back(m);
   if (!b_vec) out.push_back(n);
   set_output_type(0, t0, out);

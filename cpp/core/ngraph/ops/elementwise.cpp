@@ -7,16 +7,36 @@
 namespace ngraph {
 namespace op {
 
+const char* to_string(AutoBroadcast auto_broadcast) {
+  switch (auto_broadcast) {
+    case AutoBroadcast::none: return "none";
+    case AutoBroadcast::numpy: return "numpy";
+  }
+  return "?";
+}
+
+AutoBroadcast auto_broadcast_from_string(const std::string& name) {
+  if (name == "none") return AutoBroadcast::none;
+  if (name == "numpy") return AutoBroadcast::numpy;
+  throw std::invalid_argument("auto_broadcast must be 'none' or 'numpy', got '" + name + "'");
+}
+
+AutoBroadcast auto_broadcast_of(const Node& node, const std::string& name) {
+  try {
+    return auto_broadcast_from_string(name);
+  } catch (const std::invalid_argument& e) {
+    node.fail(e.what());
+  }
+}
+
 Shape broadcast_shapes(const Node& node, const Shape& a, const Shape& b,
-                       const std::string& auto_broadcast) {
-  if (auto_broadcast == "none") {
+                       AutoBroadcast auto_broadcast) {
+  if (auto_broadcast == AutoBroadcast::none) {
     if (a != b)
       node.fail(concat_message("arguments must have the same shape (got ", a, " and ", b,
                                "); use auto_broadcast='numpy' to broadcast"));
     return a;
   }
-  if (auto_broadcast != "numpy")
-    node.fail("auto_broadcast must be 'none' or 'numpy', got '" + auto_broadcast + "'");
   size_t rank = std::max(a.size(), b.size());
   Shape out(rank);
   for (size_t i = 0; i < rank; ++i) {
@@ -52,8 +72,15 @@ void check_element_kind(const Node& node, size_t i, ElementKind kind) {
 }
 
 Select::Select(const Output& cond, const Output& then_value, const Output& else_value,
-               const std::string& auto_broadcast)
+               AutoBroadcast auto_broadcast)
     : Op<Select>({cond, then_value, else_value}), m_auto_broadcast(auto_broadcast) {
+  constructor_validate_and_infer_types();
+}
+
+Select::Select(const Output& cond, const Output& then_value, const Output& else_value,
+               const std::string& auto_broadcast)
+    : Op<Select>({cond, then_value, else_value}) {
+  m_auto_broadcast = auto_broadcast_of(*this, auto_broadcast);
   constructor_validate_and_infer_types();
 }
 
@@ -150,6 +177,20 @@ void Sigmoid::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& del
   auto d = mul(y, std::make_shared<Subtract>(cst(y, 1.0), y, np));
   adj.add_delta(input_value(0), mul(deltas[0], d));
 }
+void Erf::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
+  // 2 / sqrt(pi) * exp(-x^2)
+  Output x = input_value(0);
+  auto e = std::make_shared<Exp>(neg(mul(x, x)));
+  adj.add_delta(x, mul(deltas[0], mul(e, cst(x, 1.1283791670955126))));
+}
+void Gelu::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
+  // Phi(x) + x * phi(x) = (1 + erf(x / sqrt(2))) / 2 + x * exp(-x^2 / 2) / sqrt(2 pi)
+  Output x = input_value(0);
+  auto cdf = mul(std::make_shared<Add>(cst(x, 1.0), std::make_shared<Erf>(mul(x, cst(x, 0.7071067811865476))), np),
+                 cst(x, 0.5));
+  auto pdf = mul(std::make_shared<Exp>(mul(mul(x, x), cst(x, -0.5))), cst(x, 0.3989422804014327));
+  adj.add_delta(x, mul(deltas[0], std::make_shared<Add>(cdf, mul(x, pdf), np)));
+}
 
 void Add::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
   add_input_delta(adj, *this, 0, deltas[0]);
@@ -224,6 +265,8 @@ NGRAPH_REGISTER_OP(Sin);
 NGRAPH_REGISTER_OP(Cos);
 NGRAPH_REGISTER_OP(Tanh);
 NGRAPH_REGISTER_OP(Sigmoid);
+NGRAPH_REGISTER_OP(Erf);
+NGRAPH_REGISTER_OP(Gelu);
 NGRAPH_REGISTER_OP(LogicalNot);
 NGRAPH_REGISTER_OP(StopGradient);
 NGRAPH_REGISTER_OP(Add);

@@ -9,9 +9,22 @@
 namespace ngraph {
 namespace op {
 
-// NumPy broadcasting of two shapes; on mismatch, throws from `node` naming both shapes.
+// How an op matches its inputs' shapes: none (they must be equal) or numpy (NumPy
+// broadcasting). Ops store it as this enum and visit it as the attribute
+// auto_broadcast="none"|"numpy" (AttributeVisitor::on_enum).
+enum class AutoBroadcast { none, numpy };
+// "none" or "numpy".
+const char* to_string(AutoBroadcast auto_broadcast);
+// The inverse of to_string; throws std::invalid_argument naming auto_broadcast and the value
+// otherwise.
+AutoBroadcast auto_broadcast_from_string(const std::string& name);
+// auto_broadcast_from_string for a constructor's argument: an unknown name fails from `node`.
+AutoBroadcast auto_broadcast_of(const Node& node, const std::string& name);
+
+// The shape of an op's result on inputs of shapes a and b: a (equal to b) for none, NumPy
+// broadcasting for numpy; on mismatch, throws from `node` naming both shapes.
 Shape broadcast_shapes(const Node& node, const Shape& a, const Shape& b,
-                       const std::string& auto_broadcast);
+                       AutoBroadcast auto_broadcast);
 
 enum class ElementKind { numeric, real, boolean, any };
 
@@ -38,8 +51,15 @@ template <typename T, ElementKind Kind, bool BoolOut>
 class BinaryElementwise : public Op<T> {
  public:
   BinaryElementwise() = default;
-  BinaryElementwise(const Output& a, const Output& b, const std::string& auto_broadcast = "none")
+  BinaryElementwise(const Output& a, const Output& b,
+                    AutoBroadcast auto_broadcast = AutoBroadcast::none)
       : Op<T>({a, b}), m_auto_broadcast(auto_broadcast) {
+    this->constructor_validate_and_infer_types();
+  }
+  // auto_broadcast by name: "none" or "numpy".
+  BinaryElementwise(const Output& a, const Output& b, const std::string& auto_broadcast)
+      : Op<T>({a, b}) {
+    m_auto_broadcast = auto_broadcast_of(*this, auto_broadcast);
     this->constructor_validate_and_infer_types();
   }
   void validate_and_infer_types() override {
@@ -54,11 +74,13 @@ class BinaryElementwise : public Op<T> {
                                m_auto_broadcast);
     this->set_output_type(0, BoolOut ? element::boolean : ta, s);
   }
-  void visit_attributes(AttributeVisitor& v) override { v.on("auto_broadcast", m_auto_broadcast); }
-  const std::string& get_auto_broadcast() const { return m_auto_broadcast; }
+  void visit_attributes(AttributeVisitor& v) override {
+    v.on_enum("auto_broadcast", m_auto_broadcast, auto_broadcast_from_string);
+  }
+  AutoBroadcast get_auto_broadcast() const { return m_auto_broadcast; }
 
  private:
-  std::string m_auto_broadcast = "none";
+  AutoBroadcast m_auto_broadcast = AutoBroadcast::none;
 };
 
 // `GRAD` declares the op's gradient rule (defined in elementwise.cpp); ops with
@@ -96,6 +118,10 @@ NGRAPH_UNARY_OP(Sin, real, GRAD)
 NGRAPH_UNARY_OP(Cos, real, GRAD)
 NGRAPH_UNARY_OP(Tanh, real, GRAD)
 NGRAPH_UNARY_OP(Sigmoid, real, GRAD)
+// Erf(x): the error function, 2/sqrt(pi) * integral of exp(-t^2) from 0 to x.
+NGRAPH_UNARY_OP(Erf, real, GRAD)
+// Gelu(x) = x * Phi(x) = x / 2 * (1 + erf(x / sqrt(2))): the exact GELU (nGraph's Gelu).
+NGRAPH_UNARY_OP(Gelu, real, GRAD)
 NGRAPH_UNARY_OP(LogicalNot, boolean, NOGRAD)
 // StopGradient(x) = x, whose gradient is defined as 0: it marks a value that autodiff must
 // treat as a constant (e.g. the maximum subtracted in a stable log-softmax). Compiling removes
@@ -123,7 +149,10 @@ class Divide : public BinaryElementwise<Divide, ElementKind::numeric, false> {
  public:
   static constexpr const char* type_name = "Divide";
   Divide() = default;
-  Divide(const Output& a, const Output& b, const std::string& auto_broadcast = "none",
+  Divide(const Output& a, const Output& b, AutoBroadcast auto_broadcast = AutoBroadcast::none,
+         bool pythondiv = true)
+      : BinaryElementwise(a, b, auto_broadcast), m_pythondiv(pythondiv) {}
+  Divide(const Output& a, const Output& b, const std::string& auto_broadcast,
          bool pythondiv = true)
       : BinaryElementwise(a, b, auto_broadcast), m_pythondiv(pythondiv) {}
   void visit_attributes(AttributeVisitor& v) override {
@@ -143,14 +172,19 @@ class Select : public Op<Select> {
   static constexpr const char* type_name = "Select";
   Select() = default;
   Select(const Output& cond, const Output& then_value, const Output& else_value,
-         const std::string& auto_broadcast = "none");
+         AutoBroadcast auto_broadcast = AutoBroadcast::none);
+  // auto_broadcast by name: "none" or "numpy".
+  Select(const Output& cond, const Output& then_value, const Output& else_value,
+         const std::string& auto_broadcast);
   void validate_and_infer_types() override;
-  void visit_attributes(AttributeVisitor& v) override { v.on("auto_broadcast", m_auto_broadcast); }
-  const std::string& get_auto_broadcast() const { return m_auto_broadcast; }
+  void visit_attributes(AttributeVisitor& v) override {
+    v.on_enum("auto_broadcast", m_auto_broadcast, auto_broadcast_from_string);
+  }
+  AutoBroadcast get_auto_broadcast() const { return m_auto_broadcast; }
   void generate_adjoints(autodiff::Adjoints& adjoints, const OutputVector& deltas) override;
 
  private:
-  std::string m_auto_broadcast = "none";
+  AutoBroadcast m_auto_broadcast = AutoBroadcast::none;
 };
 
 // Convert(arg, destination_type): elementwise cast (C++ static_cast semantics; to boolean

@@ -57,13 +57,15 @@ class CommonSubexpressionElimination : public FunctionPass {
 };
 
 // Replaces pure nodes whose inputs are all constants by a constant holding their value.
-// The value comes from `evaluator` (by default, the "CPU" backend runs the node). Nodes whose
-// result would hold more than max_elements elements and more than their inputs together
+// The value comes from `evaluator`, which a backend provides (the core runs no nodes), e.g.
+// runtime::cpu::evaluate_constant (ngraph/runtime/cpu/constant_evaluator.hpp); it is given a
+// copy of the node on constant inputs. A null evaluator throws std::invalid_argument. Nodes
+// whose result would hold more than max_elements elements and more than their inputs together
 // (a Broadcast of a scalar to a large shape) are left alone to keep graphs small.
 class ConstantFolding : public FunctionPass {
  public:
   using Evaluator = std::function<std::shared_ptr<op::Constant>(const std::shared_ptr<Node>&)>;
-  explicit ConstantFolding(Evaluator evaluator = nullptr, size_t max_elements = 1 << 16);
+  explicit ConstantFolding(Evaluator evaluator, size_t max_elements = 1 << 16);
   std::string name() const override { return "ConstantFolding"; }
   bool run_on_function(const std::shared_ptr<Function>& f) override;
 

@@ -2,7 +2,6 @@
 
 #include "ngraph/ops.hpp"
 #include "ngraph/pass/manager.hpp"
-#include "ngraph/runtime/backend.hpp"
 
 namespace ngraph {
 namespace pass {
@@ -97,19 +96,11 @@ bool CommonSubexpressionElimination::run_on_function(const std::shared_ptr<Funct
 
 ConstantFolding::ConstantFolding(Evaluator evaluator, size_t max_elements)
     : m_evaluator(std::move(evaluator)), m_max_elements(max_elements) {
-  if (!m_evaluator) {
-    m_evaluator = [](const std::shared_ptr<Node>& node) -> std::shared_ptr<op::Constant> {
-      // A one-node function with constant inputs, run on the CPU backend.
-      auto backend = runtime::Backend::create("CPU");
-      auto clone = node->clone_with_new_inputs(node->input_values());
-      auto fn = std::make_shared<Function>(OutputVector{clone->output(0)}, ParameterVector{});
-      auto exe = backend->compile(fn);
-      auto out = backend->create_tensor(node->get_element_type(), node->get_shape());
-      exe->call({out}, {});
-      return std::make_shared<op::Constant>(node->get_element_type(), node->get_shape(),
-                                            out->data());
-    };
-  }
+  if (!m_evaluator)
+    throw std::invalid_argument(
+        "ConstantFolding needs an evaluator that computes a node's value (the core runs no "
+        "nodes itself), e.g. runtime::cpu::evaluate_constant from "
+        "ngraph/runtime/cpu/constant_evaluator.hpp");
 }
 
 bool ConstantFolding::run_on_function(const std::shared_ptr<Function>& f) {

@@ -1,5 +1,6 @@
-// Constant folding's evaluator on this backend: the value of a node whose inputs are all
-// constants, computed by compiling and running it as a one-node function.
+// Constant folding on the CPU backend: the evaluator that pass::ConstantFolding needs (the
+// core runs no nodes itself).
+//   manager.register_pass<pass::ConstantFolding>(runtime::cpu::evaluate_constant);
 #pragma once
 
 #include <memory>
@@ -11,6 +12,9 @@ namespace ngraph {
 namespace runtime {
 namespace cpu {
 
+// The value of `node` (one output; its inputs are Constants) as a new Constant of the node's
+// element type and shape: a copy of the node is compiled alone as a function without
+// optimisation passes (CompileOptions{false}) and run once. `node` is not modified.
 std::shared_ptr<op::Constant> evaluate_constant(const std::shared_ptr<Node>& node);
 
 }  // namespace cpu

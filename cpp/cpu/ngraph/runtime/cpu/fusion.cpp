@@ -143,12 +143,16 @@ size_t fuse_matmul_bias_relu(Function& f) {
   return fused;
 }
 
-FusedAllReduce::FusedAllReduce(const OutputVector& inputs, const std::string& reduce_op,
+FusedAllReduce::FusedAllReduce(const OutputVector& inputs, distributed::ReduceOp reduce_op,
                                std::shared_ptr<distributed::Communicator> comm)
     : Op<FusedAllReduce>(inputs), m_reduce_op(reduce_op) {
   m_comm = std::move(comm);
   constructor_validate_and_infer_types();
 }
+
+FusedAllReduce::FusedAllReduce(const OutputVector& inputs, const std::string& reduce_op,
+                               std::shared_ptr<distributed::Communicator> comm)
+    : FusedAllReduce(inputs, distributed::reduce_op_from_string(reduce_op), std::move(comm)) {}
 
 void FusedAllReduce::validate_and_infer_types() {
   if (get_input_size() == 0) fail("needs at least one input");
@@ -165,8 +169,9 @@ void FusedAllReduce::validate_and_infer_types() {
 // in the user's terms.
 std::string FusedAllReduce::collective_signature() const {
   std::string t = get_input_element_type(0).get_type_name();
-  if (get_input_size() == 1) return "AllReduce " + t + to_braces(get_input_shape(0)) + " " + m_reduce_op;
-  std::string s = "AllReduce " + t + " " + m_reduce_op + " of";
+  std::string op = distributed::to_string(m_reduce_op);
+  if (get_input_size() == 1) return "AllReduce " + t + to_braces(get_input_shape(0)) + " " + op;
+  std::string s = "AllReduce " + t + " " + op + " of";
   for (size_t i = 0; i < get_input_size(); ++i) s += " " + to_braces(get_input_shape(i));
   return s + " (fused)";
 }

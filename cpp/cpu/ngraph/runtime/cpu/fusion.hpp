@@ -79,16 +79,21 @@ class FusedAllReduce : public Op<FusedAllReduce>, public op::Collective {
  public:
   static constexpr const char* type_name = "CPUFusedAllReduce";
   FusedAllReduce() = default;
+  FusedAllReduce(const OutputVector& inputs, distributed::ReduceOp reduce_op,
+                 std::shared_ptr<distributed::Communicator> comm);
+  // reduce_op by name ("sum" or "mean").
   FusedAllReduce(const OutputVector& inputs, const std::string& reduce_op,
                  std::shared_ptr<distributed::Communicator> comm);
   void validate_and_infer_types() override;
-  void visit_attributes(AttributeVisitor& v) override { v.on("reduce_op", m_reduce_op); }
+  void visit_attributes(AttributeVisitor& v) override {
+    v.on_enum("reduce_op", m_reduce_op, distributed::reduce_op_from_string);
+  }
   bool is_pure() const override { return false; }
   std::string collective_signature() const override;
-  distributed::ReduceOp get_reduce_op() const { return distributed::reduce_op_from_string(m_reduce_op); }
+  distributed::ReduceOp get_reduce_op() const { return m_reduce_op; }
 
  private:
-  std::string m_reduce_op = "sum";
+  distributed::ReduceOp m_reduce_op = distributed::ReduceOp::sum;
 };
 
 // Replaces AllReduce nodes (sum or mean) by FusedAllReduce nodes: consecutive ones (in the

@@ -16,9 +16,13 @@
 namespace ngraph {
 namespace distributed {
 
+// The reduction of a collective. Ops store it as this enum and visit it as the attribute
+// reduce_op="sum" (AttributeVisitor::on_enum).
 enum class ReduceOp { sum, mean, max, min, prod };
+// "sum", "mean", "max", "min", "prod".
 const char* to_string(ReduceOp op);
-// "sum", "mean", "max", "min", "prod"; throws std::invalid_argument otherwise.
+// The inverse of to_string; throws std::invalid_argument naming reduce_op and the value
+// otherwise.
 ReduceOp reduce_op_from_string(const std::string& name);
 
 // A collective failed, timed out, or ranks disagree about what to run. The message names

@@ -27,7 +27,7 @@ ReduceOp reduce_op_from_string(const std::string& name) {
   if (name == "max") return ReduceOp::max;
   if (name == "min") return ReduceOp::min;
   if (name == "prod") return ReduceOp::prod;
-  throw std::invalid_argument("unknown reduction '" + name +
+  throw std::invalid_argument("unknown reduce_op '" + name +
                               "' (expected sum, mean, max, min or prod)");
 }
 

@@ -1,0 +1,220 @@
+// The layout pass: kernels may ask for layouts a oneDNN primitive chooses; a Reorder appears
+// exactly where a producer's layout differs from what a consumer reads, one per value and
+// layout however many consumers want it, and never at a plain boundary. Two test ops stand in
+// for a convolution that produces and consumes a blocked layout (nChw8c).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "ngraph/ops.hpp"
+#include "ngraph/runtime/cpu/dnnl_utils.hpp"
+#include "ngraph/runtime/cpu/fusion.hpp"
+#include "ngraph/runtime/cpu/layout.hpp"
+#include "test_utils.hpp"
+
+using namespace ngraph;
+using runtime::cpu::CompileOptions;
+using runtime::cpu::CPUExecutable;
+using runtime::cpu::KernelContext;
+using runtime::cpu::KernelRegistry;
+using runtime::cpu::LayoutContext;
+using runtime::cpu::TensorDesc;
+
+namespace {
+
+// Identity ops on 4-D f32 data whose kernels write (ToBlocked) or read (FromBlocked) nChw8c.
+template <typename Self>
+class IdentityOp : public Op<Self> {
+ public:
+  IdentityOp() = default;
+  explicit IdentityOp(const Output& x) : Op<Self>({x}) { this->constructor_validate_and_infer_types(); }
+  void validate_and_infer_types() override {
+    this->check_input_count(1);
+    this->set_output_type(0, this->get_input_element_type(0), this->get_input_shape(0));
+  }
+};
+class ToBlocked : public IdentityOp<ToBlocked> {
+ public:
+  static constexpr const char* type_name = "TestToBlocked";
+  using IdentityOp::IdentityOp;
+};
+class FromBlocked : public IdentityOp<FromBlocked> {
+ public:
+  static constexpr const char* type_name = "TestFromBlocked";
+  using IdentityOp::IdentityOp;
+};
+
+TensorDesc blocked(const Shape& s) {
+  dnnl::memory::desc md(runtime::cpu::to_dims(s), dnnl::memory::data_type::f32,
+                        dnnl::memory::format_tag::nChw8c);
+  return TensorDesc::with_layout(element::f32, s, md);
+}
+
+runtime::cpu::Kernel reorder_kernel(KernelContext& ctx) {
+  auto src = ctx.input(0).dnnl_desc(), dst = ctx.output(0).dnnl_desc();
+  dnnl::reorder::primitive_desc pd(runtime::cpu::dnnl_engine(), src, runtime::cpu::dnnl_engine(),
+                                   dst, runtime::cpu::dnnl_attr());
+  return runtime::cpu::dnnl_kernel(ctx, dnnl::reorder(pd), pd.scratchpad_desc(),
+                                   {{DNNL_ARG_FROM, src, true, 0}, {DNNL_ARG_TO, dst, false, 0}});
+}
+
+// Registered for the test's lifetime only (no other suite knows these ops).
+class LayoutTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    KernelRegistry::get().add(ToBlocked::type_name, reorder_kernel, [](LayoutContext& lc) {
+      lc.outputs[0] = blocked(lc.node.get_shape());
+    });
+    KernelRegistry::get().add(FromBlocked::type_name, reorder_kernel, [](LayoutContext& lc) {
+      lc.wanted[0] = blocked(lc.node.get_shape());
+    });
+  }
+  void TearDown() override {
+    KernelRegistry::get().remove(ToBlocked::type_name);
+    KernelRegistry::get().remove(FromBlocked::type_name);
+  }
+
+  // Compiles, runs on x, checks every result against `expected(x)` elementwise.
+  std::shared_ptr<CPUExecutable> run(const std::shared_ptr<Function>& f, const std::vector<float>& x,
+                                     const std::vector<std::function<float(float)>>& expected,
+                                     bool fuse = false) {
+    runtime::cpu::CPUBackend backend;
+    auto exe = std::dynamic_pointer_cast<CPUExecutable>(backend.compile(f, CompileOptions{true, fuse}));
+    auto in = backend.create_tensor(element::f32, f->get_parameters()[0]->get_shape());
+    in->write(x.data(), x.size() * sizeof(float));
+    std::vector<std::shared_ptr<runtime::Tensor>> outs;
+    for (const auto& r : f->get_results()) outs.push_back(backend.create_tensor(element::f32, r->get_shape()));
+    exe->call(outs, {in});
+    for (size_t r = 0; r < outs.size(); ++r) {
+      std::vector<float> got(x.size());
+      outs[r]->read(got.data(), got.size() * sizeof(float));
+      for (size_t i = 0; i < x.size(); ++i)
+        EXPECT_NEAR(got[i], expected[r](x[i]), 1e-5f * (1 + std::fabs(expected[r](x[i]))))
+            << "result " << r << " element " << i;
+    }
+    return exe;
+  }
+};
+
+std::vector<float> values(const Shape& s) {
+  std::vector<float> v(shape_size(s));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = std::sin(static_cast<float>(i) * 0.7f) * 3;
+  return v;
+}
+
+float relu(float x) { return x > 0 ? x : 0; }
+
+const Shape kPadded{2, 3, 4, 5};    // 3 channels: nChw8c pads them to 8
+const Shape kUnpadded{1, 8, 3, 3};  // 8 channels: no padding
+
+}  // namespace
+
+TEST_F(LayoutTest, blocked_layout_passes_through_relu_and_is_reordered_at_the_result) {
+  auto p = std::make_shared<op::Parameter>(element::f32, kPadded);
+  auto y = std::make_shared<op::Relu>(std::make_shared<ToBlocked>(p));
+  auto f = std::make_shared<Function>(OutputVector{y}, ParameterVector{p});
+  auto exe = run(f, values(kPadded), {relu});
+  EXPECT_EQ(exe->get_reorder_count(), 1u);  // before the Result: boundaries are plain
+}
+
+TEST_F(LayoutTest, consumer_reading_the_producers_layout_needs_no_reorder) {
+  auto p = std::make_shared<op::Parameter>(element::f32, kPadded);
+  auto y = std::make_shared<FromBlocked>(std::make_shared<op::Relu>(std::make_shared<ToBlocked>(p)));
+  auto f = std::make_shared<Function>(OutputVector{y}, ParameterVector{p});
+  auto exe = run(f, values(kPadded), {relu});
+  EXPECT_EQ(exe->get_reorder_count(), 0u);
+}
+
+TEST_F(LayoutTest, op_that_would_break_zero_padding_reads_plain) {
+  // exp(0) = 1 would write ones into the padding: Exp reads plain data when there is padding...
+  auto p = std::make_shared<op::Parameter>(element::f32, kPadded);
+  auto y = std::make_shared<FromBlocked>(std::make_shared<op::Exp>(std::make_shared<ToBlocked>(p)));
+  auto f = std::make_shared<Function>(OutputVector{y}, ParameterVector{p});
+  auto exe = run(f, values(kPadded), {[](float x) { return std::exp(x); }});
+  EXPECT_EQ(exe->get_reorder_count(), 2u);  // to plain for Exp, back for FromBlocked
+  // ...and passes the blocked layout through when there is none.
+  auto q = std::make_shared<op::Parameter>(element::f32, kUnpadded);
+  auto z = std::make_shared<FromBlocked>(std::make_shared<op::Exp>(std::make_shared<ToBlocked>(q)));
+  auto g = std::make_shared<Function>(OutputVector{z}, ParameterVector{q});
+  exe = run(g, values(kUnpadded), {[](float x) { return std::exp(x); }});
+  EXPECT_EQ(exe->get_reorder_count(), 0u);
+}
+
+TEST_F(LayoutTest, one_reorder_serves_every_consumer_of_a_layout) {
+  auto p = std::make_shared<op::Parameter>(element::f32, kPadded);
+  auto b = std::make_shared<ToBlocked>(p);
+  auto neg = std::make_shared<op::Negative>(std::make_shared<op::Sin>(b));  // Sin keeps 0, so
+  // it passes blocked data on; these two read plain data:
+  auto sum = std::make_shared<op::Add>(b, p);  // a plain operand: the op reads plain
+  auto f = std::make_shared<Function>(OutputVector{b, sum, neg}, ParameterVector{p});
+  auto exe = run(f, values(kPadded),
+                 {[](float x) { return x; }, [](float x) { return 2 * x; },
+                  [](float x) { return -std::sin(x); }});
+  // b to plain once (the result and Add share it), neg to plain once at its result.
+  EXPECT_EQ(exe->get_reorder_count(), 2u);
+}
+
+TEST_F(LayoutTest, fused_elementwise_passes_an_unpadded_blocked_layout_through) {
+  auto p = std::make_shared<op::Parameter>(element::f32, kUnpadded);
+  auto b = std::make_shared<ToBlocked>(p);
+  auto y = std::make_shared<FromBlocked>(
+      std::make_shared<op::Relu>(std::make_shared<op::Multiply>(b, std::make_shared<op::Tanh>(b))));
+  auto f = std::make_shared<Function>(OutputVector{y}, ParameterVector{p});
+  auto exe = run(f, values(kUnpadded), {[](float x) { return relu(x * std::tanh(x)); }}, true);
+  EXPECT_EQ(exe->get_reorder_count(), 0u);
+  bool fused = false;
+  for (const auto& step : exe->get_schedule()) fused = fused || step.find("CPUFusedElementwise") == 0;
+  EXPECT_TRUE(fused);
+}
+
+TEST_F(LayoutTest, plain_graphs_get_no_reorders) {
+  auto p = std::make_shared<op::Parameter>(element::f32, Shape{4, 6});
+  auto w = std::make_shared<op::Parameter>(element::f32, Shape{6, 5});
+  auto y = std::make_shared<op::Relu>(std::make_shared<op::Dot>(std::make_shared<op::Exp>(p), w));
+  auto f = std::make_shared<Function>(OutputVector{y}, ParameterVector{p, w});
+  for (bool fuse : {false, true}) {
+    runtime::cpu::CPUBackend backend;
+    auto exe = std::dynamic_pointer_cast<CPUExecutable>(backend.compile(f, CompileOptions{true, fuse}));
+    EXPECT_EQ(exe->get_reorder_count(), 0u) << "fuse=" << fuse;
+  }
+}
+
+// Matmul asks oneDNN for its weights' layout (format_tag::any). Whatever this machine's oneDNN
+// picks, two products of the same weights share at most one reorder, and the numbers hold.
+TEST_F(LayoutTest, matmul_weights_in_the_chosen_layout_are_reordered_once) {
+  const size_t n = 64, k = 96, m = 32;
+  auto x = std::make_shared<op::Parameter>(element::f32, Shape{n, k});
+  auto w = std::make_shared<op::Parameter>(element::f32, Shape{k, m});
+  auto bias = std::make_shared<op::Parameter>(element::f32, Shape{m});
+  auto mm = [&](const Output& a) {
+    return std::make_shared<op::Relu>(std::make_shared<op::Add>(std::make_shared<op::Dot>(a, w), bias,
+                                                                op::AutoBroadcast::numpy));
+  };
+  auto y1 = mm(x);
+  auto y2 = mm(std::make_shared<op::Negative>(x));
+  auto f = std::make_shared<Function>(OutputVector{y1, y2}, ParameterVector{x, w, bias});
+  runtime::cpu::CPUBackend backend;
+  auto exe = std::dynamic_pointer_cast<CPUExecutable>(backend.compile(f, CompileOptions{true, true}));
+  EXPECT_LE(exe->get_reorder_count(), 1u);
+  auto vx = values(Shape{n, k}), vw = values(Shape{k, m}), vb = values(Shape{m});
+  auto tx = backend.create_tensor(element::f32, Shape{n, k}), tw = backend.create_tensor(element::f32, Shape{k, m}),
+       tb = backend.create_tensor(element::f32, Shape{m});
+  tx->write(vx.data(), vx.size() * 4);
+  tw->write(vw.data(), vw.size() * 4);
+  tb->write(vb.data(), vb.size() * 4);
+  auto o1 = backend.create_tensor(element::f32, Shape{n, m}), o2 = backend.create_tensor(element::f32, Shape{n, m});
+  exe->call({o1, o2}, {tx, tw, tb});
+  std::vector<float> g1(n * m), g2(n * m);
+  o1->read(g1.data(), g1.size() * 4);
+  o2->read(g2.data(), g2.size() * 4);
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = 0; j < m; ++j) {
+      double s1 = vb[j], s2 = vb[j];
+      for (size_t p = 0; p < k; ++p) {
+        s1 += double(vx[i * k + p]) * vw[p * m + j];
+        s2 -= double(vx[i * k + p]) * vw[p * m + j];
+      }
+      EXPECT_NEAR(g1[i * m + j], std::max(s1, 0.0), 1e-3);
+      EXPECT_NEAR(g2[i * m + j], std::max(s2, 0.0), 1e-3);
+    }
+}
