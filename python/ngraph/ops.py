@@ -172,6 +172,101 @@ def matmul(
                  transpose_b=bool(transpose_b))
 
 
+# ----------------------------------------------------------------------------- convolution
+
+
+def _conv_window(op: str, spatial: int, strides, dilations, below, above, data_dilations,
+                 groups) -> dict:
+    """The window attributes of the three convolution ops, defaults filled in for `spatial`
+    axes (1s, 0s) and checked in Python so errors name nGraph's argument names."""
+
+    def ints(value, default, argname):
+        values = [default] * spatial if value is None else [int(v) for v in value]
+        if len(values) != spatial:
+            raise ValueError(f"[{op}] {argname} has {len(values)} values; the data has "
+                             f"{spatial} spatial axes")
+        return values
+
+    return {
+        "strides": ints(strides, 1, "strides"),
+        "dilations": ints(dilations, 1, "dilation strides"),
+        "padding_below": ints(below, 0, "padding_below"),
+        "padding_above": ints(above, 0, "padding_above"),
+        "data_dilations": ints(data_dilations, 1, "data dilation strides"),
+        "groups": int(groups),
+    }
+
+
+def convolution(
+    data_batch: NodeInput,
+    filter_weights: NodeInput,
+    filter_strides: Sequence[int] | None = None,
+    filter_dilation_strides: Sequence[int] | None = None,
+    padding_below: Sequence[int] | None = None,
+    padding_above: Sequence[int] | None = None,
+    data_dilation_strides: Sequence[int] | None = None,
+    name: str | None = None,
+    groups: int = 1,
+) -> Node:
+    """Batched convolution: data [N, C_in, spatial...] (NCHW), filters
+    [C_out, C_in / groups, spatial...] (OIHW), 1 to 3 (or more) spatial axes. Along each axis
+    the data is dilated by `data_dilation_strides`, padded by `padding_below`/`padding_above`
+    (which may be negative), and the filter, dilated by `filter_dilation_strides`, moves by
+    `filter_strides`. `groups` (ngraph's addition) splits the channels into independent
+    convolutions; groups = C_in is a depthwise convolution."""
+    data, filters = as_nodes(data_batch, filter_weights, op="Convolution")
+    spatial = builtins.max(len(data.shape) - 2, 0)
+    window = _conv_window("Convolution", spatial, filter_strides, filter_dilation_strides,
+                          padding_below, padding_above, data_dilation_strides, groups)
+    return _make("Convolution", [data, filters], name, **window)
+
+
+def convolution_backprop_data(
+    data_batch_shape: Sequence[int],
+    filters: NodeInput,
+    output_delta: NodeInput,
+    window_movement_strides_forward: Sequence[int] | None = None,
+    window_dilation_strides_forward: Sequence[int] | None = None,
+    padding_below_forward: Sequence[int] | None = None,
+    padding_above_forward: Sequence[int] | None = None,
+    data_dilation_strides_forward: Sequence[int] | None = None,
+    name: str | None = None,
+    groups: int = 1,
+) -> Node:
+    """The gradient of a convolution with respect to its data batch (of shape
+    `data_batch_shape`), given its filters and the gradient of its output."""
+    w, delta = as_nodes(filters, output_delta, op="ConvolutionBackpropData")
+    shape = [int(d) for d in data_batch_shape]
+    window = _conv_window("ConvolutionBackpropData", builtins.max(len(shape) - 2, 0),
+                          window_movement_strides_forward, window_dilation_strides_forward,
+                          padding_below_forward, padding_above_forward,
+                          data_dilation_strides_forward, groups)
+    return _make("ConvolutionBackpropData", [w, delta], name, data_batch_shape=shape, **window)
+
+
+def convolution_backprop_filters(
+    data_batch: NodeInput,
+    filters_shape: Sequence[int],
+    output_delta: NodeInput,
+    window_movement_strides_forward: Sequence[int] | None = None,
+    window_dilation_strides_forward: Sequence[int] | None = None,
+    padding_below_forward: Sequence[int] | None = None,
+    padding_above_forward: Sequence[int] | None = None,
+    data_dilation_strides_forward: Sequence[int] | None = None,
+    name: str | None = None,
+    groups: int = 1,
+) -> Node:
+    """The gradient of a convolution with respect to its filters (of shape `filters_shape`),
+    given its data batch and the gradient of its output."""
+    data, delta = as_nodes(data_batch, output_delta, op="ConvolutionBackpropFilters")
+    window = _conv_window("ConvolutionBackpropFilters", builtins.max(len(data.shape) - 2, 0),
+                          window_movement_strides_forward, window_dilation_strides_forward,
+                          padding_below_forward, padding_above_forward,
+                          data_dilation_strides_forward, groups)
+    return _make("ConvolutionBackpropFilters", [data, delta], name,
+                 filters_shape=[int(d) for d in filters_shape], **window)
+
+
 # ------------------------------------------------------------------------ data movement
 
 

@@ -47,7 +47,7 @@ const std::vector<std::string> kCoveredOps = {
     "Abs",     "Exp",      "Log",      "Sqrt",    "Sign",         "Floor",   "Ceiling", "Sin",
     "Cos",     "Tanh",     "Sigmoid",  "Erf",     "Gelu",    "Relu",    "StopGradient", "Dot",     "MatMul",  "Broadcast",
     "Sum",     "Reshape",  "Slice",    "Concat",  "Pad",          "Reverse", "Max",     "Min",
-    "Product", "Softmax",  "Select",   "Convert", "Result",
+    "Product", "Softmax",  "Select",   "Convert", "Result",  "Convolution",
 };
 
 // No gradient: boolean or integer results, leaves and sinks.
@@ -55,6 +55,8 @@ const std::vector<std::string> kNotDifferentiable = {
     "ArgMax",    "ArgMin",   "Equal",      "NotEqual",  "Greater",    "GreaterEq",
     "Less",      "LessEq",   "LogicalAnd", "LogicalOr", "LogicalNot", "OneHot",
     "Parameter", "Constant", "Variable",   "Assign",    "Send",       "Recv",
+    // The gradients of a convolution: linear in each input, not differentiated again.
+    "ConvolutionBackpropData", "ConvolutionBackpropFilters",
 };
 
 // Collectives have gradient rules, checked across ranks by tests/cpp/mpi/mpi_gradients_test.cpp.
@@ -507,6 +509,33 @@ TEST(autodiff_fd, StopGradient) {
                           in[0]);
                     },
                     {data(s, Kind::nonzero, 9)});
+}
+
+TEST(autodiff_fd, Convolution) {
+  struct C {
+    const char* id;
+    Shape data, filters;
+    op::ConvolutionWindow w;
+  };
+  std::vector<C> cases{
+      {"1d", {2, 2, 7}, {3, 2, 3}, {}},
+      {"2d-stride-pad", {1, 2, 5, 6}, {2, 2, 3, 2}, {{2, 1}, {}, {1, 0}, {0, 2}, {}, 1}},
+      {"2d-dilated-filter", {1, 1, 7, 7}, {2, 1, 2, 3}, {{}, {2, 2}, {}, {}, {}, 1}},
+      {"2d-data-dilation-negative-pad", {1, 2, 4, 4}, {1, 2, 3, 3}, {{1, 1}, {}, {-1, 1}, {2, 0}, {2, 2}, 1}},
+      {"2d-groups", {1, 4, 4, 5}, {6, 2, 2, 2}, {{}, {}, {1, 1}, {1, 1}, {}, 2}},
+      {"2d-depthwise", {2, 3, 4, 4}, {3, 1, 3, 3}, {{}, {}, {1, 1}, {1, 1}, {}, 3}},
+      {"3d", {1, 2, 3, 4, 3}, {2, 2, 2, 2, 2}, {{1, 2, 1}, {}, {}, {1, 0, 0}, {}, 1}},
+  };
+  for (const auto& c : cases) {
+    auto w = c.w;
+    check_gradients(c.id,
+                    [w](const OutputVector& in) -> Output {
+                      return std::make_shared<op::Convolution>(in[0], in[1], w.strides, w.dilations,
+                                                               w.padding_below, w.padding_above,
+                                                               w.data_dilations, w.groups);
+                    },
+                    {data(c.data, Kind::any, 0), data(c.filters, Kind::any, 1)});
+  }
 }
 
 TEST(autodiff_fd, Dot) {
@@ -1014,7 +1043,22 @@ Output positive(const Output& x) {
 }
 
 // For each non-differentiable op with a path from an f64 input to an f64 output: that path.
+Output as_image(const Output& x) {  // [3, 4] as one 1-channel 3x4 image
+  return std::make_shared<op::Reshape>(x, AxisVector{0, 1}, Shape{1, 1, 3, 4});
+}
+
 const std::vector<std::pair<std::string, std::function<Output(const Output&)>>> kBlockedPaths = {
+    {"ConvolutionBackpropData",
+     [](const Output& x) -> Output {
+       auto w = std::make_shared<op::Constant>(F64, Shape{1, 1, 1, 1}, std::vector<double>{2});
+       return std::make_shared<op::ConvolutionBackpropData>(Shape{1, 1, 3, 4}, w, as_image(x),
+                                                            op::ConvolutionWindow{});
+     }},
+    {"ConvolutionBackpropFilters",
+     [](const Output& x) -> Output {
+       return std::make_shared<op::ConvolutionBackpropFilters>(as_image(x), Shape{1, 1, 1, 1},
+                                                               as_image(x), op::ConvolutionWindow{});
+     }},
     {"ArgMax", [](const Output& x) { return to_f64(std::make_shared<op::ArgMax>(x, 1)); }},
     {"ArgMin",
      [](const Output& x) { return to_f64(std::make_shared<op::ArgMin>(x, 0, element::i32)); }},

@@ -29,6 +29,9 @@ OP_FUNCTIONS = {
     "Convert": "convert",
     "Cos": "cos",
     "Divide": "divide",
+    "Convolution": "convolution",
+    "ConvolutionBackpropData": "convolution_backprop_data",
+    "ConvolutionBackpropFilters": "convolution_backprop_filters",
     "Dot": "dot",
     "Equal": "equal",
     "Exp": "exp",
@@ -134,6 +137,11 @@ BUILDERS = {
     "Convert": lambda: ng.convert(_p([2]), np.int32),
     "Cos": lambda: ng.cos(_p([2])),
     "Divide": lambda: ng.divide(_p([2]), _p([2])),
+    "Convolution": lambda: ng.convolution(_p([1, 2, 5, 5]), _p([3, 2, 3, 3])),
+    "ConvolutionBackpropData": lambda: ng.convolution_backprop_data(
+        [1, 2, 5, 5], _p([3, 2, 3, 3]), _p([1, 3, 3, 3])),
+    "ConvolutionBackpropFilters": lambda: ng.convolution_backprop_filters(
+        _p([1, 2, 5, 5]), [3, 2, 3, 3], _p([1, 3, 3, 3])),
     "Dot": lambda: ng.dot(_p([2, 3]), _p([3])),
     "Equal": lambda: ng.equal(_p([2]), _p([2])),
     "Exp": lambda: ng.exp(_p([2])),

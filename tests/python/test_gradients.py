@@ -251,6 +251,19 @@ DIFFERENTIABLE: dict[str, list[Case]] = {
         case("Dot-scalars", ng.dot, data(()), data((), seed=1)),
         case("Dot-size1-dims", lambda a, b: ng.dot(a, b), data((1, 3)), data((3, 1), seed=1)),
     ],
+    "Convolution": [
+        case("Convolution-1d", ng.convolution, data((2, 2, 7)), data((3, 2, 3), seed=1)),
+        case("Convolution-2d-stride-pad",
+             lambda x, w: ng.convolution(x, w, [2, 1], None, [1, 0], [0, 2]),
+             data((1, 2, 5, 6)), data((2, 2, 3, 2), seed=1)),
+        case("Convolution-2d-dilations",
+             lambda x, w: ng.convolution(x, w, None, [2, 1], None, None, [2, 1]),
+             data((1, 1, 4, 5)), data((2, 1, 2, 3), seed=1)),
+        case("Convolution-2d-depthwise",
+             lambda x, w: ng.convolution(x, w, padding_below=[1, 1], padding_above=[1, 1],
+                                         groups=3),
+             data((1, 3, 4, 4)), data((3, 1, 3, 3), seed=1)),
+    ],
     "MatMul": [
         case("MatMul-plain", ng.matmul, data((3, 4)), data((4, 5), seed=1)),
         case("MatMul-transpose-a", lambda a, b: ng.matmul(a, b, True, False), data((4, 3)),
@@ -438,6 +451,7 @@ NON_DIFFERENTIABLE = {
     "Assign",
     # Point-to-point: Send is a sink; Recv's gradient would belong to the sending rank.
     "Send", "Recv",
+    "ConvolutionBackpropData", "ConvolutionBackpropFilters",
 }
 
 ALL_CASES = [(op, c) for op, cases in DIFFERENTIABLE.items() for c in cases]
@@ -533,6 +547,11 @@ NO_GRADIENT_PATHS = {
     "LogicalOr": lambda x: _f(ng.logical_or(x > 0, x < -1, name="blocker")),
     "LogicalNot": lambda x: _f(ng.logical_not(x > 0, name="blocker")),
     "OneHot": lambda x: ng.one_hot(ng.floor(ng.abs(x)), [3, 4, 5], 2, name="blocker"),
+    # The gradients of a convolution are not differentiated again.
+    "ConvolutionBackpropData": lambda x: ng.convolution_backprop_data(
+        [1, 1, 3, 4], np.full((1, 1, 1, 1), 2.0), ng.reshape(x, [1, 1, 3, 4]), name="blocker"),
+    "ConvolutionBackpropFilters": lambda x: ng.convolution_backprop_filters(
+        ng.reshape(x, [1, 1, 3, 4]), [1, 1, 1, 1], ng.reshape(x, [1, 1, 3, 4]), name="blocker"),
 }
 
 

@@ -1037,3 +1037,99 @@ def test_graph_of_constants_matches_graph_of_parameters(name, fn, shapes, dtype)
     from_params = run_with_params(fn, *arrays)
     from_constants = run(fn(*[ng.constant(a) for a in arrays]), [])
     check(from_constants, from_params, from_params.dtype)
+
+
+# ----------------------------------------------------------------------------- convolution
+
+
+def np_convolution(x, w, strides, dilations, below, above, data_dilations, groups=1):
+    """The definition in NumPy: dilate the data, pad it (negative padding crops), then add
+    up, for every filter position, the strided window of the data times that filter tap."""
+    k = x.ndim - 2
+    shape = list(x.shape[:2]) + [(d - 1) * dd + 1 for d, dd in zip(x.shape[2:], data_dilations)]
+    xd = np.zeros(shape, np.float64)
+    xd[(slice(None), slice(None)) + tuple(slice(None, None, dd) for dd in data_dilations)] = x
+    for a in range(k):
+        lo, hi = below[a], above[a]
+        n = xd.shape[a + 2]
+        xd = np.take(xd, range(max(-lo, 0), n - max(-hi, 0)), axis=a + 2)
+        pad = [(0, 0)] * xd.ndim
+        pad[a + 2] = (max(lo, 0), max(hi, 0))
+        xd = np.pad(xd, pad)
+    fs = w.shape[2:]
+    out = [(xd.shape[a + 2] - (fs[a] - 1) * dilations[a] - 1) // strides[a] + 1 for a in range(k)]
+    icg, ocg = w.shape[1], w.shape[0] // groups
+    y = np.zeros((x.shape[0], w.shape[0], *out))
+    for f in np.ndindex(*fs):
+        starts = [f[a] * dilations[a] for a in range(k)]
+        window = tuple(slice(starts[a], starts[a] + (out[a] - 1) * strides[a] + 1, strides[a])
+                       for a in range(k))
+        patch = xd[(slice(None), slice(None)) + window]
+        for g in range(groups):
+            taps = w[(slice(g * ocg, (g + 1) * ocg), slice(None)) + f]
+            y[:, g * ocg:(g + 1) * ocg] += np.einsum("nc...,oc->no...",
+                                                     patch[:, g * icg:(g + 1) * icg], taps)
+    return y
+
+
+# (data shape, filter shape, strides, dilations, below, above, data dilations, groups)
+CONV_CASES = {
+    "1d": ((2, 3, 9), (4, 3, 3), [1], [1], [0], [0], [1], 1),
+    "2d": ((2, 3, 8, 7), (5, 3, 3, 3), [1, 1], [1, 1], [0, 0], [0, 0], [1, 1], 1),
+    "2d-stride-pad": ((2, 4, 9, 9), (8, 4, 3, 3), [2, 2], [1, 1], [1, 1], [1, 0], [1, 1], 1),
+    "2d-dilations": ((1, 2, 9, 9), (3, 2, 3, 2), [1, 2], [2, 3], [0, 2], [1, 1], [1, 1], 1),
+    "2d-lenet-first": ((4, 1, 28, 28), (6, 1, 5, 5), [1, 1], [1, 1], [2, 2], [2, 2], [1, 1], 1),
+    "2d-groups": ((2, 8, 6, 6), (16, 4, 3, 3), [1, 1], [1, 1], [1, 1], [1, 1], [1, 1], 2),
+    "2d-depthwise": ((2, 8, 6, 6), (8, 1, 3, 3), [2, 2], [1, 1], [1, 1], [1, 1], [1, 1], 8),
+    "3d": ((1, 2, 4, 5, 6), (3, 2, 2, 3, 2), [1, 2, 1], [1, 1, 1], [1, 0, 1], [0, 1, 0],
+           [1, 1, 1], 1),
+    "2d-data-dilation": ((1, 2, 4, 4), (2, 2, 3, 3), [1, 1], [1, 1], [1, 1], [1, 1], [2, 2], 1),
+    "2d-negative-pad": ((1, 2, 7, 7), (2, 2, 2, 2), [1, 1], [1, 1], [-1, 0], [0, -2], [1, 1], 1),
+}
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=dtype_id)
+@pytest.mark.parametrize("case", sorted(CONV_CASES))
+def test_convolution(case, dtype):
+    ds, fs, strides, dil, below, above, ddil, groups = CONV_CASES[case]
+    x, w = data(ds, dtype), data(fs, dtype, seed=1)
+    got = run_with_params(lambda a, b: ng.convolution(a, b, strides, dil, below, above, ddil,
+                                                      groups=groups), x, w)
+    expected = np_convolution(x.astype(np.float64), w.astype(np.float64), strides, dil, below,
+                              above, ddil, groups)
+    tol = 1e-4 if dtype == np.float32 else 1e-12
+    check(got, expected, dtype, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=dtype_id)
+@pytest.mark.parametrize("case", sorted(CONV_CASES))
+def test_convolution_backprops_are_its_adjoints(case, dtype):
+    """<conv(x, w), dy> = <x, backprop_data(w, dy)> = <w, backprop_filters(x, dy)>."""
+    ds, fs, strides, dil, below, above, ddil, groups = CONV_CASES[case]
+    x, w = data(ds, dtype), data(fs, dtype, seed=1)
+    y = np_convolution(x.astype(np.float64), w.astype(np.float64), strides, dil, below, above,
+                       ddil, groups)
+    dy = data(y.shape, dtype, seed=2)
+    window = dict(window_movement_strides_forward=strides, window_dilation_strides_forward=dil,
+                  padding_below_forward=below, padding_above_forward=above,
+                  data_dilation_strides_forward=ddil, groups=groups)
+    dx = run_with_params(lambda b, d: ng.convolution_backprop_data(ds, b, d, **window), w, dy)
+    dw = run_with_params(lambda a, d: ng.convolution_backprop_filters(a, fs, d, **window), x, dy)
+    assert dx.shape == ds and dw.shape == fs
+    ydy = np.sum(y * dy)
+    tol = 1e-3 if dtype == np.float32 else 1e-10
+    np.testing.assert_allclose(np.sum(x * dx), ydy, rtol=tol, atol=tol)
+    np.testing.assert_allclose(np.sum(w * dw), ydy, rtol=tol, atol=tol)
+
+
+def test_convolution_errors_name_the_op_and_shapes():
+    x = ng.parameter([2, 3, 8, 8], np.float32)
+    with pytest.raises(ValueError, match=r"\[Convolution\].*\{4,2,3,3\}"):
+        ng.convolution(x, ng.parameter([4, 2, 3, 3], np.float32))
+    with pytest.raises(ValueError, match=r"\[Convolution\] strides has 1 values; the data has 2"):
+        ng.convolution(x, ng.parameter([4, 3, 3, 3], np.float32), [1])
+    with pytest.raises(ValueError, match=r"\[Convolution\].*smaller than the dilated filter"):
+        ng.convolution(x, ng.parameter([4, 3, 9, 9], np.float32))
+    with pytest.raises(ValueError, match=r"\[ConvolutionBackpropData\].*delta"):
+        ng.convolution_backprop_data([2, 3, 8, 8], ng.parameter([4, 3, 3, 3], np.float32),
+                                     ng.parameter([2, 4, 5, 5], np.float32))

@@ -1,6 +1,7 @@
 // All ops of the core.
 #pragma once
 
+#include "ngraph/ops/convolution.hpp"
 #include "ngraph/ops/dot.hpp"
 #include "ngraph/ops/elementwise.hpp"
 #include "ngraph/ops/parameter.hpp"

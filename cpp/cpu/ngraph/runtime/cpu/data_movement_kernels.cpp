@@ -209,7 +209,9 @@ NGRAPH_CPU_KERNEL(Reorder::type_name, [](KernelContext& ctx) -> Kernel {
       if (bytes) std::memcpy(out[0], in[0], bytes);
     };
   }
-  auto src = from.dnnl_desc(), dst = to.dnnl_desc();
+  // A plain side takes the other side's dims (a grouped view of filters has more axes).
+  auto src = to.is_plain() ? from.dnnl_desc() : from.dnnl_desc_like(to.md());
+  auto dst = from.is_plain() ? to.dnnl_desc() : to.dnnl_desc_like(from.md());
   dnnl::reorder::primitive_desc pd(dnnl_engine(), src, dnnl_engine(), dst, dnnl_attr());
   return dnnl_kernel(ctx, dnnl::reorder(pd), pd.scratchpad_desc(),
                      {{DNNL_ARG_FROM, src, true, 0}, {DNNL_ARG_TO, dst, false, 0}});

@@ -1,5 +1,6 @@
 #include "ngraph/runtime/cpu/tensor_desc.hpp"
 
+#include <algorithm>
 #include <limits>
 #include <stdexcept>
 
@@ -24,20 +25,19 @@ size_t checked_byte_size(element::Type type, const Shape& shape, const std::stri
 }
 
 namespace {
-// A dense row-major f32 layout of `shape`: no inner blocks, no padding, row-major strides.
+// A dense row-major f32 layout of `shape`'s elements: no inner blocks, no padding, row-major
+// strides over its own dims (a grouped [G, O/G, I, ...] view of [O, I, ...] counts).
 bool is_row_major(const dnnl::memory::desc& md, const Shape& shape) {
   const dnnl_memory_desc_t& c = md.data;
   if (c.format_kind != dnnl_blocked || c.format_desc.blocking.inner_nblks != 0) return false;
   if (c.data_type != dnnl_f32) return false;
-  auto dims = to_dims(shape);
-  if (static_cast<size_t>(c.ndims) != dims.size()) return false;
   dnnl_dim_t stride = 1;
   for (int i = c.ndims; i-- > 0;) {
-    if (c.dims[i] != dims[static_cast<size_t>(i)] || c.padded_dims[i] != c.dims[i]) return false;
+    if (c.padded_dims[i] != c.dims[i]) return false;
     if (c.dims[i] != 1 && c.format_desc.blocking.strides[i] != stride) return false;
     stride *= c.dims[i];
   }
-  return true;
+  return static_cast<size_t>(stride) == std::max<size_t>(shape_size(shape), 1);
 }
 }  // namespace
 
@@ -60,6 +60,14 @@ TensorDesc TensorDesc::with_layout(element::Type type, const Shape& shape,
 }
 
 dnnl::memory::desc TensorDesc::dnnl_desc() const { return m_plain ? plain_desc(m_shape) : m_md; }
+
+dnnl::memory::desc TensorDesc::dnnl_desc_like(const dnnl::memory::desc& other) const {
+  if (!m_plain) return m_md;
+  auto dims = other.dims();
+  dnnl::memory::dims strides(dims.size(), 1);
+  for (size_t i = dims.size(); i-- > 1;) strides[i - 1] = strides[i] * dims[i];
+  return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, strides);
+}
 
 bool TensorDesc::same_layout(const TensorDesc& other) const {
   if (m_type != other.m_type || m_shape != other.m_shape || m_plain != other.m_plain) return false;

@@ -35,6 +35,9 @@ class TensorDesc {
   const dnnl::memory::desc& md() const { return m_md; }
   // A oneDNN descriptor of this value whatever its layout (f32 only).
   dnnl::memory::desc dnnl_desc() const;
+  // The same, with the dims of `other` when plain (a row-major view of the same elements:
+  // grouped weights [G, O/G, I, ...] of filters [O, I, ...]).
+  dnnl::memory::desc dnnl_desc_like(const dnnl::memory::desc& other) const;
   // Same type, shape and byte layout.
   bool same_layout(const TensorDesc& other) const;
   // "f32{2,3} plain", "f32{8,16,4,4} blocked (1024 B)": for plans printed in tests and logs.
