@@ -31,10 +31,17 @@ import numpy as np
 
 
 def parse_args(argv=None):
+    return check_args(build_parser(), argv)
+
+
+def build_parser(
+    description="Data-parallel MNIST/Fashion-MNIST MLP training with ngraph "
+    "(run under mpirun for several ranks).",
+    **defaults,
+):
+    """The options (train_cnn.py adds its own and changes defaults with `defaults`)."""
     p = argparse.ArgumentParser(
-        description="Data-parallel MNIST/Fashion-MNIST MLP training with ngraph "
-        "(run under mpirun for several ranks).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description=description, formatter_class=argparse.ArgumentDefaultsHelpFormatter
     )
     p.add_argument("--epochs", type=int, default=5, help="passes over the training set")
     p.add_argument(
@@ -81,6 +88,11 @@ def parse_args(argv=None):
     )
     p.add_argument("--no-plot", action="store_true", help="do not write the PNG")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(**defaults)
+    return p
+
+
+def check_args(p, argv=None):
     args = p.parse_args(argv)
     try:
         args.hidden = [int(h) for h in str(args.hidden).split(",") if h.strip()]
@@ -138,17 +150,28 @@ def shard(batch: np.ndarray, rank: int, size: int) -> np.ndarray:
 
 
 class MLP:
-    """ReLU layers then a linear output layer; weights are ngraph variables."""
+    """ReLU layers then a linear output layer; weights are ngraph variables.
+
+    The model interface the trainer uses (examples/train_cnn.py has a CNN with it): `params`
+    (trained variables), `buffers` (variables the step updates otherwise), `input_shape`
+    (one example's), `__call__(x, training)` and `state_updates()`."""
+
+    input_shape = (784,)
+    buffers: list = []
 
     def __init__(self, sizes, seed: int):
         rng = np.random.default_rng(seed)
+        self.description = "MLP " + "-".join(map(str, sizes))
         self.params = []
         for i, (fan_in, fan_out) in enumerate(zip(sizes[:-1], sizes[1:])):
             w = rng.standard_normal((fan_in, fan_out)) * np.sqrt(2.0 / fan_in)  # He init
             self.params.append(ng.variable(w.astype(np.float32), name=f"W{i}"))
             self.params.append(ng.variable(np.zeros(fan_out, np.float32), name=f"b{i}"))
 
-    def __call__(self, x):
+    def state_updates(self):
+        return []
+
+    def __call__(self, x, training: bool = True):
         h = x
         layers = len(self.params) // 2
         for i in range(layers):
@@ -202,26 +225,30 @@ class Trainer:
         return f"in shared memory ({regions[0]})" if regions else "over MPI"
 
     def _compile_step(self, local_batch: int, global_batch: int):
-        x = ng.parameter([local_batch, 784], name="x")
+        x = ng.parameter([local_batch, *self.model.input_shape], name="x")
         y = ng.parameter([local_batch], np.int64, name="y")
-        logits = self.model(x)
+        logits = self.model(x, training=True)
         local_loss = ng.softmax_cross_entropy(logits, y, reduction="sum") / float(global_batch)
         grads = ng.gradients(local_loss, self.model.params)
         # The in-graph AllReduce: the global batch's gradient, on every rank.
         grads = [ng.allreduce(g, "sum", comm=self.comm) for g in grads]
         loss = ng.allreduce(local_loss, "sum", comm=self.comm)
         updates = self.optimizer.updates(loss, self.model.params, grads=grads)
+        # Buffers (batch norm's running statistics) move by the mean over ranks, so they stay
+        # equal on every rank as the weights do.
+        for var, value in self.model.state_updates():
+            mean = ng.allreduce(value, "mean", comm=self.comm) if self.comm.size > 1 else value
+            updates.append((var, mean))
         return self.runtime.computation(loss, x, y, updates=updates)
 
     def correct(self, x: np.ndarray, y: np.ndarray) -> int:
         """Correctly classified examples of (x, y) summed over all ranks."""
         n = len(x)
         if n not in self._evals:
-            xp = ng.parameter([n, 784], name="x")
+            xp = ng.parameter([n, *self.model.input_shape], name="x")
             yp = ng.parameter([n], np.int64, name="y")
-            hits = ng.sum(
-                ng.convert(ng.equal(ng.argmax(self.model(xp), 1, np.int64), yp), np.int64)
-            )
+            logits = self.model(xp, training=False)
+            hits = ng.sum(ng.convert(ng.equal(ng.argmax(logits, 1, np.int64), yp), np.int64))
             self._evals[n] = self.runtime.computation(ng.allreduce(hits, comm=self.comm), xp, yp)
         return int(self._evals[n](x, y))
 
@@ -312,6 +339,7 @@ def save_checkpoint(path, variables, epoch, history, args):
 def config(args):
     """The settings a resumed run must share with the original."""
     return {
+        "model": getattr(args, "model", None),
         "hidden": args.hidden,
         "optimizer": args.optimizer,
         "batch_size": args.batch_size,
@@ -367,7 +395,8 @@ def plot(history, path):
 # -------------------------------------------------------------------------------- main
 
 
-def train(args) -> dict:
+def train(args, make_model=None) -> dict:
+    """Trains `make_model(args)` (default: the MLP of --hidden) as the module docstring says."""
     comm = ng.distributed.init()
     rank, size = comm.rank, comm.size
     lead = rank == 0
@@ -377,7 +406,9 @@ def train(args) -> dict:
             f"--batch-size {args.batch_size} is smaller than the number of ranks ({size})"
         )
 
-    model = MLP([784, *args.hidden, 10], args.seed)
+    model = make_model(args) if make_model else MLP([784, *args.hidden, 10], args.seed)
+    x_train = x_train.reshape(-1, *model.input_shape)
+    x_test = x_test.reshape(-1, *model.input_shape)
     lr = ng.variable(np.float32(args.lr), name="learning_rate")  # set each epoch
     optimizer = make_optimizer(args.optimizer, lr)
     trainer = Trainer(model, optimizer, comm)
@@ -388,7 +419,7 @@ def train(args) -> dict:
         batch_sizes.add(n % args.batch_size)
     for b in sorted(batch_sizes):
         trainer.prepare(len(shard(np.arange(b), rank, size)), b)
-    variables = model.params + optimizer.state_variables
+    variables = model.params + list(model.buffers) + optimizer.state_variables
     if lead:
         os.makedirs(args.output_dir, exist_ok=True)
 
@@ -406,8 +437,8 @@ def train(args) -> dict:
     progress = Progress(lead and not args.quiet)
     if lead:
         print(
-            f"ngraph {ng.__version__}: {size} rank(s), MLP 784-{'-'.join(map(str, args.hidden))}"
-            f"-10, {args.optimizer} lr {args.lr} ({args.schedule}), global batch "
+            f"ngraph {ng.__version__}: {size} rank(s), {model.description}, "
+            f"{args.optimizer} lr {args.lr} ({args.schedule}), global batch "
             f"{args.batch_size}, "
             f"{n} training / {len(x_test)} test examples from {args.data_dir}",
             flush=True,

@@ -67,6 +67,7 @@ from ngraph.ops import (
 )
 from ngraph.runtime import Computation, Runtime, runtime
 from ngraph import autodiff, datasets, losses, optimizers
+from ngraph import nn
 from ngraph._ngraph import NoGradientError, Variable
 from ngraph.autodiff import gradients
 from ngraph.losses import log_softmax, mean, mean_squared_error, softmax_cross_entropy
