@@ -198,3 +198,43 @@ TEST(convolution, errors_name_the_op_and_shapes) {
     EXPECT_NE(std::string(e.what()).find("[Convolution]"), std::string::npos) << e.what();
   }
 }
+
+// Convolution + per-channel bias + ReLU becomes one oneDNN convolution with a bias and a
+// post-op, with the values of the unfused graph.
+TEST(convolution, bias_relu_fusion_matches_unfused) {
+  for (bool relu : {false, true}) {
+    SCOPED_TRACE(relu ? "with relu" : "bias only");
+    auto x = std::make_shared<op::Parameter>(element::f32, Shape{2, 3, 9, 9});
+    auto w = std::make_shared<op::Parameter>(element::f32, Shape{8, 3, 3, 3});
+    auto b = std::make_shared<op::Parameter>(element::f32, Shape{8});
+    auto conv = std::make_shared<op::Convolution>(x, w, Strides{2, 2}, Strides{}, CoordinateDiff{1, 1},
+                                                  CoordinateDiff{1, 1});
+    auto bias4 = std::make_shared<op::Reshape>(b, AxisVector{0}, Shape{1, 8, 1, 1});
+    Output y = std::make_shared<op::Add>(conv, bias4, op::AutoBroadcast::numpy);
+    if (relu) y = std::make_shared<op::Relu>(y);
+    auto f = std::make_shared<Function>(OutputVector{y}, ParameterVector{x, w, b});
+    runtime::cpu::CPUBackend backend;
+    std::vector<std::vector<float>> results;
+    for (bool fuse : {false, true}) {
+      auto exe = std::dynamic_pointer_cast<runtime::cpu::CPUExecutable>(
+          backend.compile(f, runtime::cpu::CompileOptions{true, fuse}));
+      bool fused = false;
+      for (const auto& step : exe->get_schedule()) fused = fused || step.find("CPUConvolutionBias") == 0;
+      EXPECT_EQ(fused, fuse);
+      std::vector<std::shared_ptr<runtime::Tensor>> in;
+      unsigned seed = 5;
+      for (const auto& p : f->get_parameters()) {
+        auto v = cast<float>(random_values(shape_size(p->get_shape()), seed++));
+        auto t = backend.create_tensor(element::f32, p->get_shape());
+        t->write(v.data(), v.size() * 4);
+        in.push_back(t);
+      }
+      auto out = backend.create_tensor(element::f32, y.get_shape());
+      exe->call({out}, in);
+      std::vector<float> got(shape_size(y.get_shape()));
+      out->read(got.data(), got.size() * 4);
+      results.push_back(got);
+    }
+    for (size_t i = 0; i < results[0].size(); ++i) ASSERT_NEAR(results[0][i], results[1][i], 1e-5) << i;
+  }
+}

@@ -7,6 +7,7 @@
 
 #include "ngraph/ops/convolution.hpp"
 #include "ngraph/runtime/cpu/dnnl_utils.hpp"
+#include "ngraph/runtime/cpu/fusion.hpp"
 #include "ngraph/runtime/cpu/kernel.hpp"
 #include "ngraph/runtime/cpu/layout.hpp"
 
@@ -25,7 +26,7 @@ struct ConvShapes {
 
 ConvShapes conv_shapes(const Node& node) {
   const std::string& t = node.get_type_name();
-  if (t == op::Convolution::type_name)
+  if (t == op::Convolution::type_name || t == ConvolutionBias::type_name)
     return {node.get_input_shape(0), node.get_input_shape(1), node.get_shape()};
   if (t == op::ConvolutionBackpropData::type_name)
     return {node.get_shape(), node.get_input_shape(0), node.get_input_shape(1)};
@@ -34,6 +35,7 @@ ConvShapes conv_shapes(const Node& node) {
 
 const ConvolutionWindow& conv_window(const Node& node) {
   if (auto* c = dynamic_cast<const op::Convolution*>(&node)) return c->get_window();
+  if (auto* b = dynamic_cast<const ConvolutionBias*>(&node)) return b->get_window();
   if (auto* d = dynamic_cast<const op::ConvolutionBackpropData*>(&node)) return d->get_window();
   return static_cast<const op::ConvolutionBackpropFilters&>(node).get_window();
 }
@@ -155,13 +157,26 @@ DnnlConv dnnl_params(const ConvolutionWindow& w) {
 }
 
 // The forward primitive descriptor for the given layouts (format_tag::any where the caller
-// lets oneDNN choose).
+// lets oneDNN choose); with a bias of `bias` elements and a ReLU post-op when asked.
 dnnl::convolution_forward::primitive_desc forward_pd(const DnnlConv& p, const dnnl::memory::desc& src,
                                                      const dnnl::memory::desc& weights,
-                                                     const dnnl::memory::desc& dst) {
-  dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
-                                    src, weights, dst, p.strides, p.dilations, p.pad_l, p.pad_r);
-  return dnnl::convolution_forward::primitive_desc(d, dnnl_attr(), dnnl_engine());
+                                                     const dnnl::memory::desc& dst, size_t bias = 0,
+                                                     bool relu = false) {
+  auto kind = dnnl::prop_kind::forward_training;
+  auto alg = dnnl::algorithm::convolution_direct;
+  dnnl::primitive_attr attr = dnnl_attr();
+  if (relu) {
+    dnnl::post_ops ops;
+    ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+    attr.set_post_ops(ops);
+  }
+  if (bias) {
+    dnnl::convolution_forward::desc d(kind, alg, src, weights, flat_desc(bias), dst, p.strides, p.dilations,
+                                      p.pad_l, p.pad_r);
+    return dnnl::convolution_forward::primitive_desc(d, attr, dnnl_engine());
+  }
+  dnnl::convolution_forward::desc d(kind, alg, src, weights, dst, p.strides, p.dilations, p.pad_l, p.pad_r);
+  return dnnl::convolution_forward::primitive_desc(d, attr, dnnl_engine());
 }
 
 struct ConvDescs {
@@ -175,6 +190,8 @@ dnnl::primitive_desc conv_pd(const Node& node, const ConvDescs& m) {
   ConvShapes s = conv_shapes(node);
   const std::string& t = node.get_type_name();
   if (t == op::Convolution::type_name) return forward_pd(p, m.data, m.weights, m.out);
+  if (t == ConvolutionBias::type_name)
+    return forward_pd(p, m.data, m.weights, m.out, s.out[1], static_cast<const ConvolutionBias&>(node).get_relu());
   auto hint = forward_pd(p, p.any(s.data, false, 1), p.any(s.filters, true, w.groups), p.any(s.out, false, 1));
   if (t == op::ConvolutionBackpropData::type_name) {
     dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, m.data, m.weights, m.out,
@@ -189,7 +206,7 @@ dnnl::primitive_desc conv_pd(const Node& node, const ConvDescs& m) {
 // The layouts oneDNN chooses: (data, weights, out) of the problem.
 ConvDescs chosen(const dnnl::primitive_desc& pd, const std::string& t) {
   using q = dnnl::query;
-  if (t == op::Convolution::type_name)
+  if (t == op::Convolution::type_name || t == ConvolutionBias::type_name)
     return {pd.query_md(q::src_md), pd.query_md(q::weights_md), pd.query_md(q::dst_md)};
   if (t == op::ConvolutionBackpropData::type_name)
     return {pd.query_md(q::diff_src_md), pd.query_md(q::weights_md), pd.query_md(q::diff_dst_md)};
@@ -202,7 +219,7 @@ struct Roles {
   int data, weights, out;  // >= 0: input index; -1: the output
 };
 Roles roles(const std::string& t) {
-  if (t == op::Convolution::type_name) return {0, 1, -1};
+  if (t == op::Convolution::type_name || t == ConvolutionBias::type_name) return {0, 1, -1};
   if (t == op::ConvolutionBackpropData::type_name) return {-1, 0, 1};
   return {0, -1, 1};
 }
@@ -245,8 +262,9 @@ Kernel dnnl_conv(KernelContext& ctx) {
                    role >= 0, role >= 0 ? static_cast<size_t>(role) : 0};
   };
   std::vector<DnnlArg> args;
-  if (t == op::Convolution::type_name) {
+  if (t == op::Convolution::type_name || t == ConvolutionBias::type_name) {
     args = {arg(r.data, DNNL_ARG_SRC, 0), arg(r.weights, DNNL_ARG_WEIGHTS, 0), arg(r.out, 0, DNNL_ARG_DST)};
+    if (t == ConvolutionBias::type_name) args.push_back({DNNL_ARG_BIAS, flat_desc(s.out[1]), true, 2});
   } else if (t == op::ConvolutionBackpropData::type_name) {
     args = {arg(r.weights, DNNL_ARG_WEIGHTS, 0), arg(r.out, DNNL_ARG_DIFF_DST, 0), arg(r.data, 0, DNNL_ARG_DIFF_SRC)};
   } else {
@@ -272,6 +290,8 @@ Kernel conv_kernel(KernelContext& ctx) {
 NGRAPH_CPU_KERNEL(op::Convolution::type_name, conv_kernel, conv_layout);
 NGRAPH_CPU_KERNEL(op::ConvolutionBackpropData::type_name, conv_kernel, conv_layout);
 NGRAPH_CPU_KERNEL(op::ConvolutionBackpropFilters::type_name, conv_kernel, conv_layout);
+// Formed only where oneDNN takes the convolution (see fuse_convolution_bias_relu).
+NGRAPH_CPU_KERNEL(ConvolutionBias::type_name, dnnl_conv, conv_layout);
 
 }  // namespace
 }  // namespace cpu

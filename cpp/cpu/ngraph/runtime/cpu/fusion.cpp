@@ -40,7 +40,8 @@ void MatMulBias::validate_and_infer_types() {
 
 const std::vector<std::string>& internal_op_names() {
   static const std::vector<std::string> names{MatMulBias::type_name, FusedElementwise::type_name,
-                                              FusedAllReduce::type_name, Reorder::type_name};
+                                              FusedAllReduce::type_name, Reorder::type_name,
+                                              ConvolutionBias::type_name};
   return names;
 }
 
@@ -141,6 +142,76 @@ size_t fuse_matmul_bias_relu(Function& f) {
   }
   replace_outputs(f, replacements);
   return fused;
+}
+
+ConvolutionBias::ConvolutionBias(const Output& x, const Output& w, const Output& bias,
+                                 const op::ConvolutionWindow& window, bool relu)
+    : Op<ConvolutionBias>({x, w, bias}), m_window(window), m_relu(relu) {
+  constructor_validate_and_infer_types();
+}
+
+void ConvolutionBias::validate_and_infer_types() {
+  check_input_count(3);
+  const Shape& data = get_input_shape(0);
+  m_window.validate(*this, data.size() < 2 ? 0 : data.size() - 2);
+  Shape out = op::convolution_output_shape(*this, data, get_input_shape(1), m_window);
+  if (shape_size(get_input_shape(2)) != out[1])
+    fail(concat_message("bias ", get_input_shape(2), " does not have ", out[1], " elements"));
+  for (size_t i = 1; i < 3; ++i)
+    if (get_input_element_type(i) != get_input_element_type(0)) fail_type("element types differ");
+  set_output_type(0, get_input_element_type(0), out);
+}
+
+namespace {
+// A value that holds one number per channel of an [N, C, ...] result: [C], or [1, C, 1, ...].
+bool is_channel_bias(const Output& v, const Shape& out) {
+  const Shape& s = v.get_shape();
+  if (s == Shape{out[1]}) return true;
+  if (s.size() != out.size() || s[1] != out[1]) return false;
+  for (size_t i = 0; i < s.size(); ++i)
+    if (i != 1 && s[i] != 1) return false;
+  return true;
+}
+
+bool dnnl_convolution(const op::Convolution& c) {
+  const auto& w = c.get_window();
+  if (c.get_element_type() != element::f32 || c.get_shape().size() > 5) return false;
+  for (size_t i = 0; i < w.strides.size(); ++i)
+    if (w.data_dilations[i] != 1 || w.padding_below[i] < 0 || w.padding_above[i] < 0) return false;
+  return shape_size(c.get_shape()) > 0 && shape_size(c.get_input_shape(0)) > 0;
+}
+}  // namespace
+
+size_t fuse_convolution_bias_relu(Function& f) {
+  NodeVector ops = f.get_ordered_ops();
+  std::map<Output, std::vector<Node*>> users;
+  for (const auto& node : ops)
+    for (const auto& in : node->input_values()) users[in].push_back(node.get());
+  auto single_user = [&](const Output& v) -> Node* {
+    auto it = users.find(v);
+    return it != users.end() && it->second.size() == 1 ? it->second[0] : nullptr;
+  };
+  std::map<Output, Output> replacements;
+  for (const auto& node : ops) {
+    auto* conv = dynamic_cast<op::Convolution*>(node.get());
+    if (!conv || !dnnl_convolution(*conv)) continue;
+    Node* add = single_user(conv->output(0));
+    if (!add || add->get_type_name() != "Add" || add->get_shape() != conv->get_shape()) continue;
+    Output bias = add->input_value(add->input_value(0) == conv->output(0) ? 1 : 0);
+    if (!is_channel_bias(bias, conv->get_shape())) continue;
+    Output value = add->output(0);
+    bool relu = false;
+    if (Node* r = single_user(value); r && r->get_type_name() == "Relu") {
+      relu = true;
+      value = r->output(0);
+    }
+    auto fused = std::make_shared<ConvolutionBias>(conv->input_value(0), conv->input_value(1), bias,
+                                                   conv->get_window(), relu);
+    fused->set_friendly_name(conv->get_friendly_name());
+    replacements[value] = fused->output(0);
+  }
+  replace_outputs(f, replacements);
+  return replacements.size();
 }
 
 FusedAllReduce::FusedAllReduce(const OutputVector& inputs, distributed::ReduceOp reduce_op,
@@ -373,10 +444,12 @@ namespace runtime {
 namespace cpu {
 namespace pass {
 
-// The fusion pass: matmul + bias + ReLU, elementwise chains, then allreduce buckets.
+// The fusion pass: matmul + bias + ReLU, convolution + bias + ReLU, elementwise chains, then
+// allreduce buckets.
 void fuse_cpu_ops(ExecutionPlan& plan) {
   if (!plan.options.optimize || !plan.options.fuse) return;
   fuse_matmul_bias_relu(*plan.function);
+  fuse_convolution_bias_relu(*plan.function);
   fuse_elementwise(*plan.function);
   fuse_allreduce(*plan.function, default_fusion_threshold());
 }

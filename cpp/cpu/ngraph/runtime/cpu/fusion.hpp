@@ -6,6 +6,7 @@
 #include "ngraph/function.hpp"
 #include "ngraph/node.hpp"
 #include "ngraph/ops/collective.hpp"
+#include "ngraph/ops/convolution.hpp"
 #include "ngraph/runtime/cpu/scalar_ops.hpp"
 
 namespace ngraph {
@@ -105,6 +106,32 @@ size_t default_fusion_threshold();
 
 // The names of the backend-internal ops (they have kernels but are not in the OpRegistry).
 const std::vector<std::string>& internal_op_names();
+
+// ConvolutionBias(x, w, bias): a forward convolution (f32, undilated data, non-negative
+// padding) plus a bias per output channel (bias has C_out elements), then optionally ReLU: one
+// oneDNN convolution with a bias and a post-op.
+class ConvolutionBias : public Op<ConvolutionBias> {
+ public:
+  static constexpr const char* type_name = "CPUConvolutionBias";
+  ConvolutionBias() = default;
+  ConvolutionBias(const Output& x, const Output& w, const Output& bias,
+                  const op::ConvolutionWindow& window, bool relu);
+  void validate_and_infer_types() override;
+  void visit_attributes(AttributeVisitor& v) override {
+    m_window.visit(v);
+    v.on("relu", m_relu);
+  }
+  const op::ConvolutionWindow& get_window() const { return m_window; }
+  bool get_relu() const { return m_relu; }
+
+ private:
+  op::ConvolutionWindow m_window;
+  bool m_relu = false;
+};
+
+// Rewrites Convolution + a per-channel bias Add (+ ReLU) into ConvolutionBias where the
+// convolution's and the sum's values have no other use. Returns the number of fusions.
+size_t fuse_convolution_bias_relu(Function& f);
 
 // Rewrites 2-D Dot/MatMul into MatMulBias, absorbing transposed Reshapes of its inputs, a bias
 // Add and a ReLU when the matmul's value has no other use. Returns the number of fusions.

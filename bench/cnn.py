@@ -1,0 +1,165 @@
+"""CNN training throughput on synthetic data, in the manner of Horovod's synthetic benchmark:
+a model (ResNet-50 by default), random images and labels, warm-up steps, then timed
+iterations of several steps; images/sec per rank and in total. ngraph's step is one compiled
+computation (forward, backward, in-graph gradient AllReduce, SGD update); PyTorch runs eager
+in its fastest fp32 CPU form (channels_last, oneDNN) and, under mpirun with several ranks,
+as DistributedDataParallel over gloo.
+
+    python bench/cnn.py --model resnet50 --image-size 64 --batch 8
+    mpirun -np 2 python bench/cnn.py --model small --batch 32
+
+One thread per rank. Prints one JSON line (rank 0) with the settings and the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+
+import common  # noqa: F401  (one thread per process, set before any framework loads)
+import ngraph as ng
+import numpy as np
+
+MODELS = {
+    # name: (builder, channels, default image size, classes)
+    "resnet50": (ng.nn.resnet50, 3, 224, 1000),
+    "resnet18": (ng.nn.resnet18, 3, 224, 1000),
+    "resnet20": (ng.nn.resnet20, 3, 32, 10),
+    "small": (ng.nn.small_cnn, 1, 28, 10),
+    "lenet5": (ng.nn.lenet5, 1, 28, 10),
+}
+
+
+def ngraph_step(model_name, batch, size, comm, lr=0.01):
+    build, channels, _, classes = MODELS[model_name]
+    model = build(classes, in_channels=channels, seed=0)
+    x = ng.parameter([batch, channels, size, size], name="images")
+    y = ng.parameter([batch], np.int64, name="labels")
+    loss = ng.softmax_cross_entropy(model(x), y)
+    params = model.parameters()
+    grads = ng.gradients(loss, params)
+    if comm.size > 1:
+        grads = [ng.allreduce(g, "mean", comm=comm) for g in grads]
+    updates = ng.optimizers.SGD(lr, momentum=0.9).updates(loss, params, grads=grads)
+    updates += model.state_updates()
+    step = ng.runtime().computation(loss, x, y, updates=updates)
+    rng = np.random.default_rng(comm.rank)
+    xs = rng.standard_normal((batch, channels, size, size), dtype=np.float32)
+    ys = rng.integers(0, classes, batch)
+    return lambda: step(xs, ys)
+
+
+def torch_model(model_name, classes):
+    import torchvision  # noqa: PLC0415
+
+    if model_name in ("resnet50", "resnet18"):
+        return getattr(torchvision.models, model_name)(num_classes=classes)
+    raise KeyError(model_name)
+
+
+def torch_small(model_name, classes):
+    """The same small networks as ngraph.nn's, in PyTorch."""
+    import torch.nn as tnn  # noqa: PLC0415
+
+    if model_name == "small":
+        w = 32
+        return tnn.Sequential(
+            tnn.Conv2d(1, w, 3, padding=1, bias=False), tnn.BatchNorm2d(w), tnn.ReLU(),
+            tnn.MaxPool2d(2), tnn.Conv2d(w, 2 * w, 3, padding=1, bias=False),
+            tnn.BatchNorm2d(2 * w), tnn.ReLU(), tnn.MaxPool2d(2), tnn.Flatten(),
+            tnn.Linear(2 * w * 49, 128), tnn.ReLU(), tnn.Linear(128, classes))
+    if model_name == "lenet5":
+        return tnn.Sequential(
+            tnn.Conv2d(1, 6, 5, padding=2), tnn.ReLU(), tnn.MaxPool2d(2), tnn.Conv2d(6, 16, 5),
+            tnn.ReLU(), tnn.MaxPool2d(2), tnn.Flatten(), tnn.Linear(400, 120), tnn.ReLU(),
+            tnn.Linear(120, 84), tnn.ReLU(), tnn.Linear(84, classes))
+    return torch_model(model_name, classes)
+
+
+def torch_step(model_name, batch, size, world, ddp, lr=0.01):
+    import torch  # noqa: PLC0415
+
+    torch.set_num_threads(1)
+    _, channels, _, classes = MODELS[model_name]
+    model = torch_small(model_name, classes).to(memory_format=torch.channels_last)
+    if ddp:
+        import torch.distributed as dist  # noqa: PLC0415
+
+        dist.init_process_group("gloo")
+        model = torch.nn.parallel.DistributedDataParallel(model)
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    lossf = torch.nn.CrossEntropyLoss()
+    g = torch.Generator().manual_seed(0)
+    xs = torch.randn(batch, channels, size, size, generator=g).to(
+        memory_format=torch.channels_last)
+    ys = torch.randint(0, classes, (batch,), generator=g)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = lossf(model(xs), ys)
+        loss.backward()
+        opt.step()
+
+    return step
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", choices=sorted(MODELS), default="resnet50")
+    ap.add_argument("--image-size", type=int, default=0, help="0: the model's own")
+    ap.add_argument("--batch", type=int, default=8, help="per-rank batch")
+    ap.add_argument("--warmup", type=int, default=2, help="steps before timing")
+    ap.add_argument("--iters", type=int, default=5, help="timed iterations")
+    ap.add_argument("--steps-per-iter", type=int, default=3)
+    ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes: checks the script runs")
+    args = ap.parse_args(argv)
+    if args.smoke:
+        args.model, args.batch, args.warmup, args.iters, args.steps_per_iter = "small", 2, 1, 1, 1
+    size = args.image_size or MODELS[args.model][2]
+
+    comm = ng.distributed.init()
+    fns = {"ngraph": ngraph_step(args.model, args.batch, size, comm)}
+    if common.have("torch") and not args.no_torch and (
+            args.model in ("small", "lenet5") or common.have("torchvision")):
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", "29513")
+        os.environ["RANK"], os.environ["WORLD_SIZE"] = str(comm.rank), str(comm.size)
+        name = "pytorch_ddp_gloo" if comm.size > 1 else "pytorch"
+        fns[name] = torch_step(args.model, args.batch, size, comm.size, comm.size > 1)
+    for fn in fns.values():
+        for _ in range(args.warmup):
+            fn()
+    samples = {k: [] for k in fns}
+    for _ in range(args.iters):
+        for k, fn in fns.items():
+            ng.distributed.barrier(comm)
+            time.sleep(0.05)
+            t = time.perf_counter()
+            for _ in range(args.steps_per_iter):
+                fn()
+            samples[k].append(args.batch * args.steps_per_iter / (time.perf_counter() - t))
+    per_rank = {k: statistics.median(v) for k, v in samples.items()}
+    result = {
+        "model": args.model,
+        "image_size": size,
+        "batch_per_rank": args.batch,
+        "ranks": comm.size,
+        "images_per_s_per_rank": per_rank,
+        "images_per_s": {k: v * comm.size for k, v in per_rank.items()},
+    }
+    if comm.rank == 0:
+        print(json.dumps(result), flush=True)
+    if "pytorch_ddp_gloo" in fns:
+        import torch.distributed as dist  # noqa: PLC0415
+
+        dist.barrier()
+        dist.destroy_process_group()
+    return result
+
+
+if __name__ == "__main__":
+    main()
