@@ -52,12 +52,40 @@ def ngraph_step(model_name, batch, size, comm, lr=0.01):
     return lambda: step(xs, ys)
 
 
-def torch_model(model_name, classes):
-    import torchvision  # noqa: PLC0415
+def torch_resnet(model_name, classes):
+    """ResNet-18/50 in PyTorch with torchvision's architecture (written here: torchvision is
+    not needed), matching ngraph.nn.resnet18/50."""
+    import torch.nn as tnn  # noqa: PLC0415
 
-    if model_name in ("resnet50", "resnet18"):
-        return getattr(torchvision.models, model_name)(num_classes=classes)
-    raise KeyError(model_name)
+    def conv_bn(cin, cout, k, stride, relu=True):
+        layers = [tnn.Conv2d(cin, cout, k, stride, k // 2, bias=False), tnn.BatchNorm2d(cout)]
+        return layers + ([tnn.ReLU()] if relu else [])
+
+    class Block(tnn.Module):
+        def __init__(self, cin, ch, stride, bottleneck):
+            super().__init__()
+            out = ch * (4 if bottleneck else 1)
+            if bottleneck:
+                body = conv_bn(cin, ch, 1, 1) + conv_bn(ch, ch, 3, stride) + conv_bn(ch, out, 1, 1,
+                                                                                   False)
+            else:
+                body = conv_bn(cin, ch, 3, stride) + conv_bn(ch, out, 3, 1, False)
+            self.body = tnn.Sequential(*body)
+            self.short = (tnn.Sequential(*conv_bn(cin, out, 1, stride, False))
+                          if stride != 1 or cin != out else None)
+
+        def forward(self, x):
+            return (self.body(x) + (self.short(x) if self.short is not None else x)).relu()
+
+    bottleneck = model_name == "resnet50"
+    counts = [3, 4, 6, 3] if bottleneck else [2, 2, 2, 2]
+    layers, cin = conv_bn(3, 64, 7, 2) + [tnn.MaxPool2d(3, 2, 1)], 64
+    for s, (ch, n) in enumerate(zip([64, 128, 256, 512], counts)):
+        for i in range(n):
+            layers.append(Block(cin, ch, (1 if s == 0 else 2) if i == 0 else 1, bottleneck))
+            cin = ch * (4 if bottleneck else 1)
+    return tnn.Sequential(*layers, tnn.AdaptiveAvgPool2d(1), tnn.Flatten(),
+                          tnn.Linear(cin, classes))
 
 
 def torch_small(model_name, classes):
@@ -76,7 +104,7 @@ def torch_small(model_name, classes):
             tnn.Conv2d(1, 6, 5, padding=2), tnn.ReLU(), tnn.MaxPool2d(2), tnn.Conv2d(6, 16, 5),
             tnn.ReLU(), tnn.MaxPool2d(2), tnn.Flatten(), tnn.Linear(400, 120), tnn.ReLU(),
             tnn.Linear(120, 84), tnn.ReLU(), tnn.Linear(84, classes))
-    return torch_model(model_name, classes)
+    return torch_resnet(model_name, classes)
 
 
 def torch_step(model_name, batch, size, world, ddp, lr=0.01):
@@ -123,8 +151,7 @@ def main(argv=None):
 
     comm = ng.distributed.init()
     fns = {"ngraph": ngraph_step(args.model, args.batch, size, comm)}
-    if common.have("torch") and not args.no_torch and (
-            args.model in ("small", "lenet5") or common.have("torchvision")):
+    if common.have("torch") and not args.no_torch and args.model != "resnet20":
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
         os.environ.setdefault("MASTER_PORT", "29513")
         os.environ["RANK"], os.environ["WORLD_SIZE"] = str(comm.rank), str(comm.size)
