@@ -66,11 +66,13 @@ def main(argv=None):
     ap.add_argument("--smoke", action="store_true", help="tiny sizes; checks the scripts run")
     ap.add_argument("--launches", type=int, default=3, help="launches of each MPI job")
     ap.add_argument("--chart", default=None, help="write a PNG chart of the results here")
+    ap.add_argument("--cnn-chart", default=None,
+                    help="write the seeds' chart (CNN images/s against ranks) here")
     ap.add_argument("--only", default=None,
                     help="comma-separated parts to rerun (step_time, call_overhead, memory, "
-                         "allreduce, ddp); the others are taken from the last saved summary")
+                         "allreduce, ddp, cnn); the others are taken from the last saved summary")
     args = ap.parse_args(argv)
-    parts = {"step_time", "call_overhead", "memory", "allreduce", "ddp"}
+    parts = {"step_time", "call_overhead", "memory", "allreduce", "ddp", "cnn"}
     only = set(args.only.split(",")) if args.only else parts
     if only - parts:
         ap.error(f"unknown parts {sorted(only - parts)}; choose from {sorted(parts)}")
@@ -201,6 +203,8 @@ def main(argv=None):
                 ],
             )
         )
+    if have_mpi and "cnn" in only:
+        out["cnn"] = run_cnn(args.smoke, launches)
     if not have_mpi:
         print("\n(mpirun, mpicc or mpi4py missing: the MPI benchmarks are skipped)")
 
@@ -209,7 +213,76 @@ def main(argv=None):
     if args.chart:
         chart(out, args.chart)
         print("wrote", args.chart)
+    if args.cnn_chart and "cnn" in out:
+        cnn_chart(out["cnn"], args.cnn_chart)
+        print("wrote", args.cnn_chart)
     return out
+
+
+# (model, image size, batch per rank) of the CNN runs: the small CNN of train_cnn.py, and
+# ResNet-50 at a reduced image size (224x224 takes seconds per step on one core).
+CNN_RUNS = [("small", 28, 32), ("resnet50", 64, 8)]
+
+
+def run_cnn(smoke: bool, launches: int) -> dict:
+    """bench/cnn.py on 1 and 2 ranks (interleaved launches): images/s, medians."""
+    print("\n== CNN training throughput, synthetic data (bench/cnn.py)")
+    res = {}
+    for model, size, batch in [("small", 28, 2)] if smoke else CNN_RUNS:
+        runs = {1: [], 2: []}
+        for _ in range(launches):
+            for n in (1, 2):
+                cmd = [sys.executable, os.path.join(HERE, "cnn.py"), "--model", model,
+                       "--image-size", str(size), "--batch", str(batch)]
+                runs[n].append(mpirun(n, cmd + (["--smoke", "--no-torch"] if smoke else []))[0])
+        res[model] = {
+            "image_size": size, "batch_per_rank": batch,
+            **{str(n): {k: statistics.median(r["images_per_s"][k] for r in rs)
+                        for k in rs[0]["images_per_s"]} for n, rs in runs.items()},
+        }
+    rows = []
+    for model, r in res.items():
+        one, two = r["1"], r["2"]
+        torch1, ddp2 = one.get("pytorch"), two.get("pytorch_ddp_gloo")
+        rows.append([
+            f"{model} {r['image_size']}px b{r['batch_per_rank']}", f"{one['ngraph']:.1f}",
+            f"{torch1:.1f}" if torch1 else "-",
+            f"{torch1 / one['ngraph']:.2f}" if torch1 else "-",
+            f"{two['ngraph']:.1f}", f"{ddp2:.1f}" if ddp2 else "-",
+            f"{two['ngraph'] / ddp2:.2f}" if ddp2 else "-",
+            f"{100 * two['ngraph'] / (2 * one['ngraph']):.0f}%",
+        ])
+    print(common.table(rows, ["model", "ngraph 1 rank img/s", "PyTorch img/s",
+                              "step time vs PyTorch", "ngraph 2 ranks img/s", "DDP gloo img/s",
+                              "ngraph / DDP", "weak scaling 1->2"]))
+    return res
+
+
+def cnn_chart(res, path):
+    """The seeds' chart: images/s against ranks, ngraph beside PyTorch DDP, one panel per
+    model."""
+    import matplotlib  # noqa: PLC0415
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    fig, axes = plt.subplots(1, len(res), figsize=(5.5 * len(res), 4.2), squeeze=False)
+    for ax, (model, r) in zip(axes[0], res.items()):
+        ranks = [1, 2]
+        ng_v = [r[str(n)]["ngraph"] for n in ranks]
+        pt_v = [r["1"].get("pytorch"), r["2"].get("pytorch_ddp_gloo")]
+        ax.bar([n - 0.2 for n in ranks], ng_v, 0.4, label="ngraph")
+        if all(pt_v):
+            ax.bar([n + 0.2 for n in ranks], pt_v, 0.4, label="PyTorch (eager / DDP gloo)")
+        ax.set_xticks(ranks, [f"{n} rank{'s' if n > 1 else ''}" for n in ranks])
+        ax.set(ylabel="images/s (higher is better)",
+               title=f"{model}, {r['image_size']}x{r['image_size']}, batch "
+                     f"{r['batch_per_rank']}/rank, 1 thread/rank")
+        ax.legend()
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
 
 
 def chart(out, path):
