@@ -32,8 +32,8 @@ needs_mnist = pytest.mark.skipif(not SHARED_MNIST.exists(), reason=f"{SHARED_MNI
 needs_mpi = pytest.mark.skipif(MPIRUN is None, reason="mpirun is not installed")
 
 
-def run(tmp, args, ranks=0, timeout=600):
-    cmd = [sys.executable, str(SCRIPT), "--quiet", "--no-plot", *map(str, args)]
+def run(tmp, args, ranks=0, timeout=600, script=SCRIPT):
+    cmd = [sys.executable, str(script), "--quiet", "--no-plot", *map(str, args)]
     if ranks:
         cmd = [MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", str(ranks), *cmd]
     env = launch_env(NGRAPH_DIST_TIMEOUT="120", OMP_NUM_THREADS="1")
