@@ -457,6 +457,50 @@ def one_hot(node: NodeInput, shape: Sequence[int], one_hot_axis: int,
     return _make("OneHot", [node], name, shape=shape, one_hot_axis=one_hot_axis)
 
 
+# ------------------------------------------------- multi-output nodes, batch normalization
+
+
+def get_output_element(data: Node, index: int, name: str | None = None) -> Node:
+    """Output `index` of the node `data` (nGraph's GetOutputElement): a node for one value of a
+    node with several outputs, such as ``ng.batch_norm`` in training form. ``node[index]`` does
+    the same (and gives a single-output node itself for index 0). Negative indices count from
+    the end; IndexError names the node and its output count. Compiling removes the node: it
+    never copies."""
+    if not isinstance(data, Node):
+        raise TypeError(f"[GetOutputElement] data must be a Node, got {type(data).__name__}")
+    return _ngraph.get_output_element(data, index, name or "")
+
+
+def batch_norm(
+    eps: float,
+    gamma: NodeInput,
+    beta: NodeInput,
+    data: NodeInput,
+    mean: NodeInput | None = None,
+    variance: NodeInput | None = None,
+    name: str | None = None,
+) -> Node:
+    """Batch normalization over axis 1 (the channels) of `data` (rank >= 2), with statistics
+    over every other axis: ``gamma * (data - mean) / sqrt(variance + eps) + beta``; gamma, beta,
+    mean and variance have shape [C].
+
+    Without `mean` and `variance` (training): the batch's own mean and biased variance are
+    used, and the node has three outputs, the normalized data, the batch mean and the batch
+    variance (``y, batch_mean, batch_var = ng.batch_norm(eps, gamma, beta, x)``, or ``node[0]``).
+    With both (inference): the node normalizes with them and has one output."""
+    if (mean is None) != (variance is None):
+        missing = "variance" if variance is None else "mean"
+        raise ValueError(f"[BatchNormInference] {missing} is missing: pass both mean and "
+                         "variance (inference) or neither (training)")
+    x = as_node(data)
+    dtype = x.dtype
+    per_channel = [as_node(v, None if isinstance(v, Node) else dtype) for v in (gamma, beta)]
+    if mean is None:
+        return _make("BatchNormTraining", [*per_channel, x], name, epsilon=float(eps))
+    stats = [as_node(v, None if isinstance(v, Node) else dtype) for v in (mean, variance)]
+    return _make("BatchNormInference", [*per_channel, x, *stats], name, epsilon=float(eps))
+
+
 # ------------------------------------------------------------------- Python operators
 
 

@@ -5,7 +5,11 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <memory>
+#include <string>
+
 #include "ngraph/element_type.hpp"
+#include "ngraph/node.hpp"
 
 namespace ngraph {
 namespace python {
@@ -18,6 +22,13 @@ void init_distributed(pybind11::module_& m);
 // NumPy dtype <-> element type; unsupported dtypes raise TypeError naming the supported ones.
 element::Type element_type_of(const pybind11::dtype& dtype, const char* what);
 pybind11::dtype dtype_of(element::Type type);
+
+// The value a Python node stands for: its one output. A node with several outputs (or none)
+// raises TypeError naming `what`, the node and its output count, and how to pick an output
+// (node[i], ng.get_output_element); None raises TypeError naming `what`.
+Output value_of(const std::shared_ptr<Node>& node, const std::string& what);
+// The single-output node Python shows for `value`: its node, or a GetOutputElement of it.
+std::shared_ptr<Node> node_of(const Output& value);
 
 }  // namespace python
 }  // namespace ngraph

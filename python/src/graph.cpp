@@ -132,7 +132,7 @@ std::shared_ptr<Node> make_node(const std::string& type, const std::vector<std::
   OutputVector args;
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!inputs[i]) node->fail("input " + std::to_string(i) + " is None");
-    args.push_back(inputs[i]->output(0));
+    args.push_back(value_of(inputs[i], "[" + type + "] input " + std::to_string(i)));
   }
   node->set_arguments(args);
   DictLoader loader(*node, attrs);
@@ -170,22 +170,109 @@ py::list shape_list(const Shape& s) {
   return l;
 }
 
+std::string output_count(size_t n) {
+  return std::to_string(n) + (n == 1 ? " output" : " outputs");
+}
+
+// "f32{2,3}, f32{3}, f32{3}": the type and shape of every output.
+std::string output_types(const Node& n) {
+  std::string out;
+  for (size_t i = 0; i < n.get_output_size(); ++i)
+    out += (i ? ", " : "") + n.get_output_element_type(i).get_type_name() +
+           to_braces(n.get_output_shape(i));
+  return out;
+}
+
+// The node itself for properties of its value (shape, dtype): a node with several outputs has
+// no single one, so say which to pick.
+const Node& single_valued(const Node& n, const char* what) {
+  if (n.get_output_size() > 1)
+    throw py::value_error("[" + n.get_type_name() + "] " + n.get_name() + " has " +
+                          output_count(n.get_output_size()) + " (" + output_types(n) +
+                          "), so no single " + what + "; pick an output with node[i]");
+  return n;
+}
+
+// `index` as an output number of `node` (negative counts from the end, as in Python); raises
+// IndexError naming the node and its output count.
+size_t output_index(const Node& node, const py::object& index) {
+  if (!PyIndex_Check(index.ptr()) || py::isinstance<py::bool_>(index))
+    throw py::type_error("output indices of " + node.get_name() + " must be integers, got " +
+                         py::repr(index).cast<std::string>());
+  auto i = py::int_(index).cast<long long>();
+  auto n = static_cast<long long>(node.get_output_size());
+  if (i < -n || i >= n)
+    throw py::index_error("output index " + std::to_string(i) + " is out of range for " +
+                          node.get_name() + " (" + node.get_type_name() + "), which has " +
+                          output_count(node.get_output_size()));
+  return static_cast<size_t>(i < 0 ? i + n : i);
+}
+
+// ng.get_output_element: always a GetOutputElement node (as nGraph's), named if `name` is given.
+std::shared_ptr<Node> make_get_output_element(const std::shared_ptr<Node>& node,
+                                              const py::object& index, const std::string& name) {
+  if (!node) throw py::type_error("[GetOutputElement] node is None");
+  auto goe = std::make_shared<op::GetOutputElement>(node, output_index(*node, index));
+  if (!name.empty()) goe->set_friendly_name(name);
+  return goe;
+}
+
+// node[i]: output i as a single-output node (the node itself when it has one output).
+std::shared_ptr<Node> node_getitem(const std::shared_ptr<Node>& node, const py::object& index) {
+  return node_of(node->output(output_index(*node, index)));
+}
+
+// Unpacking a multi-output node: y, mean, var = ng.batch_norm(...).
+py::iterator node_iter(const std::shared_ptr<Node>& node) {
+  if (node->get_output_size() < 2)
+    throw py::type_error("[" + node->get_type_name() + "] " + node->get_name() + " has " +
+                         output_count(node->get_output_size()) +
+                         ": only nodes with several outputs can be unpacked or iterated");
+  py::list elements;
+  for (const auto& o : node->outputs()) elements.append(node_of(o));
+  return py::iter(elements);
+}
+
 }  // namespace
+
+Output value_of(const std::shared_ptr<Node>& node, const std::string& what) {
+  if (!node) throw py::type_error(what + " is None");
+  if (node->get_output_size() != 1)
+    throw py::type_error(what + " (" + node->get_name() + ", " + node->get_type_name() +
+                         ") has " + output_count(node->get_output_size()) +
+                         (node->get_output_size()
+                              ? "; pick one with node[i] or ng.get_output_element(node, i)"
+                              : " and no value"));
+  return node->output(0);
+}
+
+std::shared_ptr<Node> node_of(const Output& value) { return op::get_output_element(value); }
 
 void init_graph(py::module_& m) {
   py::class_<Node, std::shared_ptr<Node>>(m, "Node", "A node of an ngraph graph (one op).")
-      .def_property_readonly("shape", [](const Node& n) { return shape_list(n.get_shape()); },
-                             "The output shape, as a list of ints.")
-      .def_property_readonly("element_type",
-                             [](const Node& n) { return n.get_element_type().get_type_name(); },
-                             "The output element type: 'f32', 'f64', 'i32', 'i64' or 'boolean'.")
-      .def_property_readonly("dtype", [](const Node& n) { return dtype_of(n.get_element_type()); },
-                             "The output element type as a NumPy dtype.")
+      .def_property_readonly(
+          "shape", [](const Node& n) { return shape_list(single_valued(n, "shape").get_shape()); },
+          "The output shape, as a list of ints.")
+      .def_property_readonly(
+          "element_type",
+          [](const Node& n) {
+            return single_valued(n, "element type").get_element_type().get_type_name();
+          },
+          "The output element type: 'f32', 'f64', 'i32', 'i64' or 'boolean'.")
+      .def_property_readonly(
+          "dtype",
+          [](const Node& n) { return dtype_of(single_valued(n, "dtype").get_element_type()); },
+          "The output element type as a NumPy dtype.")
       .def_property("name", &Node::get_name, &Node::set_friendly_name,
                     "The node's name: the one given by the user, else a unique one (Add_3).")
       .def_property_readonly("friendly_name", &Node::get_friendly_name)
       .def("get_type_name", &Node::get_type_name, "The op's name, e.g. 'Add'.")
-      .def("get_output_size", &Node::get_output_size)
+      .def("get_output_size", &Node::get_output_size, "The number of outputs (values) of the node.")
+      .def("__getitem__", &node_getitem, py::arg("index"),
+           "Output `index` as a node: the node itself when it has one output, else a "
+           "GetOutputElement. IndexError when the node has no such output.")
+      .def("__iter__", &node_iter,
+           "The outputs of a node with several outputs, as nodes (for unpacking).")
       .def("get_instance_id", &Node::get_instance_id)
       .def("inputs",
            [](const Node& n) {
@@ -197,14 +284,20 @@ void init_graph(py::module_& m) {
       .def("attributes", &Node::attributes_string, "The op's attributes, as text.")
       .def("same_node", [](const Node& a, const Node& b) { return &a == &b; })
       .def("__repr__", [](const Node& n) {
-        return "<" + n.get_type_name() + ": '" + n.get_name() + "' " +
-               n.get_element_type().get_type_name() + to_braces(n.get_shape()) + ">";
+        std::string value = n.get_output_size() == 1
+                                ? output_types(n)
+                                : output_count(n.get_output_size()) +
+                                      (n.get_output_size() ? ": " + output_types(n) : "");
+        return "<" + n.get_type_name() + ": '" + n.get_name() + "' " + value + ">";
       });
 
   m.def("make_node", &make_node, py::arg("type"), py::arg("inputs"), py::arg("attributes"),
         py::arg("name") = "", py::arg("communicator") = nullptr,
         "Builds a node of the op `type` on `inputs` with keyword `attributes`; validates it.");
   m.def("make_constant", &make_constant, py::arg("value"), py::arg("name") = "");
+  m.def("get_output_element", &make_get_output_element, py::arg("node"), py::arg("index"),
+        py::arg("name") = "",
+        "A GetOutputElement node for output `index` of `node` (IndexError if it has none).");
   m.def("constant_value", [](const std::shared_ptr<Node>& n) {
     auto c = std::dynamic_pointer_cast<op::Constant>(n);
     if (!c) throw py::type_error("constant_value: " + n->get_name() + " is not a Constant");
@@ -230,8 +323,7 @@ void init_graph(py::module_& m) {
              }
              OutputVector outs;
              for (size_t i = 0; i < results.size(); ++i) {
-               if (!results[i]) throw py::type_error("[Function] result " + std::to_string(i) + " is None");
-               outs.push_back(results[i]->output(0));
+               outs.push_back(value_of(results[i], "[Function] result " + std::to_string(i)));
              }
              return std::make_shared<Function>(outs, params, name);
            }),

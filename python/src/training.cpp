@@ -78,19 +78,19 @@ void init_training(py::module_& m) {
   m.def("gradients",
         [](const std::shared_ptr<Node>& y, const std::vector<std::shared_ptr<Node>>& xs,
            const std::shared_ptr<Node>& seed) {
-          Output s = seed ? seed->output(0)
+          Output yv = value_of(y, "[gradients] y");
+          AxisSet all;
+          for (size_t i = 0; i < yv.get_shape().size(); ++i) all.insert(i);
+          Output s = seed ? value_of(seed, "[gradients] seed")
                           : std::make_shared<op::Broadcast>(
-                                autodiff::scalar(y->get_element_type(), 1.0), y->get_shape(),
-                                [&] {
-                                  AxisSet all;
-                                  for (size_t i = 0; i < y->get_shape().size(); ++i) all.insert(i);
-                                  return all;
-                                }());
-          autodiff::Adjoints adjoints(OutputVector{y->output(0)}, OutputVector{s});
+                                autodiff::scalar(yv.get_element_type(), 1.0), yv.get_shape(), all);
+          autodiff::Adjoints adjoints(OutputVector{yv}, OutputVector{s});
           NodeVector out;
-          for (const auto& x : xs) {
-            if (!x) throw py::type_error("[gradients] a variable is None");
-            out.push_back(adjoints.backprop_output(x->output(0)).get_node_shared_ptr());
+          for (size_t i = 0; i < xs.size(); ++i) {
+            if (!xs[i]) throw py::type_error("[gradients] a variable is None");
+            Output x = value_of(xs[i], "[gradients] xs[" + std::to_string(i) + "]");
+            // A gradient may be one output of a multi-output node (BatchNormTrainingBackprop).
+            out.push_back(node_of(adjoints.backprop_output(x)));
           }
           return out;
         },
@@ -108,7 +108,8 @@ void init_training(py::module_& m) {
             params.push_back(p);
           }
           OutputVector outs;
-          for (const auto& r : results) outs.push_back(r->output(0));
+          for (size_t i = 0; i < results.size(); ++i)
+            outs.push_back(value_of(results[i], "[Function] result " + std::to_string(i)));
           NodeVector sinks(sinks_in.begin(), sinks_in.end());
           for (size_t i = 0; i < updates.size(); ++i) {
             auto var = std::dynamic_pointer_cast<op::Variable>(updates[i].first);
@@ -117,7 +118,8 @@ void init_training(py::module_& m) {
                                    (updates[i].first ? updates[i].first->get_name() : "None") +
                                    " is not a variable (make it with ng.variable)");
             if (!updates[i].second) throw py::type_error("[updates] pair " + std::to_string(i) + ": value is None");
-            sinks.push_back(std::make_shared<op::Assign>(var, updates[i].second->output(0)));
+            std::string what = "[updates] pair " + std::to_string(i) + " value";
+            sinks.push_back(std::make_shared<op::Assign>(var, value_of(updates[i].second, what)));
           }
           return std::make_shared<Function>(outs, sinks, params, name);
         },

@@ -48,6 +48,7 @@ const std::vector<std::string> kCoveredOps = {
     "Cos",     "Tanh",     "Sigmoid",  "Erf",     "Gelu",    "Relu",    "StopGradient", "Dot",     "MatMul",  "Broadcast",
     "Sum",     "Reshape",  "Slice",    "Concat",  "Pad",          "Reverse", "Max",     "Min",
     "Product", "Softmax",  "Select",   "Convert", "Result",  "Convolution",
+    "GetOutputElement",    "BatchNormTraining",   "BatchNormInference",
 };
 
 // No gradient: boolean or integer results, leaves and sinks.
@@ -57,6 +58,7 @@ const std::vector<std::string> kNotDifferentiable = {
     "Parameter", "Constant", "Variable",   "Assign",    "Send",       "Recv",
     // The gradients of a convolution: linear in each input, not differentiated again.
     "ConvolutionBackpropData", "ConvolutionBackpropFilters",
+    "BatchNormTrainingBackprop",  // the gradient of BatchNormTraining; no second order
 };
 
 // Collectives have gradient rules, checked across ranks by tests/cpp/mpi/mpi_gradients_test.cpp.
@@ -975,7 +977,114 @@ TEST(autodiff_fd, Result) {
       {data({})}, {}, true);
 }
 
+// ------------------------------------------------------- multi-output nodes, batch norm
+
+namespace {
+using BNT = op::BatchNormTraining;
+std::shared_ptr<BNT> bn_training(const OutputVector& in, double eps = 1e-3) {
+  return std::make_shared<BNT>(in[0], in[1], in[2], eps);
+}
+// Batch-norm inputs: x of `shape`, gamma and beta [C].
+std::vector<Array> bn_inputs(const Shape& shape, uint64_t seed = 0) {
+  return {data(shape, Kind::any, seed), data({shape[1]}, Kind::nonzero, seed + 1),
+          data({shape[1]}, Kind::any, seed + 2)};
+}
+// The weighted sums of several outputs, added: one scalar that every output feeds.
+Output weighted_outputs(const OutputVector& outs) {
+  Output y = weighted_sum(outs[0], 1234);
+  for (size_t i = 1; i < outs.size(); ++i) y = add(y, weighted_sum(outs[i], 1234 + 17 * i));
+  return y;
+}
+}  // namespace
+
+// Its gradient goes to the output it names; several outputs of one node used together.
+TEST(autodiff_fd, GetOutputElement) {
+  for (size_t n : {0, 1, 2})
+    check_gradients("batch-norm-output-" + std::to_string(n),
+                    [n](const OutputVector& in) -> Output {
+                      return std::make_shared<op::GetOutputElement>(bn_training(in), n);
+                    },
+                    bn_inputs({4, 3}));
+  check_gradients(
+      "batch-norm-all-outputs",
+      [](const OutputVector& in) -> Output {
+        auto bn = bn_training(in);
+        return weighted_outputs({std::make_shared<op::GetOutputElement>(bn, 0),
+                                 std::make_shared<op::GetOutputElement>(bn, 1),
+                                 std::make_shared<op::GetOutputElement>(bn, 2)});
+      },
+      bn_inputs({3, 2, 2}), {}, true);
+  check_gradients("single-output-node",
+                  [](const OutputVector& in) -> Output {
+                    return std::make_shared<op::GetOutputElement>(
+                        std::make_shared<op::Sin>(in[0]), 0);
+                  },
+                  {data({2, 3})});
+}
+
+// The normalized output alone (through BatchNormTrainingBackprop), the statistics alone
+// (their exact gradients), and two or three outputs of the node used together.
+TEST(autodiff_fd, BatchNormTraining) {
+  for (const Shape& shape : {Shape{4, 3}, Shape{2, 3, 2, 2}, Shape{5, 2, 3}})
+    check_gradients("normalized-" + sid(shape),
+                    [](const OutputVector& in) -> Output { return bn_training(in)->output(0); },
+                    bn_inputs(shape));
+  check_gradients("epsilon-0.5",
+                  [](const OutputVector& in) -> Output { return bn_training(in, 0.5)->output(0); },
+                  bn_inputs({3, 4}, 7));
+  for (size_t n : {1, 2})
+    check_gradients("statistic-" + std::to_string(n),
+                    [n](const OutputVector& in) -> Output { return bn_training(in)->output(n); },
+                    bn_inputs({4, 3, 2}, 3));
+  check_gradients("normalized-and-variance",
+                  [](const OutputVector& in) -> Output {
+                    auto bn = bn_training(in);
+                    return weighted_outputs({bn->output(0), bn->output(2)});
+                  },
+                  bn_inputs({4, 3}, 5), {}, true);
+  check_gradients("all-outputs-and-fan-out",
+                  [](const OutputVector& in) -> Output {
+                    auto bn = bn_training(in);
+                    return weighted_outputs({bn->output(0), bn->output(1), bn->output(2),
+                                             mul(bn->output(0), bn->output(0))});
+                  },
+                  bn_inputs({2, 3, 3}, 9), {}, true);
+}
+
+// With respect to all five inputs (the variance positive).
+TEST(autodiff_fd, BatchNormInference) {
+  for (const Shape& shape : {Shape{4, 3}, Shape{2, 3, 2, 2}}) {
+    size_t c = shape[1];
+    for (double eps : {1e-3, 0.5})
+      check_gradients("inference-" + sid(shape) + "-eps-" + std::to_string(eps),
+                      [eps](const OutputVector& in) -> Output {
+                        return std::make_shared<op::BatchNormInference>(in[0], in[1], in[2], in[3],
+                                                                        in[4], eps);
+                      },
+                      {data(shape), data({c}, Kind::nonzero, 1), data({c}, Kind::any, 2),
+                       data({c}, Kind::any, 3), data({c}, Kind::pos, 4)});
+  }
+}
+
 // ======================================================================== other properties
+
+// Only the outputs a gradient reaches are differentiated: with only the batch mean used, no
+// BatchNormTrainingBackprop is built, and d mean_c / dx = 1 / M exactly.
+TEST(autodiff, batch_norm_statistics_alone_need_no_backprop) {
+  auto out = evaluate(
+      [](const OutputVector& in) -> OutputVector {
+        auto bn = bn_training(in);
+        Output y = sum_all(bn->output(1));
+        Output g = gradient(y, in[0]);
+        EXPECT_FALSE(graph_has(g, "BatchNormTrainingBackprop"));
+        EXPECT_TRUE(graph_has(gradient(sum_all(bn->output(0)), in[0]),
+                              "BatchNormTrainingBackprop"));
+        return {g, gradient(y, in[1])};
+      },
+      bn_inputs({4, 3}));
+  EXPECT_EQ(out[0], std::vector<double>(12, 0.25));
+  EXPECT_EQ(out[1], std::vector<double>(3, 0.0));
+}
 
 TEST(autodiff, every_op_has_a_gradient_test) {
   auto registry = OpRegistry::get().names();
@@ -1090,6 +1199,13 @@ const std::vector<std::pair<std::string, std::function<Output(const Output&)>>> 
      [](const Output& x) {
        return std::make_shared<op::OneHot>(
            std::make_shared<op::Floor>(std::make_shared<op::Abs>(x)), Shape{3, 4, 5}, 2);
+     }},
+    {"BatchNormTrainingBackprop",
+     [](const Output& x) {  // d_input of a batch norm on x [3, 4], with x as its delta too
+       auto c = [](double v) { return cst(Shape{4}, std::vector<double>(4, v)); };
+       return std::make_shared<op::BatchNormTrainingBackprop>(x, c(1.5), c(0.5), c(0.1), c(2.0),
+                                                              x, 1e-3)
+           ->output(0);
      }},
 };
 }  // namespace

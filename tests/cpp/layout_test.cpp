@@ -218,3 +218,65 @@ TEST_F(LayoutTest, matmul_weights_in_the_chosen_layout_are_reordered_once) {
       EXPECT_NEAR(g2[i * m + j], std::max(s2, 0.0), 1e-3);
     }
 }
+
+// Batch normalization follows its data's layout (oneDNN's has no format_tag::any): blocked
+// data from a producer passes through without a reorder, the normalized output (d_input, for
+// the backprop, which reads delta in it too) keeps it, and the statistics, gamma, beta and
+// their gradients are plain. The numbers match the same graph on plain data.
+TEST_F(LayoutTest, batch_norm_keeps_its_datas_blocked_layout) {
+  for (const Shape& s : {kUnpadded, kPadded}) {
+    SCOPED_TRACE(to_braces(s));
+    const size_t c = s[1];
+    auto build = [&](bool blocked) {
+      auto p = std::make_shared<op::Parameter>(element::f32, s);
+      auto in = [&](const Output& v) -> Output {
+        return blocked ? std::make_shared<ToBlocked>(v) : v;
+      };
+      auto out = [&](const Output& v) -> Output {
+        return blocked ? std::make_shared<FromBlocked>(v) : v;
+      };
+      std::vector<float> gv(c), bv(c);
+      for (size_t i = 0; i < c; ++i) {
+        gv[i] = 0.5f + 0.25f * static_cast<float>(i);
+        bv[i] = 0.1f * static_cast<float>(i) - 0.2f;
+      }
+      auto gamma = std::make_shared<op::Constant>(element::f32, Shape{c}, gv);
+      auto beta = std::make_shared<op::Constant>(element::f32, Shape{c}, bv);
+      Output x = in(p);
+      auto bn = std::make_shared<op::BatchNormTraining>(x, gamma, beta, 1e-3);
+      Output y = std::make_shared<op::Relu>(bn->output(0));
+      auto bp = std::make_shared<op::BatchNormTrainingBackprop>(x, gamma, beta, bn->output(1),
+                                                                bn->output(2), y, 1e-3);
+      auto bi = std::make_shared<op::BatchNormInference>(x, gamma, beta, bn->output(1),
+                                                         bn->output(2), 1e-3);
+      OutputVector results{out(y), bn->output(1), bn->output(2), out(bp->output(0)),
+                           bp->output(1), bp->output(2), out(bi)};
+      return std::make_shared<Function>(results, ParameterVector{p});
+    };
+    std::vector<std::vector<float>> got[2];
+    size_t reorders[2] = {0, 0};
+    for (bool blocked : {false, true}) {
+      runtime::cpu::CPUBackend backend;
+      auto f = build(blocked);
+      auto exe =
+          std::dynamic_pointer_cast<CPUExecutable>(backend.compile(f, CompileOptions{true, false}));
+      reorders[blocked] = exe->get_reorder_count();
+      auto x = values(s);
+      auto tx = backend.create_tensor(element::f32, s);
+      tx->write(x.data(), x.size() * sizeof(float));
+      std::vector<std::shared_ptr<runtime::Tensor>> outs;
+      for (const auto& r : f->get_results())
+        outs.push_back(backend.create_tensor(element::f32, r->get_shape()));
+      exe->call(outs, {tx});
+      for (const auto& o : outs) {
+        std::vector<float> v(o->get_element_count());
+        o->read(v.data(), v.size() * sizeof(float));
+        got[blocked].push_back(v);
+      }
+    }
+    EXPECT_EQ(reorders[false], 0u);
+    EXPECT_EQ(reorders[true], 0u) << "a reorder around the batch-norm ops";
+    for (size_t r = 0; r < got[0].size(); ++r)
+      EXPECT_TRUE(test::all_close(got[1][r], got[0][r], 1e-5, 1e-5)) << "result " << r;
+  }
+}

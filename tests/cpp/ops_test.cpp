@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <set>
 
 #include "test_utils.hpp"
@@ -886,6 +887,145 @@ TEST(ops_one_hot, shapes_and_errors) {
   type_error("OneHot", [] { op::OneHot(param(element::boolean, {3}), Shape{3, 2}, 1); });
 }
 
+// ------------------------------------------------------------------- multi-output nodes
+
+TEST(ops_get_output_element, shapes_and_errors) {
+  auto x = param(element::f32, {4, 3});
+  auto bn = std::make_shared<op::BatchNormTraining>(x, param(element::f32, {3}),
+                                                    param(element::f32, {3}), 1e-5);
+  auto mean = std::make_shared<op::GetOutputElement>(bn, 1);
+  EXPECT_EQ(mean->get_shape(), Shape{3});
+  EXPECT_EQ(mean->get_element_type(), element::f32);
+  EXPECT_EQ(mean->input_value(0), bn->output(1));
+  EXPECT_EQ(mean->get_n(), 1u);
+  EXPECT_EQ(mean->attributes_string(), "n=1");
+  EXPECT_EQ(op::get_output_element(bn->output(2))->get_type_name(), "GetOutputElement");
+  auto all = op::get_output_elements(bn);
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_EQ(all[0]->get_shape(), (Shape{4, 3}));
+  EXPECT_EQ(all[2]->input_value(0), bn->output(2));
+  auto msg = shape_error("GetOutputElement", [&] { op::GetOutputElement(bn, 3); });
+  EXPECT_EQ(msg, "[GetOutputElement] output index 3 is out of range for " + bn->get_name() +
+                     ", which has 3 outputs");
+  msg = shape_error("GetOutputElement", [&] { op::GetOutputElement(x, 1); });
+  EXPECT_TRUE(contains(msg, "which has 1 output")) << msg;
+  msg = shape_error("GetOutputElement", [&] { mean->clone_with_new_inputs({bn->output(2)}); });
+  EXPECT_EQ(msg, "[GetOutputElement] n = 1 but the input is output 2 of " + bn->get_name());
+  // A multi-output node has no single shape.
+  msg = shape_error("BatchNormTraining", [&] { bn->get_shape(); });
+  EXPECT_TRUE(contains(msg, "3 outputs")) << msg;
+}
+
+// ------------------------------------------------------------------- batch normalization
+
+TEST(ops_batch_norm, training_shapes_and_input_order) {
+  auto x = param(element::f32, {8, 3, 5, 5});
+  auto gamma = param(element::f32, {3}), beta = param(element::f32, {3});
+  auto bn = std::make_shared<op::BatchNormTraining>(x, gamma, beta, 1e-3);
+  ASSERT_EQ(bn->get_output_size(), 3u);
+  EXPECT_EQ(bn->get_output_shape(0), (Shape{8, 3, 5, 5}));
+  EXPECT_EQ(bn->get_output_shape(1), Shape{3});
+  EXPECT_EQ(bn->get_output_shape(2), Shape{3});
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(bn->get_output_element_type(i), element::f32);
+  // nGraph's order: gamma, beta, input.
+  EXPECT_EQ(bn->input_value(op::BatchNormBase::INPUT_GAMMA), Output(gamma));
+  EXPECT_EQ(bn->input_value(op::BatchNormBase::INPUT_BETA), Output(beta));
+  EXPECT_EQ(bn->input_value(op::BatchNormBase::INPUT_DATA), Output(x));
+  EXPECT_EQ(bn->get_eps_value(), 1e-3);
+  EXPECT_EQ(bn->attributes_string(), "epsilon=0.001");
+  auto x2 = param(element::f64, {2, 4}), g2 = param(element::f64, {4});
+  auto copy = std::static_pointer_cast<op::BatchNormTraining>(
+      bn->clone_with_new_inputs({g2, param(element::f64, {4}), x2}));
+  EXPECT_EQ(copy->get_eps_value(), 1e-3);
+  EXPECT_EQ(copy->get_output_shape(0), (Shape{2, 4}));
+  EXPECT_EQ(copy->get_output_shape(1), Shape{4});
+  EXPECT_EQ(copy->get_output_element_type(2), element::f64);
+  EXPECT_TRUE(copy->attributes_equal(*bn));
+}
+
+TEST(ops_batch_norm, inference_and_backprop_shapes) {
+  auto f = [](const Shape& s) { return param(element::f64, s); };
+  auto x = f({2, 5}), g = f({5}), b = f({5}), m = f({5}), v = f({5}), d = f({2, 5});
+  auto bi = std::make_shared<op::BatchNormInference>(x, g, b, m, v, 0.0);
+  EXPECT_EQ(bi->get_output_size(), 1u);
+  EXPECT_EQ(bi->get_shape(), (Shape{2, 5}));
+  EXPECT_EQ(bi->get_element_type(), element::f64);
+  EXPECT_EQ(bi->input_value(2), Output(x));
+  EXPECT_EQ(bi->input_value(3), Output(m));
+  EXPECT_EQ(bi->input_value(4), Output(v));
+  auto bp = std::make_shared<op::BatchNormTrainingBackprop>(x, g, b, m, v, d, 1e-5);
+  ASSERT_EQ(bp->get_output_size(), 3u);
+  EXPECT_EQ(bp->get_output_shape(0), (Shape{2, 5}));
+  EXPECT_EQ(bp->get_output_shape(1), Shape{5});
+  EXPECT_EQ(bp->get_output_shape(2), Shape{5});
+  EXPECT_EQ(bp->input_value(op::BatchNormBase::INPUT_DELTA), Output(d));
+  // Rank 2 is the smallest; an empty batch is allowed.
+  auto empty = std::make_shared<op::BatchNormTraining>(f({0, 5, 2}), g, b, 1e-5);
+  EXPECT_EQ(empty->get_output_shape(1), Shape{5});
+}
+
+TEST(ops_batch_norm, shape_errors) {
+  auto f = [](const Shape& s) { return param(element::f32, s); };
+  auto msg = shape_error("BatchNormTraining",
+                         [&] { op::BatchNormTraining(f({3}), f({3}), f({3}), 1e-5); });
+  EXPECT_EQ(msg, "[BatchNormTraining] input shape {3} must have rank >= 2 (axis 1 is the "
+                 "channel axis)");
+  msg = shape_error("BatchNormTraining",
+                    [&] { op::BatchNormTraining(f({2, 0}), f({0}), f({0}), 1e-5); });
+  EXPECT_EQ(msg, "[BatchNormTraining] input shape {2,0} has no channels (axis 1 is empty)");
+  msg = shape_error("BatchNormTraining",
+                    [&] { op::BatchNormTraining(f({2, 3}), f({4}), f({3}), 1e-5); });
+  EXPECT_EQ(msg, "[BatchNormTraining] gamma shape {4} must be {3}, the channel count of input "
+                 "shape {2,3}");
+  msg = shape_error("BatchNormTraining",
+                    [&] { op::BatchNormTraining(f({2, 3, 4}), f({3}), f({3, 1}), 1e-5); });
+  EXPECT_TRUE(contains(msg, "beta shape {3,1} must be {3}")) << msg;
+  msg = shape_error("BatchNormInference", [&] {
+    op::BatchNormInference(f({2, 3}), f({3}), f({3}), f({2}), f({3}), 1e-5);
+  });
+  EXPECT_TRUE(contains(msg, "mean shape {2} must be {3}")) << msg;
+  msg = shape_error("BatchNormInference", [&] {
+    op::BatchNormInference(f({2, 3}), f({3}), f({3}), f({3}), f({}), 1e-5);
+  });
+  EXPECT_TRUE(contains(msg, "variance shape {} must be {3}")) << msg;
+  msg = shape_error("BatchNormTrainingBackprop", [&] {
+    op::BatchNormTrainingBackprop(f({2, 3}), f({3}), f({3}), f({3}), f({3}), f({3, 2}), 1e-5);
+  });
+  EXPECT_EQ(msg, "[BatchNormTrainingBackprop] delta shape {3,2} must equal input shape {2,3}");
+  msg = shape_error("BatchNormInference", [&] {
+    op::BatchNormInference(f({2, 3}), f({3}), f({3}), f({3}), f({3}), -1.0);
+  });
+  EXPECT_EQ(msg, "[BatchNormInference] epsilon must be finite and >= 0, got -1");
+  shape_error("BatchNormTraining", [&] {
+    op::BatchNormTraining(f({2, 3}), f({3}), f({3}), std::numeric_limits<double>::quiet_NaN());
+  });
+  msg = shape_error("BatchNormTraining", [&] {
+    OpRegistry::get().create("BatchNormTraining")->clone_with_new_inputs({f({2, 3})});
+  });
+  EXPECT_EQ(msg, "[BatchNormTraining] expects 3 inputs, got 1");
+}
+
+TEST(ops_batch_norm, type_errors) {
+  auto f = [](const Shape& s) { return param(element::f32, s); };
+  auto msg = type_error("BatchNormTraining", [&] {
+    op::BatchNormTraining(param(element::i32, {2, 3}), f({3}), f({3}), 1e-5);
+  });
+  EXPECT_EQ(msg, "[BatchNormTraining] input has element type i32; expected f32 or f64");
+  msg = type_error("BatchNormTraining", [&] {
+    op::BatchNormTraining(f({2, 3}), param(element::f64, {3}), f({3}), 1e-5);
+  });
+  EXPECT_EQ(msg, "[BatchNormTraining] element type of gamma (f64) does not match input (f32)");
+  msg = type_error("BatchNormInference", [&] {
+    op::BatchNormInference(f({2, 3}), f({3}), f({3}), f({3}), param(element::f64, {3}), 1e-5);
+  });
+  EXPECT_TRUE(contains(msg, "element type of variance (f64)")) << msg;
+  msg = type_error("BatchNormTrainingBackprop", [&] {
+    op::BatchNormTrainingBackprop(f({2, 3}), f({3}), f({3}), f({3}), f({3}),
+                                  param(element::f64, {2, 3}), 1e-5);
+  });
+  EXPECT_TRUE(contains(msg, "element type of delta (f64)")) << msg;
+}
+
 // ----------------------------------------------------------------------------- OpRegistry
 
 TEST(op_registry, lists_every_op_of_the_core) {
@@ -898,7 +1038,8 @@ TEST(op_registry, lists_every_op_of_the_core) {
       "ArgMax",    "ArgMin",   "Softmax",   "OneHot",   "Convert",   "Select",     "Equal",
       "NotEqual",  "Greater",  "GreaterEq", "Less",     "LessEq",    "LogicalAnd", "LogicalOr",
       "LogicalNot", "Erf",      "Gelu",      "Convolution", "ConvolutionBackpropData",
-      "ConvolutionBackpropFilters"};
+      "ConvolutionBackpropFilters", "GetOutputElement",   "BatchNormTraining",
+      "BatchNormInference",     "BatchNormTrainingBackprop"};
   auto names = OpRegistry::get().names();
   EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
   std::set<std::string> got(names.begin(), names.end());

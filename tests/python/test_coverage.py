@@ -73,6 +73,10 @@ OP_FUNCTIONS = {
     "Tanh": "tanh",
     "Variable": "variable",
     "StopGradient": "stop_gradient",
+    "GetOutputElement": "get_output_element",
+    "BatchNormTraining": "batch_norm",  # without mean and variance
+    "BatchNormInference": "batch_norm",  # with mean and variance
+    "BatchNormTrainingBackprop": "gradients",  # built by the gradient of BatchNormTraining
     # Collectives: exercised with one rank in test_distributed_local.py and under mpirun in
     # distributed/mpi_test_*.py.
     "AllReduce": "allreduce",
@@ -87,6 +91,13 @@ OP_FUNCTIONS = {
 # suites.
 COLLECTIVES = {"AllReduce", "BroadcastDistributed", "AllGather", "ReduceScatter", "Send", "Recv"}
 TEST_OPS = pathlib.Path(__file__).with_name("test_ops.py")
+# Ops exercised in a test file of their own instead of test_ops.py.
+OWN_TEST_FILES = {
+    "GetOutputElement": "test_batch_norm.py",
+    "BatchNormTraining": "test_batch_norm.py",
+    "BatchNormInference": "test_batch_norm.py",
+    "BatchNormTrainingBackprop": "test_batch_norm.py",
+}
 
 
 def test_every_core_op_has_a_python_function():
@@ -112,6 +123,8 @@ def test_python_function_is_exercised_by_test_ops(op):
     if op in COLLECTIVES:
         files = sorted((here / "distributed").glob("mpi_test_*.py"))
         files.append(here / "test_distributed_local.py")
+    elif op in OWN_TEST_FILES:
+        files = [here / OWN_TEST_FILES[op]]
     else:
         files = [TEST_OPS]
     source = "".join(f.read_text() for f in files if f.exists())
@@ -183,6 +196,11 @@ BUILDERS = {
     "Tanh": lambda: ng.tanh(_p([2])),
     "Variable": lambda: ng.variable(np.zeros(2, np.float32)),
     "StopGradient": lambda: ng.stop_gradient(_p([2])),
+    "GetOutputElement": lambda: ng.get_output_element(_batch_norm(), 1),
+    "BatchNormTraining": lambda: _batch_norm(),
+    "BatchNormInference": lambda: ng.batch_norm(1e-5, _p([3]), _p([3]), _p([2, 3]), _p([3]),
+                                                _p([3])),
+    "BatchNormTrainingBackprop": lambda: _batch_norm_backprop(),
     # With one rank (no launcher) every collective builds on the local communicator; Send and
     # Recv need a peer, so they are built on a two-rank run only.
     "AllReduce": lambda: ng.allreduce(_p([2])),
@@ -190,6 +208,16 @@ BUILDERS = {
     "AllGather": lambda: ng.allgather(_p([2])),
     "ReduceScatter": lambda: ng.reduce_scatter(_p([2])),
 }
+
+
+def _batch_norm():
+    return ng.batch_norm(1e-5, _p([3]), _p([3]), _p([2, 3]))
+
+
+def _batch_norm_backprop():
+    x = _p([2, 3])
+    (dx,) = ng.gradients(ng.sum(ng.batch_norm(1e-5, _p([3]), _p([3]), x)[0] * 2.0), [x])
+    return dx.inputs()[0]  # dx is output 0 of the backprop node
 
 
 def _assign_node():

@@ -416,6 +416,57 @@ DIFFERENTIABLE: dict[str, list[Case]] = {
     ],
 }
 
+# Multi-output nodes and batch normalization: x [N, C, ...], gamma and beta [C]; the outputs
+# of the training form are used through element nodes, alone and together.
+def bn_case(id, fn, shape, seed=0, **kw):
+    c = shape[1]
+    return case(id, fn, data(shape, seed=seed), data((c,), "nonzero", seed + 1),
+                data((c,), seed=seed + 2), **kw)
+
+
+def two_outputs(node):
+    return node[0] * 2.0 + node[2]  # [N, C] + [C]
+
+
+def all_outputs(node):
+    y, mean, var = node
+    return weighted_sum(y) + weighted_sum(mean * 2.0) + weighted_sum(ng.sin(var))
+
+
+DIFFERENTIABLE.update({
+    "GetOutputElement": [
+        bn_case(f"GetOutputElement-{n}",
+                lambda x, g, b, n=n: ng.get_output_element(ng.batch_norm(1e-3, g, b, x), n),
+                (4, 3))
+        for n in range(3)
+    ] + [
+        bn_case("GetOutputElement-all-outputs",
+                lambda x, g, b: all_outputs(ng.batch_norm(1e-3, g, b, x)), (3, 2, 2),
+                scalar=True),
+        case("GetOutputElement-single-output", lambda p: ng.get_output_element(ng.exp(p), 0),
+             data((2, 3))),
+    ],
+    "BatchNormTraining": [
+        bn_case(f"BatchNormTraining-{sid(shape)}",
+                lambda x, g, b: ng.batch_norm(1e-3, g, b, x)[0], shape)
+        for shape in [(4, 3), (2, 3, 2, 2), (5, 2, 3)]
+    ] + [
+        bn_case("BatchNormTraining-mean", lambda x, g, b: ng.batch_norm(1e-3, g, b, x)[1],
+                (4, 3, 2)),
+        bn_case("BatchNormTraining-variance", lambda x, g, b: ng.batch_norm(0.5, g, b, x)[2],
+                (4, 3, 2)),
+        bn_case("BatchNormTraining-two-outputs",
+                lambda x, g, b: two_outputs(ng.batch_norm(1e-3, g, b, x)), (4, 3)),
+    ],
+    "BatchNormInference": [
+        case(f"BatchNormInference-{sid(shape)}",
+             lambda x, g, b, m, v: ng.batch_norm(1e-3, g, b, x, m, v), data(shape),
+             data((shape[1],), "nonzero", 1), data((shape[1],), seed=2),
+             data((shape[1],), seed=3), data((shape[1],), "pos", 4))
+        for shape in [(4, 3), (2, 3, 2, 2)]
+    ],
+})
+
 # Collectives (ng.distributed): with one rank (no MPI launcher) they are identities, so their
 # rules are checked by finite differences there; the gradient across ranks is the subject of
 # the distributed tests.
@@ -452,6 +503,8 @@ NON_DIFFERENTIABLE = {
     # Point-to-point: Send is a sink; Recv's gradient would belong to the sending rank.
     "Send", "Recv",
     "ConvolutionBackpropData", "ConvolutionBackpropFilters",
+    # The gradient of BatchNormTraining (no second order).
+    "BatchNormTrainingBackprop",
 }
 
 ALL_CASES = [(op, c) for op, cases in DIFFERENTIABLE.items() for c in cases]
@@ -552,7 +605,15 @@ NO_GRADIENT_PATHS = {
         [1, 1, 3, 4], np.full((1, 1, 1, 1), 2.0), ng.reshape(x, [1, 1, 3, 4]), name="blocker"),
     "ConvolutionBackpropFilters": lambda x: ng.convolution_backprop_filters(
         ng.reshape(x, [1, 1, 3, 4]), [1, 1, 1, 1], ng.reshape(x, [1, 1, 3, 4]), name="blocker"),
+    "BatchNormTrainingBackprop": lambda x: _batch_norm_backprop(x)[0],
 }
+
+
+def _batch_norm_backprop(x):
+    """The backprop node of a batch norm on x [3, 4], with x as its delta too."""
+    c = [ng.constant(np.full(4, v)) for v in (1.5, 0.5, 0.1, 2.0)]
+    return ng._ngraph.make_node("BatchNormTrainingBackprop", [c[0], c[1], x, c[2], c[3], x],
+                                {"epsilon": 1e-3}, "blocker")
 
 
 def test_no_gradient_table_covers_the_non_differentiable_ops():

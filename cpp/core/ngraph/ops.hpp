@@ -9,3 +9,5 @@
 #include "ngraph/ops/shape_ops.hpp"
 #include "ngraph/ops/variable.hpp"
 #include "ngraph/ops/collective.hpp"
+#include "ngraph/ops/batch_norm.hpp"
+#include "ngraph/ops/get_output_element.hpp"

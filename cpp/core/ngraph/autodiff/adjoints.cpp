@@ -25,6 +25,16 @@ Output zeros(element::Type type, const Shape& shape) {
   return std::make_shared<op::Broadcast>(scalar(type, 0.0), shape, all);
 }
 
+bool is_zeros(const Output& v) {
+  const Node* node = v.get_node();
+  while (node->get_type_name() == "Broadcast") node = node->input_value(0).get_node();
+  auto* c = dynamic_cast<const op::Constant*>(node);
+  if (!c) return false;
+  for (double x : c->get_vector<double>())
+    if (x != 0) return false;
+  return true;
+}
+
 Output reduce_to_shape(const Output& delta, const Shape& shape) {
   const Shape& s = delta.get_shape();
   if (s == shape) return delta;
@@ -127,6 +137,10 @@ Output Adjoints::backprop_output(const Output& x) {
   auto it = m_deltas.find(x);
   if (it != m_deltas.end()) return it->second;
   return zeros(x.get_element_type(), x.get_shape());
+}
+
+std::shared_ptr<Node> Adjoints::backprop_node(const std::shared_ptr<Node>& x) {
+  return op::get_output_element(backprop_output(x->output(0)));
 }
 
 }  // namespace autodiff

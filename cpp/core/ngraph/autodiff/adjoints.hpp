@@ -29,9 +29,9 @@ class Adjoints {
   // NoGradientRule when the path from x to a y crosses an op without a gradient rule, or when
   // x is not a floating-point value.
   Output backprop_output(const Output& x);
-  std::shared_ptr<Node> backprop_node(const std::shared_ptr<Node>& x) {
-    return backprop_output(x->output(0)).get_node_shared_ptr();
-  }
+  // The gradient of x's (first) output as a single-output node: a GetOutputElement when the
+  // gradient is one output of a multi-output node (BatchNormTrainingBackprop).
+  std::shared_ptr<Node> backprop_node(const std::shared_ptr<Node>& x);
 
   // For gradient rules: adds `delta` to the gradient of `x` (same shape and type as x).
   void add_delta(const Output& x, const Output& delta);
@@ -50,6 +50,10 @@ Output reduce_to_shape(const Output& delta, const Shape& shape);
 Output scalar(element::Type type, double value);
 // Zeros of a shape and type (a broadcast scalar, not a buffer of zeros).
 Output zeros(element::Type type, const Shape& shape);
+// True when `v` is known to be zero: a Constant of zeros, or a Broadcast of one (what zeros()
+// builds, and what Adjoints passes for an output that received no gradient). Gradient rules of
+// multi-output ops use it to skip the outputs nothing downstream uses.
+bool is_zeros(const Output& v);
 
 }  // namespace autodiff
 }  // namespace ngraph

@@ -41,8 +41,9 @@ class Manager {
 
 // Removes nodes that compute nothing: a node whose output equals its input (Reshape with
 // identity order and the same shape, Broadcast/Reverse/Sum/Product/Max/Min/Pad with nothing
-// to do, Slice of the whole argument, Convert to the same type, Concat of one argument) is
-// bypassed; nodes that then reach no result are no longer part of the function.
+// to do, Slice of the whole argument, Convert to the same type, Concat of one argument,
+// StopGradient, GetOutputElement) is bypassed; nodes that then reach no result are no longer
+// part of the function.
 class DeadNodeElimination : public FunctionPass {
  public:
   std::string name() const override { return "DeadNodeElimination"; }

@@ -45,6 +45,7 @@ bool is_identity(const Node& node) {
   }
   if (t == "Concat") return node.get_input_size() == 1;
   if (t == "StopGradient") return true;  // only matters to autodiff
+  if (t == "GetOutputElement") return true;  // users read output n of its input directly
   return false;
 }
 

@@ -198,6 +198,16 @@ namespace runtime {
 namespace cpu {
 namespace {
 
+// GetOutputElement never runs: pass_results_through rewires its users to the output it names
+// before layouts are assigned. The kernel is here so that the op has one (a plain copy, should
+// a plan ever keep the node).
+NGRAPH_CPU_KERNEL(op::GetOutputElement::type_name, [](KernelContext& ctx) -> Kernel {
+  size_t bytes = ctx.output(0).bytes();
+  return [bytes](const void* const* in, void* const* out) {
+    if (bytes) std::memcpy(out[0], in[0], bytes);
+  };
+});
+
 // Reorder: oneDNN's reorder between the two descriptors the layout pass gave (f32; other types
 // are always plain, so a Reorder between plain layouts is a copy).
 NGRAPH_CPU_KERNEL(Reorder::type_name, [](KernelContext& ctx) -> Kernel {

@@ -109,7 +109,7 @@ namespace pass {
 // Graph passes, on the compiled copy of the function.
 void optimize_graph(ExecutionPlan& plan);      // ConstantFolding, DeadNodeElimination, CSE
 void fuse_cpu_ops(ExecutionPlan& plan);        // matmul+bias+ReLU, elementwise, allreduce
-void pass_results_through(ExecutionPlan& plan);  // a Result used inside the graph
+void pass_results_through(ExecutionPlan& plan);  // inner Results, GetOutputElements
 void assign_layouts(ExecutionPlan& plan);      // descriptors; Reorders where layouts differ
 // Plan passes.
 void schedule(ExecutionPlan& plan);            // the order steps run in

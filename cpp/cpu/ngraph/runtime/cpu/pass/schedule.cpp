@@ -1,4 +1,5 @@
-// The order steps run in, and the removal of Results used inside the graph.
+// The order steps run in, and the removal of Results used inside the graph and of
+// GetOutputElements.
 #include <set>
 #include <unordered_map>
 
@@ -11,11 +12,16 @@ namespace runtime {
 namespace cpu {
 namespace pass {
 
-// A Result used inside the graph (not only as an output) passes its value through.
+// A Result used inside the graph (not only as an output) passes its value through, and so
+// does every GetOutputElement: its users read output n of the multi-output node directly, so
+// it never runs (or copies), with or without the graph optimisations.
 void pass_results_through(ExecutionPlan& plan) {
   std::map<Output, Output> through;
-  for (const auto& node : plan.function->get_ordered_ops())
-    if (node->get_type_name() == "Result") through[node->output(0)] = node->input_value(0);
+  for (const auto& node : plan.function->get_ordered_ops()) {
+    const std::string& type = node->get_type_name();
+    if (type == "Result" || type == op::GetOutputElement::type_name)
+      through[node->output(0)] = node->input_value(0);
+  }
   replace_outputs(*plan.function, through);
 }
 

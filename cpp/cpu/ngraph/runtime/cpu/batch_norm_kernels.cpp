@@ -1,0 +1,249 @@
+// Batch normalization: oneDNN's batch_normalization primitives for f32 (forward training with
+// its statistics as outputs, forward inference with given statistics, backward with the
+// gradients of gamma and beta), reference loops for f64 and wherever oneDNN has no
+// implementation (ranks above 5, empty inputs).
+//
+// gamma and beta are bound as the primitive's separate scale and shift (the use_scale and
+// use_shift flags of oneDNN 2.3+, DNNL_ARG_SCALE/SHIFT and DNNL_ARG_DIFF_SCALE/SHIFT), so they
+// are read and written where the plan put them: no packing into a [2, C] scale_shift tensor.
+//
+// Layouts: oneDNN's batch normalization has no format_tag::any (it follows its data's layout),
+// so the layout rule keeps the layout the data is produced in (e.g. a convolution's nChw8c),
+// and gives the normalized output (d_input for the backprop, which also reads delta in it) that
+// layout, when a non-reference oneDNN implementation takes it; otherwise everything is plain
+// and the layout pass reorders blocked producers.
+#include <cmath>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "ngraph/ops.hpp"
+#include "ngraph/runtime/cpu/dnnl_utils.hpp"
+#include "ngraph/runtime/cpu/kernel.hpp"
+#include "ngraph/runtime/cpu/layout.hpp"
+
+namespace ngraph {
+namespace runtime {
+namespace cpu {
+namespace {
+
+using BN = op::BatchNormBase;
+using bn_forward = dnnl::batch_normalization_forward;
+using bn_backward = dnnl::batch_normalization_backward;
+
+const BN& batch_norm(const Node& node) { return dynamic_cast<const BN&>(node); }
+
+// ------------------------------------------------------------------------------- oneDNN
+
+dnnl::normalization_flags bn_flags(bool global_stats) {
+  auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
+  return global_stats ? flags | dnnl::normalization_flags::use_global_stats : flags;
+}
+
+// The forward primitive on data laid out as `data` (training: statistics computed and
+// returned; inference: given), or nothing when oneDNN has no implementation for it.
+std::optional<bn_forward::primitive_desc> forward_pd(const dnnl::memory::desc& data, double eps,
+                                                     bool training) {
+  try {
+    auto prop = training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference;
+    bn_forward::desc d(prop, data, static_cast<float>(eps), bn_flags(!training));
+    return bn_forward::primitive_desc(d, dnnl_attr(), dnnl_engine());
+  } catch (const dnnl::error&) {
+    return std::nullopt;
+  }
+}
+
+// The backward primitive (prop_kind::backward: d_input through the batch statistics, and the
+// gradients of scale and shift), delta and d_input laid out as the data.
+std::optional<bn_backward::primitive_desc> backward_pd(const dnnl::memory::desc& data, double eps) {
+  auto hint = forward_pd(data, eps, true);
+  if (!hint) return std::nullopt;
+  try {
+    bn_backward::desc d(dnnl::prop_kind::backward, data, data, static_cast<float>(eps),
+                        bn_flags(false));
+    return bn_backward::primitive_desc(d, dnnl_attr(), dnnl_engine(), *hint);
+  } catch (const dnnl::error&) {
+    return std::nullopt;
+  }
+}
+
+// Whether oneDNN runs `node` on f32 data laid out as `data`; `fast_only` refuses its
+// reference implementation (used to decide whether a blocked layout is worth keeping).
+bool dnnl_runs(const Node& node, const TensorDesc& data, bool fast_only) {
+  if (data.type() != element::f32 || !dnnl_rank_ok(data.shape())) return false;
+  double eps = batch_norm(node).get_eps_value();
+  std::string impl;
+  const std::string& type = node.get_type_name();
+  if (type == op::BatchNormTrainingBackprop::type_name) {
+    auto pd = backward_pd(data.dnnl_desc(), eps);
+    if (!pd) return false;
+    impl = pd->impl_info_str();
+  } else {
+    auto pd = forward_pd(data.dnnl_desc(), eps, type == op::BatchNormTraining::type_name);
+    if (!pd) return false;
+    impl = pd->impl_info_str();
+  }
+  return !fast_only || impl.find("ref") == std::string::npos;
+}
+
+void batch_norm_layout(LayoutContext& lc) {
+  const TensorDesc& data = lc.produced[BN::INPUT_DATA];
+  if (data.is_plain() || !dnnl_runs(lc.node, data, true)) return;
+  lc.wanted[BN::INPUT_DATA] = data;
+  lc.outputs[0] = data;
+  if (lc.node.get_type_name() == op::BatchNormTrainingBackprop::type_name)
+    lc.wanted[BN::INPUT_DELTA] = data;
+}
+
+Kernel dnnl_forward(KernelContext& ctx, bool training) {
+  const TensorDesc& data = ctx.input(BN::INPUT_DATA);
+  auto pd = *forward_pd(data.dnnl_desc(), batch_norm(ctx.node).get_eps_value(), training);
+  std::vector<DnnlArg> args{{DNNL_ARG_SRC, pd.src_desc(), true, BN::INPUT_DATA},
+                            {DNNL_ARG_SCALE, pd.weights_desc(), true, BN::INPUT_GAMMA},
+                            {DNNL_ARG_SHIFT, pd.weights_desc(), true, BN::INPUT_BETA},
+                            {DNNL_ARG_DST, pd.dst_desc(), false, 0}};
+  // Statistics: outputs 1 and 2 in training, inputs (mean, variance) in inference.
+  args.push_back({DNNL_ARG_MEAN, pd.mean_desc(), !training, training ? size_t{1} : BN::INPUT_MEAN});
+  args.push_back({DNNL_ARG_VARIANCE, pd.variance_desc(), !training,
+                  training ? size_t{2} : BN::INPUT_VARIANCE});
+  return dnnl_kernel(ctx, bn_forward(pd), pd.scratchpad_desc(), args);
+}
+
+Kernel dnnl_backprop(KernelContext& ctx) {
+  const TensorDesc& data = ctx.input(BN::INPUT_DATA);
+  auto pd = *backward_pd(data.dnnl_desc(), batch_norm(ctx.node).get_eps_value());
+  return dnnl_kernel(ctx, bn_backward(pd), pd.scratchpad_desc(),
+                     {{DNNL_ARG_SRC, pd.src_desc(), true, BN::INPUT_DATA},
+                      {DNNL_ARG_MEAN, pd.mean_desc(), true, BN::INPUT_MEAN},
+                      {DNNL_ARG_VARIANCE, pd.variance_desc(), true, BN::INPUT_VARIANCE},
+                      {DNNL_ARG_DIFF_DST, pd.diff_dst_desc(), true, BN::INPUT_DELTA},
+                      {DNNL_ARG_SCALE, pd.weights_desc(), true, BN::INPUT_GAMMA},
+                      {DNNL_ARG_SHIFT, pd.weights_desc(), true, BN::INPUT_BETA},
+                      {DNNL_ARG_DIFF_SRC, pd.diff_src_desc(), false, 0},
+                      {DNNL_ARG_DIFF_SCALE, pd.diff_weights_desc(), false, 1},
+                      {DNNL_ARG_DIFF_SHIFT, pd.diff_weights_desc(), false, 2}});
+}
+
+// ---------------------------------------------------------------------- reference loops
+
+// Plain data [N, C, rest...] seen as N x C x S; element (n, c, s) is at (n * C + c) * S + s.
+struct Geometry {
+  size_t n = 0, c = 0, s = 0;
+  explicit Geometry(const Shape& shape) : n(shape[0]), c(shape[1]), s(1) {
+    for (size_t i = 2; i < shape.size(); ++i) s *= shape[i];
+  }
+  size_t count() const { return n * s; }  // elements per channel
+  template <typename F>
+  void for_channel(size_t ch, F&& f) const {  // f(flat index) over channel ch
+    for (size_t i = 0; i < n; ++i)
+      for (size_t j = 0, base = (i * c + ch) * s; j < s; ++j) f(base + j);
+  }
+};
+
+// The mean and biased variance of channel ch (two passes, in double); NaN when it is empty.
+template <typename T>
+std::pair<double, double> channel_stats(const T* x, const Geometry& g, size_t ch) {
+  double m = static_cast<double>(g.count()), sum = 0, sq = 0;
+  g.for_channel(ch, [&](size_t k) { sum += x[k]; });
+  double mean = sum / m;
+  g.for_channel(ch, [&](size_t k) { sq += (x[k] - mean) * (x[k] - mean); });
+  return {mean, sq / m};
+}
+
+template <typename T>
+void normalize(const T* x, T* y, const Geometry& g, size_t ch, double mean, double var,
+               double gamma, double beta, double eps) {
+  double scale = gamma / std::sqrt(var + eps);
+  g.for_channel(ch, [&](size_t k) { y[k] = static_cast<T>((x[k] - mean) * scale + beta); });
+}
+
+template <typename T>
+Kernel forward_loop(const Geometry& g, double eps, bool training) {
+  return [g, eps, training](const void* const* in, void* const* out) {
+    const T* gamma = static_cast<const T*>(in[BN::INPUT_GAMMA]);
+    const T* beta = static_cast<const T*>(in[BN::INPUT_BETA]);
+    const T* x = static_cast<const T*>(in[BN::INPUT_DATA]);
+    T* y = static_cast<T*>(out[0]);
+    for (size_t ch = 0; ch < g.c; ++ch) {
+      double mean, var;
+      if (training) {
+        std::tie(mean, var) = channel_stats(x, g, ch);
+        static_cast<T*>(out[1])[ch] = static_cast<T>(mean);
+        static_cast<T*>(out[2])[ch] = static_cast<T>(var);
+      } else {
+        mean = static_cast<const T*>(in[BN::INPUT_MEAN])[ch];
+        var = static_cast<const T*>(in[BN::INPUT_VARIANCE])[ch];
+      }
+      normalize(x, y, g, ch, mean, var, gamma[ch], beta[ch], eps);
+    }
+  };
+}
+
+// With s = 1 / sqrt(var + eps) and xhat = (x - mean) s: d_beta = sum(dy), d_gamma =
+// sum(dy xhat), d_input = gamma s (dy - d_beta / M - xhat d_gamma / M).
+template <typename T>
+Kernel backprop_loop(const Geometry& g, double eps) {
+  return [g, eps](const void* const* in, void* const* out) {
+    const T* gamma = static_cast<const T*>(in[BN::INPUT_GAMMA]);
+    const T* x = static_cast<const T*>(in[BN::INPUT_DATA]);
+    const T* mean = static_cast<const T*>(in[BN::INPUT_MEAN]);
+    const T* var = static_cast<const T*>(in[BN::INPUT_VARIANCE]);
+    const T* dy = static_cast<const T*>(in[BN::INPUT_DELTA]);
+    T* dx = static_cast<T*>(out[0]);
+    double m = static_cast<double>(g.count());
+    for (size_t ch = 0; ch < g.c; ++ch) {
+      double s = 1 / std::sqrt(static_cast<double>(var[ch]) + eps), mu = mean[ch];
+      double dbeta = 0, dgamma = 0;
+      g.for_channel(ch, [&](size_t k) {
+        dbeta += dy[k];
+        dgamma += dy[k] * (x[k] - mu) * s;
+      });
+      double gs = gamma[ch] * s;
+      g.for_channel(ch, [&](size_t k) {
+        dx[k] = static_cast<T>(gs * (dy[k] - dbeta / m - (x[k] - mu) * s * dgamma / m));
+      });
+      static_cast<T*>(out[1])[ch] = static_cast<T>(dgamma);
+      static_cast<T*>(out[2])[ch] = static_cast<T>(dbeta);
+    }
+  };
+}
+
+// f32 or f64 (the op's rule allows nothing else).
+template <typename F>
+Kernel dispatch_real(const Node& node, F&& f) {
+  element::Type t = node.get_input_element_type(BN::INPUT_DATA);
+  if (t == element::f32) return f(float{});
+  if (t == element::f64) return f(double{});
+  node.fail_type("CPU kernel needs f32 or f64, got " + t.get_type_name());
+}
+
+Kernel forward_kernel(KernelContext& ctx, bool training) {
+  const TensorDesc& data = ctx.input(BN::INPUT_DATA);
+  if (dnnl_runs(ctx.node, data, false)) return dnnl_forward(ctx, training);
+  double eps = batch_norm(ctx.node).get_eps_value();
+  Geometry g(data.shape());
+  return dispatch_real(ctx.node, [&](auto tag) {
+    return forward_loop<decltype(tag)>(g, eps, training);
+  });
+}
+
+NGRAPH_CPU_KERNEL(op::BatchNormTraining::type_name,
+                  [](KernelContext& ctx) { return forward_kernel(ctx, true); }, batch_norm_layout);
+
+NGRAPH_CPU_KERNEL(op::BatchNormInference::type_name,
+                  [](KernelContext& ctx) { return forward_kernel(ctx, false); },
+                  batch_norm_layout);
+
+NGRAPH_CPU_KERNEL(op::BatchNormTrainingBackprop::type_name, [](KernelContext& ctx) -> Kernel {
+  const TensorDesc& data = ctx.input(BN::INPUT_DATA);
+  if (dnnl_runs(ctx.node, data, false)) return dnnl_backprop(ctx);
+  double eps = batch_norm(ctx.node).get_eps_value();
+  Geometry g(data.shape());
+  return dispatch_real(ctx.node, [&](auto tag) { return backprop_loop<decltype(tag)>(g, eps); });
+}, batch_norm_layout);
+
+}  // namespace
+}  // namespace cpu
+}  // namespace runtime
+}  // namespace ngraph
