@@ -499,6 +499,101 @@ def batch_norm(
         return _make("BatchNormTraining", [*per_channel, x], name, epsilon=float(eps))
     stats = [as_node(v, None if isinstance(v, Node) else dtype) for v in (mean, variance)]
     return _make("BatchNormInference", [*per_channel, x, *stats], name, epsilon=float(eps))
+# ---------------------------------------------------------------- pooling and LRN
+
+
+def _pool_geometry(op: str, data: NodeInput, window_shape: Sequence[int],
+                   strides: Sequence[int] | None, padding_below: Sequence[int] | None,
+                   padding_above: Sequence[int] | None) -> tuple[Node, dict[str, list[int]]]:
+    """The data node and the window attributes, with nGraph's defaults (stride 1, no padding)
+    for as many spatial axes as window_shape has."""
+    data = as_node(data)
+    window = shape_of(window_shape, f"[{op}] window_shape")
+
+    def sizes(values, default, what):
+        return [default] * len(window) if values is None else shape_of(values, f"[{op}] {what}")
+
+    return data, {
+        "window_shape": window,
+        "window_movement_strides": sizes(strides, 1, "window_strides"),
+        "padding_below": sizes(padding_below, 0, "padding_below"),
+        "padding_above": sizes(padding_above, 0, "padding_above"),
+    }
+
+
+def avg_pool(
+    data_batch: NodeInput,
+    window_shape: Sequence[int],
+    window_strides: Sequence[int] | None = None,
+    padding_below: Sequence[int] | None = None,
+    padding_above: Sequence[int] | None = None,
+    include_padding: bool = False,
+    name: str | None = None,
+    *,
+    ceil_mode: bool = False,
+) -> Node:
+    """Average pooling of `data_batch` (N, C, then 1 to 3 spatial axes) over windows of
+    `window_shape` moved by `window_strides` (default 1) over the data padded by
+    `padding_below`/`padding_above` (default 0). Each window's data cells are summed and
+    divided by their number, or by the full window size when `include_padding` (padding then
+    counts as zeros). An output axis has floor((in + below + above - window) / stride) + 1
+    cells, the ceiling with `ceil_mode` (the last windows then reach into extra padding)."""
+    data, geometry = _pool_geometry("AvgPool", data_batch, window_shape, window_strides,
+                                    padding_below, padding_above)
+    return _make("AvgPool", [data], name, **geometry,
+                 include_padding_in_avg_computation=bool(include_padding),
+                 ceil_mode=bool(ceil_mode))
+
+
+def max_pool(
+    x: NodeInput,
+    window_shape: Sequence[int],
+    strides: Sequence[int] | None = None,
+    padding_above: Sequence[int] | None = None,
+    padding_below: Sequence[int] | None = None,
+    name: str | None = None,
+    *,
+    ceil_mode: bool = False,
+) -> Node:
+    """Max pooling of `x` (N, C, then 1 to 3 spatial axes): the maximum of each window of
+    `window_shape` moved by `strides` (default 1). Padding cells are -inf (a window entirely in
+    the padding gives -inf). Output sizes as in avg_pool. nGraph's argument order:
+    padding_above comes before padding_below (each is applied on its own side)."""
+    data, geometry = _pool_geometry("MaxPool", x, window_shape, strides, padding_below,
+                                    padding_above)
+    return _make("MaxPool", [data], name, **geometry, ceil_mode=bool(ceil_mode))
+
+
+def global_avg_pool(data: NodeInput, name: str | None = None) -> Node:
+    """The mean over all spatial axes of `data` (N, C, spatial...): a node of shape [N, C].
+    A composition (sum over axes 2.. divided by their size), not a pooling op."""
+    data = as_node(data)
+    shape = list(data.shape)
+    if len(shape) < 3:
+        raise ValueError(f"[global_avg_pool] data shape {shape} must have rank >= 3 "
+                         "(N, C and spatial axes)")
+    if data.dtype.kind != "f":
+        raise TypeError(f"[global_avg_pool] data must be floating-point, got {data.dtype}")
+    axes = list(range(2, len(shape)))
+    count = int(np.prod([shape[a] for a in axes]))
+    return divide(sum(data, axes), count, name=name)
+
+
+def lrn(
+    data: NodeInput,
+    alpha: float = 1,
+    beta: float = 0.5,
+    bias: float = 1,
+    size: int = 5,
+    name: str | None = None,
+) -> Node:
+    """Local response normalization across channels (axis 1) of `data` (rank >= 3):
+    x / (bias + alpha / size * s) ** beta, where s sums the squares of the channels
+    c - (size - 1) // 2 .. c + (size - 1) // 2 that exist, at the same position."""
+    data = as_node(data)
+    (size,) = shape_of([size], "[LRN] size")
+    return _make("LRN", [data], name, alpha=float(alpha), beta=float(beta), bias=float(bias),
+                 size=size)
 
 
 # ------------------------------------------------------------------- Python operators

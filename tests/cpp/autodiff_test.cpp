@@ -49,6 +49,7 @@ const std::vector<std::string> kCoveredOps = {
     "Sum",     "Reshape",  "Slice",    "Concat",  "Pad",          "Reverse", "Max",     "Min",
     "Product", "Softmax",  "Select",   "Convert", "Result",  "Convolution",
     "GetOutputElement",    "BatchNormTraining",   "BatchNormInference",
+    "MaxPool", "AvgPool",  "AvgPoolBackprop",     "LRN",
 };
 
 // No gradient: boolean or integer results, leaves and sinks.
@@ -59,6 +60,8 @@ const std::vector<std::string> kNotDifferentiable = {
     // The gradients of a convolution: linear in each input, not differentiated again.
     "ConvolutionBackpropData", "ConvolutionBackpropFilters",
     "BatchNormTrainingBackprop",  // the gradient of BatchNormTraining; no second order
+    // Gradients of gradients: no rule (AvgPoolBackprop, linear in delta, has its exact one).
+    "MaxPoolBackprop", "LRNBackprop",
 };
 
 // Collectives have gradient rules, checked across ranks by tests/cpp/mpi/mpi_gradients_test.cpp.
@@ -1066,6 +1069,93 @@ TEST(autodiff_fd, BatchNormInference) {
   }
 }
 
+// Pooling: distinct data (no ties within a window, so the maximum is differentiable).
+namespace {
+struct PoolCase {
+  const char* id;
+  Shape data, window;
+  Strides strides;
+  Shape below, above;
+  bool ceil_mode = false;
+};
+
+const std::vector<PoolCase> kPoolCases = {
+    {"1d", {2, 2, 7}, {3}, {2}, {1}, {0}},
+    {"1d-ceil", {1, 2, 7}, {3}, {2}, {1}, {0}, true},
+    {"2d", {2, 1, 4, 4}, {2, 2}, {2, 2}, {0, 0}, {0, 0}},
+    {"2d-overlapping-padded", {1, 2, 4, 5}, {3, 2}, {2, 1}, {1, 0}, {1, 1}},
+    {"2d-ceil", {1, 1, 5, 5}, {2, 2}, {2, 2}, {0, 0}, {0, 0}, true},
+    {"3d", {1, 1, 3, 4, 3}, {2, 2, 2}, {1, 2, 1}, {1, 0, 0}, {0, 1, 1}},
+};
+}  // namespace
+
+TEST(autodiff_fd, MaxPool) {
+  for (const auto& c : kPoolCases)
+    check_gradients(c.id,
+                    [c](const OutputVector& in) -> Output {
+                      return std::make_shared<op::MaxPool>(in[0], c.window, c.strides, c.below,
+                                                           c.above, c.ceil_mode);
+                    },
+                    {data(c.data, Kind::distinct, 4)});
+  // Windows entirely in the padding (-inf: weighted by 0 here) pass no gradient.
+  check_gradients("window-in-padding",
+                  [](const OutputVector& in) -> Output {
+                    auto m = std::make_shared<op::MaxPool>(in[0], Shape{2}, Strides{1}, Shape{2},
+                                                           Shape{0});
+                    return std::make_shared<op::Slice>(m, Coordinate{0, 0, 1}, Coordinate{1, 2, 4});
+                  },
+                  {data({1, 2, 3}, Kind::distinct, 5)});
+}
+
+TEST(autodiff_fd, AvgPool) {
+  for (bool include : {false, true})
+    for (const auto& c : kPoolCases)
+      check_gradients(std::string(c.id) + (include ? "-include-padding" : ""),
+                      [c, include](const OutputVector& in) -> Output {
+                        return std::make_shared<op::AvgPool>(in[0], c.window, c.strides, c.below,
+                                                             c.above, include, c.ceil_mode);
+                      },
+                      {data(c.data, Kind::any, 6)});
+}
+
+// Linear in delta: its gradient is the AvgPool of the same windows.
+TEST(autodiff_fd, AvgPoolBackprop) {
+  for (bool include : {false, true})
+    for (const auto& c : kPoolCases) {
+      if (c.ceil_mode) continue;  // AvgPoolBackprop has no ceil_mode (its padding says it)
+      Shape out{c.data[0], c.data[1]};
+      for (size_t i = 0; i < c.window.size(); ++i)
+        out.push_back((c.data[i + 2] + c.below[i] + c.above[i] - c.window[i]) / c.strides[i] + 1);
+      check_gradients(std::string(c.id) + (include ? "-include-padding" : ""),
+                      [c, include](const OutputVector& in) -> Output {
+                        return std::make_shared<op::AvgPoolBackprop>(
+                            c.data, in[0], c.window, c.strides, c.below, c.above, include);
+                      },
+                      {data(out, Kind::any, 7)});
+    }
+}
+
+TEST(autodiff_fd, LRN) {
+  struct C {
+    const char* id;
+    Shape shape;
+    double alpha, beta, bias;
+    size_t size;
+  };
+  for (const C& c : std::vector<C>{
+           {"size3", {2, 5, 2}, 0.5, 0.75, 1.0, 3},
+           {"size1", {1, 3, 2, 2}, 1.0, 0.5, 2.0, 1},
+           {"size4-even", {1, 6, 3}, 0.3, 0.6, 1.5, 4},
+           {"size-larger-than-channels", {2, 3, 2, 1, 2}, 0.2, 0.75, 1.0, 7},
+       }) {
+    check_gradients(c.id,
+                    [c](const OutputVector& in) -> Output {
+                      return std::make_shared<op::LRN>(in[0], c.alpha, c.beta, c.bias, c.size);
+                    },
+                    {data(c.shape, Kind::any, 8)});
+  }
+}
+
 // ======================================================================== other properties
 
 // Only the outputs a gradient reaches are differentiated: with only the batch mean used, no
@@ -1206,6 +1296,18 @@ const std::vector<std::pair<std::string, std::function<Output(const Output&)>>> 
        return std::make_shared<op::BatchNormTrainingBackprop>(x, c(1.5), c(0.5), c(0.1), c(2.0),
                                                               x, 1e-3)
            ->output(0);
+     }},
+    {"MaxPoolBackprop",
+     [](const Output& x) {
+       auto x4 = std::make_shared<op::Reshape>(x, AxisVector{0, 1}, Shape{1, 1, 3, 4});
+       return std::make_shared<op::MaxPoolBackprop>(x4, cst(Shape{1, 1, 2, 3}, {1, 2, 3, 4, 5, 6}),
+                                                    Shape{2, 2}, Strides{1, 1}, Shape{0, 0},
+                                                    Shape{0, 0});
+     }},
+    {"LRNBackprop",
+     [](const Output& x) {
+       auto x3 = std::make_shared<op::Reshape>(x, AxisVector{0, 1}, Shape{1, 3, 4});
+       return std::make_shared<op::LRNBackprop>(x3, mul(x3, cst(2.0)), 0.5, 0.75, 1.0, 3);
      }},
 };
 }  // namespace

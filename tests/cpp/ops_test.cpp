@@ -1026,6 +1026,121 @@ TEST(ops_batch_norm, type_errors) {
   EXPECT_TRUE(contains(msg, "element type of delta (f64)")) << msg;
 }
 
+// ------------------------------------------------------------------------- pooling, LRN
+
+TEST(ops_pooling, shapes) {
+  auto f = [](const Shape& s) { return param(element::f32, s); };
+  // floor((in + below + above - window) / stride) + 1 per spatial axis; N and C kept.
+  auto m = std::make_shared<op::MaxPool>(f({2, 3, 7}), Shape{3}, Strides{2}, Shape{1}, Shape{0});
+  EXPECT_EQ(m->get_shape(), (Shape{2, 3, 3}));
+  EXPECT_EQ(m->get_element_type(), element::f32);
+  auto c = std::make_shared<op::MaxPool>(f({2, 3, 7}), Shape{3}, Strides{2}, Shape{1}, Shape{0},
+                                         true);
+  EXPECT_EQ(c->get_shape(), (Shape{2, 3, 4}));  // ceil(5 / 2) + 1
+  EXPECT_EQ(op::effective_padding_above(Shape{2, 3, 7}, *c), Shape{1});
+  EXPECT_EQ(op::effective_padding_above(Shape{2, 3, 7}, *m), Shape{0});
+  auto a = std::make_shared<op::AvgPool>(param(element::f64, {1, 2, 5, 6}), Shape{2, 3},
+                                         Strides{2, 1}, Shape{0, 1}, Shape{1, 1}, false);
+  EXPECT_EQ(a->get_shape(), (Shape{1, 2, 3, 6}));
+  EXPECT_EQ(a->get_element_type(), element::f64);
+  auto a3 = std::make_shared<op::AvgPool>(f({1, 2, 4, 5, 3}), Shape{2, 2, 2}, Strides{1, 2, 1},
+                                          Shape{1, 0, 1}, Shape{0, 1, 1}, true);
+  EXPECT_EQ(a3->get_shape(), (Shape{1, 2, 4, 3, 4}));
+  auto mb = std::make_shared<op::MaxPoolBackprop>(f({2, 3, 7}), f({2, 3, 3}), Shape{3}, Strides{2},
+                                                  Shape{1}, Shape{0});
+  EXPECT_EQ(mb->get_shape(), (Shape{2, 3, 7}));
+  auto ab = std::make_shared<op::AvgPoolBackprop>(Shape{2, 3, 7}, f({2, 3, 4}), Shape{3},
+                                                  Strides{2}, Shape{1}, Shape{1}, true);
+  EXPECT_EQ(ab->get_shape(), (Shape{2, 3, 7}));
+  auto l = std::make_shared<op::LRN>(f({2, 5, 3}), 1e-4, 0.75, 2.0, 3);
+  EXPECT_EQ(l->get_shape(), (Shape{2, 5, 3}));
+  EXPECT_EQ(l->get_nsize(), 3u);
+  auto lb = std::make_shared<op::LRNBackprop>(f({2, 5, 3}), f({2, 5, 3}), 1e-4, 0.75, 2.0, 3);
+  EXPECT_EQ(lb->get_shape(), (Shape{2, 5, 3}));
+}
+
+TEST(ops_pooling, errors) {
+  auto f = [](const Shape& s) { return param(element::f32, s); };
+  auto max_pool = [&](const Shape& data, const Shape& w, const Strides& s, const Shape& b,
+                      const Shape& a) { op::MaxPool(f(data), w, s, b, a); };
+  std::string msg = shape_error("MaxPool", [&] { max_pool({2, 3}, {2}, {1}, {0}, {0}); });
+  EXPECT_EQ(msg, "[MaxPool] data shape {2,3} must have rank 3 to 5 (N, C and 1 to 3 spatial axes)");
+  msg = shape_error("MaxPool", [&] { max_pool({1, 1, 4, 4}, {2}, {1, 1}, {0, 0}, {0, 0}); });
+  EXPECT_EQ(msg, "[MaxPool] window_shape {2} must have one value per spatial axis of data shape {1,1,4,4} (2)");
+  msg = shape_error("MaxPool", [&] { max_pool({1, 1, 4, 4}, {2, 2}, {1, 1}, {0}, {0, 0}); });
+  EXPECT_EQ(msg, "[MaxPool] padding_below {0} must have one value per spatial axis of data shape {1,1,4,4} "
+                 "(2)");
+  msg = shape_error("MaxPool", [&] { max_pool({1, 1, 4, 4}, {2, 2}, {1, 0}, {0, 0}, {0, 0}); });
+  EXPECT_EQ(msg, "[MaxPool] window_movement_strides {1,0} is 0 at axis 3 of data shape {1,1,4,4}");
+  msg = shape_error("MaxPool", [&] { max_pool({1, 1, 4, 4}, {0, 2}, {1, 1}, {0, 0}, {0, 0}); });
+  EXPECT_EQ(msg, "[MaxPool] window_shape {0,2} is 0 at axis 2 of data shape {1,1,4,4}");
+  msg = shape_error("MaxPool", [&] { max_pool({1, 1, 4, 4}, {2, 6}, {1, 1}, {0, 1}, {0, 0}); });
+  EXPECT_EQ(msg, "[MaxPool] window_shape {2,6} is larger than the padded data at axis 3 (6 > 5: "
+                 "data shape {1,1,4,4}, padding_below {0,1}, padding_above {0,0})");
+  type_error("MaxPool", [&] { op::MaxPool(param(element::i32, {1, 1, 4}), {2}, {1}, {0}, {0}); });
+  // A window with no data cell has no average unless the padding counts.
+  msg = shape_error("AvgPool", [&] {
+    op::AvgPool(f({1, 1, 4}), Shape{2}, Strides{1}, Shape{2}, Shape{0}, false);
+  });
+  EXPECT_EQ(msg, "[AvgPool] a window at axis 2 lies entirely in the padding (data shape {1,1,4}, "
+                 "window_shape {2}, padding_below {2}, padding_above {0}): its average has no data "
+                 "cells unless include_padding_in_avg_computation is set");
+  EXPECT_NO_THROW(op::AvgPool(f({1, 1, 4}), Shape{2}, Strides{1}, Shape{2}, Shape{0}, true));
+  EXPECT_NO_THROW(op::MaxPool(f({1, 1, 4}), Shape{2}, Strides{1}, Shape{2}, Shape{0}));
+  msg = shape_error("AvgPool", [&] {  // ceil mode: the last window starts past the data
+    op::AvgPool(f({1, 1, 5}), Shape{1}, Strides{3}, Shape{0}, Shape{0}, false, true);
+  });
+  EXPECT_TRUE(contains(msg, "ceil_mode")) << msg;
+  msg = shape_error("MaxPoolBackprop", [&] {
+    op::MaxPoolBackprop(f({1, 1, 4}), f({1, 1, 2}), Shape{2}, Strides{1}, Shape{0}, Shape{0});
+  });
+  EXPECT_EQ(msg, "[MaxPoolBackprop] delta shape {1,1,2} does not match the pooling result shape "
+                 "{1,1,3} of forward argument shape {1,1,4}");
+  msg = type_error("MaxPoolBackprop", [&] {
+    op::MaxPoolBackprop(f({1, 1, 4}), param(element::f64, {1, 1, 3}), Shape{2}, Strides{1},
+                        Shape{0}, Shape{0});
+  });
+  EXPECT_EQ(msg, "[MaxPoolBackprop] element types of arg_forward (f32) and delta (f64) must match");
+  msg = shape_error("AvgPoolBackprop", [&] {
+    op::AvgPoolBackprop(Shape{1, 1, 4}, f({1, 1, 4}), Shape{2}, Strides{1}, Shape{0}, Shape{0},
+                        false);
+  });
+  EXPECT_TRUE(contains(msg, "delta shape {1,1,4}")) << msg;
+  msg = shape_error("LRN", [&] { op::LRN(f({2, 3}), 1, 0.5, 1, 3); });
+  EXPECT_EQ(msg, "[LRN] arg shape {2,3} must have rank >= 3 (N, C and spatial axes)");
+  msg = shape_error("LRN", [&] { op::LRN(f({2, 3, 4}), 1, 0.5, 1, 0); });
+  EXPECT_EQ(msg, "[LRN] size must be at least 1, got 0");
+  type_error("LRN", [&] { op::LRN(param(element::i64, {2, 3, 4}), 1, 0.5, 1, 3); });
+  msg = shape_error("LRNBackprop", [&] { op::LRNBackprop(f({2, 3, 4}), f({2, 3, 5}), 1, 0.5, 1, 3); });
+  EXPECT_EQ(msg, "[LRNBackprop] delta shape {2,3,5} does not match arg shape {2,3,4}");
+}
+
+TEST(ops_pooling, attributes_round_trip) {
+  auto f = [](const Shape& s) { return param(element::f32, s); };
+  NodeVector nodes = {
+      std::make_shared<op::MaxPool>(f({1, 2, 5, 5}), Shape{2, 2}, Strides{2, 2}, Shape{0, 1},
+                                    Shape{1, 0}, true),
+      std::make_shared<op::AvgPool>(f({1, 2, 5}), Shape{3}, Strides{1}, Shape{1}, Shape{1}, true,
+                                    true),
+      std::make_shared<op::AvgPoolBackprop>(Shape{1, 2, 5}, f({1, 2, 5}), Shape{3}, Strides{1},
+                                            Shape{1}, Shape{1}, false),
+      std::make_shared<op::LRN>(f({1, 4, 2}), 0.25, 0.75, 2.0, 3),
+  };
+  for (const auto& node : nodes) {
+    SCOPED_TRACE(node->description());
+    OutputVector inputs;
+    for (const auto& in : node->input_values()) inputs.push_back(f(in.get_shape()));
+    auto copy = node->clone_with_new_inputs(inputs);
+    EXPECT_EQ(copy->attributes_string(), node->attributes_string());
+    EXPECT_TRUE(copy->attributes_equal(*node));
+    EXPECT_EQ(copy->get_shape(), node->get_shape());
+  }
+  EXPECT_EQ(nodes[0]->attributes_string(),
+            "window_shape={2,2}, window_movement_strides={2,2}, padding_below={0,1}, "
+            "padding_above={1,0}, ceil_mode=true");
+  EXPECT_EQ(nodes[3]->attributes_string(), "alpha=0.25, beta=0.75, bias=2, size=3");
+}
+
 // ----------------------------------------------------------------------------- OpRegistry
 
 TEST(op_registry, lists_every_op_of_the_core) {
@@ -1039,7 +1154,8 @@ TEST(op_registry, lists_every_op_of_the_core) {
       "NotEqual",  "Greater",  "GreaterEq", "Less",     "LessEq",    "LogicalAnd", "LogicalOr",
       "LogicalNot", "Erf",      "Gelu",      "Convolution", "ConvolutionBackpropData",
       "ConvolutionBackpropFilters", "GetOutputElement",   "BatchNormTraining",
-      "BatchNormInference",     "BatchNormTrainingBackprop"};
+      "BatchNormInference",     "BatchNormTrainingBackprop", "MaxPool",  "AvgPool",
+      "MaxPoolBackprop", "AvgPoolBackprop", "LRN", "LRNBackprop"};
   auto names = OpRegistry::get().names();
   EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
   std::set<std::string> got(names.begin(), names.end());

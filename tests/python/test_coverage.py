@@ -77,6 +77,13 @@ OP_FUNCTIONS = {
     "BatchNormTraining": "batch_norm",  # without mean and variance
     "BatchNormInference": "batch_norm",  # with mean and variance
     "BatchNormTrainingBackprop": "gradients",  # built by the gradient of BatchNormTraining
+    "MaxPool": "max_pool",
+    "AvgPool": "avg_pool",
+    "LRN": "lrn",
+    # Gradient ops: built by ng.gradients of the function's op.
+    "MaxPoolBackprop": "max_pool",
+    "AvgPoolBackprop": "avg_pool",
+    "LRNBackprop": "lrn",
     # Collectives: exercised with one rank in test_distributed_local.py and under mpirun in
     # distributed/mpi_test_*.py.
     "AllReduce": "allreduce",
@@ -135,6 +142,11 @@ def test_python_function_is_exercised_by_test_ops(op):
 
 def _p(shape, dtype=np.float32):
     return ng.parameter(shape, dtype=dtype)
+
+
+def _gradient_node(fn, shape):
+    x = _p(shape)
+    return ng.gradients(fn(x), x)
 
 
 # One small graph per op, built through its Python function: the node it returns is of that
@@ -201,6 +213,12 @@ BUILDERS = {
     "BatchNormInference": lambda: ng.batch_norm(1e-5, _p([3]), _p([3]), _p([2, 3]), _p([3]),
                                                 _p([3])),
     "BatchNormTrainingBackprop": lambda: _batch_norm_backprop(),
+    "MaxPool": lambda: ng.max_pool(_p([1, 2, 4, 4]), [2, 2]),
+    "AvgPool": lambda: ng.avg_pool(_p([1, 2, 4]), [2]),
+    "LRN": lambda: ng.lrn(_p([1, 3, 2])),
+    "MaxPoolBackprop": lambda: _gradient_node(lambda x: ng.max_pool(x, [2, 2]), [1, 2, 4, 4]),
+    "AvgPoolBackprop": lambda: _gradient_node(lambda x: ng.avg_pool(x, [2]), [1, 2, 4]),
+    "LRNBackprop": lambda: _gradient_node(ng.lrn, [1, 3, 2]),
     # With one rank (no launcher) every collective builds on the local communicator; Send and
     # Recv need a peer, so they are built on a two-rank run only.
     "AllReduce": lambda: ng.allreduce(_p([2])),

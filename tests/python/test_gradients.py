@@ -467,6 +467,69 @@ DIFFERENTIABLE.update({
     ],
 })
 
+
+# Pooling: (data shape, window, strides, padding below, padding above, ceil_mode); distinct
+# data for max pooling (no ties, so the maximum is differentiable).
+POOL_CASES = [
+    ((2, 2, 7), [3], [2], [1], [0], False),
+    ((1, 2, 7), [3], [2], [1], [0], True),
+    ((2, 1, 4, 4), [2, 2], [2, 2], [0, 0], [0, 0], False),
+    ((1, 2, 4, 5), [3, 2], [2, 1], [1, 0], [1, 1], False),
+    ((1, 1, 5, 5), [2, 2], [2, 2], [0, 0], [0, 0], True),
+    ((1, 1, 3, 4, 3), [2, 2, 2], [1, 2, 1], [1, 0, 0], [0, 1, 1], False),
+]
+
+
+def _pool_id(op, c, suffix=""):
+    return f"{op}-{sid(c[0])}-w{sid(c[1])}{'-ceil' if c[5] else ''}{suffix}"
+
+
+def _pooled_shape(c):
+    shape, window, strides, below, above, _ = c
+    return shape[:2] + tuple((n + b + a - w) // s + 1
+                             for n, w, s, b, a in zip(shape[2:], window, strides, below, above))
+
+
+def _avg_pool_backprop(c, include):
+    """AvgPoolBackprop(delta): the gradient of avg_pool seeded with delta."""
+    shape, window, strides, below, above, _ = c
+
+    def fn(delta):
+        q = ng.parameter(shape, F64, name="q")
+        pooled = ng.avg_pool(q, window, strides, below, above, include)
+        return ng.gradients(pooled, q, seed=delta)
+
+    return fn
+
+
+DIFFERENTIABLE.update({
+    "MaxPool": [
+        case(_pool_id("MaxPool", c), lambda p, c=c: ng.max_pool(p, c[1], c[2], c[4], c[3],
+                                                                ceil_mode=c[5]),
+             data(c[0], "distinct", seed=4))
+        for c in POOL_CASES
+    ],
+    "AvgPool": [
+        case(_pool_id("AvgPool", c, "-include" if include else ""),
+             lambda p, c=c, include=include: ng.avg_pool(p, c[1], c[2], c[3], c[4], include,
+                                                         ceil_mode=c[5]),
+             data(c[0], seed=6))
+        for c in POOL_CASES for include in (False, True)
+    ],
+    "AvgPoolBackprop": [
+        case(_pool_id("AvgPoolBackprop", c, "-include" if include else ""),
+             _avg_pool_backprop(c, include), data(_pooled_shape(c), seed=7))
+        for c in POOL_CASES if not c[5] for include in (False, True)
+    ],
+    "LRN": [
+        case("LRN-size3", lambda p: ng.lrn(p, 0.5, 0.75, 1.0, 3), data((2, 5, 2))),
+        case("LRN-defaults", ng.lrn, data((1, 6, 2, 2), seed=1)),
+        case("LRN-size4-even", lambda p: ng.lrn(p, 0.3, 0.6, 1.5, 4), data((1, 6, 3), seed=2)),
+        case("LRN-size-larger-than-channels", lambda p: ng.lrn(p, 0.2, 0.75, 1.0, 7),
+             data((2, 3, 2, 1, 2), seed=3)),
+    ],
+})
+
 # Collectives (ng.distributed): with one rank (no MPI launcher) they are identities, so their
 # rules are checked by finite differences there; the gradient across ranks is the subject of
 # the distributed tests.
@@ -505,6 +568,8 @@ NON_DIFFERENTIABLE = {
     "ConvolutionBackpropData", "ConvolutionBackpropFilters",
     # The gradient of BatchNormTraining (no second order).
     "BatchNormTrainingBackprop",
+    # Gradients of gradients: no rule (AvgPoolBackprop, linear in delta, has its exact one).
+    "MaxPoolBackprop", "LRNBackprop",
 }
 
 ALL_CASES = [(op, c) for op, cases in DIFFERENTIABLE.items() for c in cases]
@@ -585,6 +650,12 @@ def _f(node):
     return ng.convert(node, F64)
 
 
+def _gradient_of(fn, x, shape):
+    """The gradient of sum(fn(x reshaped to `shape`)) with respect to x, as x's shape."""
+    r = ng.reshape(x, shape)
+    return ng.reshape(ng.gradients(fn(r), r), list(x.shape))
+
+
 # For each op of NON_DIFFERENTIABLE with a real-valued path from a float input to a float
 # output: fn(x) with x float64 [3, 4].
 NO_GRADIENT_PATHS = {
@@ -606,6 +677,10 @@ NO_GRADIENT_PATHS = {
     "ConvolutionBackpropFilters": lambda x: ng.convolution_backprop_filters(
         ng.reshape(x, [1, 1, 3, 4]), [1, 1, 1, 1], ng.reshape(x, [1, 1, 3, 4]), name="blocker"),
     "BatchNormTrainingBackprop": lambda x: _batch_norm_backprop(x)[0],
+    # The gradient of a max pooling / LRN of x, differentiated again.
+    "MaxPoolBackprop": lambda x: _gradient_of(lambda r: ng.max_pool(r, [2, 2]), x, [1, 1, 3, 4]),
+    "LRNBackprop": lambda x: _gradient_of(lambda r: ng.lrn(r, 0.5, 0.75, 1.0, 3) * 2.0, x,
+                                          [1, 3, 4]),
 }
 
 

@@ -1133,3 +1133,176 @@ def test_convolution_errors_name_the_op_and_shapes():
     with pytest.raises(ValueError, match=r"\[ConvolutionBackpropData\].*delta"):
         ng.convolution_backprop_data([2, 3, 8, 8], ng.parameter([4, 3, 3, 3], np.float32),
                                      ng.parameter([2, 4, 5, 5], np.float32))
+# ---------------------------------------------------------------- pooling and LRN
+
+
+def _pool_reference(x, window, strides, below, above, kind, include=False, ceil_mode=False):
+    """NumPy pooling: padding cells are -inf for 'max'; 'avg' divides by the window's data
+    cells, or by the full window with `include`. ceil_mode pads above as far as the last
+    window reaches."""
+    spatial = x.shape[2:]
+    out, reach = [], []
+    for n, w, s, b, a in zip(spatial, window, strides, below, above):
+        span = n + b + a - w
+        cells = (-(-span // s) if ceil_mode else span // s) + 1
+        out.append(cells)
+        reach.append(max(a, (cells - 1) * s + w - n - b))
+    pads = [(0, 0), (0, 0)] + list(zip(below, reach))
+    fill = -np.inf if kind == "max" else 0.0
+    padded = np.pad(x.astype(np.float64), pads, constant_values=fill)
+    inside = np.pad(np.ones(x.shape), pads, constant_values=0.0)
+    y = np.empty(x.shape[:2] + tuple(out))
+    axes = tuple(range(2, x.ndim))
+    for idx in np.ndindex(*out):
+        sl = (slice(None), slice(None)) + tuple(
+            slice(i * s, i * s + w) for i, s, w in zip(idx, strides, window))
+        if kind == "max":
+            y[(Ellipsis,) + idx] = padded[sl].max(axis=axes)
+        else:
+            count = np.prod(window) if include else inside[sl].sum(axis=axes)
+            y[(Ellipsis,) + idx] = padded[sl].sum(axis=axes) / count
+    return y.astype(x.dtype)
+
+
+# (data shape, window, strides, padding below, padding above, ceil_mode)
+POOL_CASES = [
+    ((2, 3, 7), [3], [2], [1], [0], False),
+    ((2, 3, 7), [3], [2], [1], [0], True),
+    ((2, 3, 4, 4), [2, 2], [2, 2], [0, 0], [0, 0], False),
+    ((1, 2, 5, 6), [2, 3], [2, 1], [0, 1], [1, 1], False),
+    ((1, 2, 5, 5), [2, 2], [2, 2], [0, 0], [0, 0], True),
+    ((2, 16, 6, 6), [3, 3], [2, 2], [1, 1], [1, 1], False),
+    ((1, 2, 4, 5, 3), [2, 2, 2], [1, 2, 1], [1, 0, 1], [0, 1, 1], False),
+    ((1, 2, 5, 4, 4), [2, 3, 2], [2, 2, 3], [0, 1, 0], [0, 0, 1], True),
+]
+POOL_IDS = [f"{shape_id(c[0])}-w{shape_id(c[1])}{'-ceil' if c[5] else ''}" for c in POOL_CASES]
+
+
+@pytest.mark.parametrize("case", POOL_CASES, ids=POOL_IDS)
+@pytest.mark.parametrize("dtype", FLOATS, ids=dtype_id)
+def test_max_pool(case, dtype):
+    shape, window, strides, below, above, ceil_mode = case
+    x = data(shape, dtype)
+    got = run_with_params(
+        lambda p: ng.max_pool(p, window, strides, above, below, ceil_mode=ceil_mode), x)
+    check(got, _pool_reference(x, window, strides, below, above, "max", ceil_mode=ceil_mode))
+
+
+@pytest.mark.parametrize("include", [False, True], ids=["exclude", "include"])
+@pytest.mark.parametrize("case", POOL_CASES, ids=POOL_IDS)
+@pytest.mark.parametrize("dtype", FLOATS, ids=dtype_id)
+def test_avg_pool(case, include, dtype):
+    shape, window, strides, below, above, ceil_mode = case
+    x = data(shape, dtype)
+    got = run_with_params(
+        lambda p: ng.avg_pool(p, window, strides, below, above, include, ceil_mode=ceil_mode), x)
+    check(got, _pool_reference(x, window, strides, below, above, "avg", include, ceil_mode))
+
+
+def test_pool_defaults_and_keywords():
+    x = data((1, 2, 4, 6), np.float32)
+    p = ng.parameter(x.shape, np.float32)
+    # Defaults: stride 1, no padding.
+    check(RUNTIME.computation(ng.max_pool(p, [2, 3]), p)(x),
+          _pool_reference(x, [2, 3], [1, 1], [0, 0], [0, 0], "max"))
+    check(RUNTIME.computation(ng.avg_pool(p, [2, 3]), p)(x),
+          _pool_reference(x, [2, 3], [1, 1], [0, 0], [0, 0], "avg"))
+    # max_pool takes padding_above before padding_below, as nGraph's.
+    node = ng.max_pool(p, [2, 2], [1, 1], [0, 2], [1, 0], name="pool")
+    assert node.name == "pool"
+    assert node.shape == [1, 2, 4, 7]
+    check(RUNTIME.computation(node, p)(x),
+          _pool_reference(x, [2, 2], [1, 1], [1, 0], [0, 2], "max"))
+    node = ng.avg_pool(p, window_shape=[2, 2], window_strides=[2, 2], padding_above=[1, 0],
+                       include_padding=True, ceil_mode=True)
+    assert node.shape == [1, 2, 3, 3]
+    check(RUNTIME.computation(node, p)(x),
+          _pool_reference(x, [2, 2], [2, 2], [0, 0], [1, 0], "avg", True, True))
+
+
+def test_max_pool_window_in_padding_is_minus_infinity():
+    x = np.array([[[1.0, -2.0, 3.0]]])
+    got = run_with_params(lambda p: ng.max_pool(p, [2], [1], padding_below=[2]), x)
+    np.testing.assert_array_equal(got, [[[-np.inf, 1.0, 1.0, 3.0]]])
+
+
+def test_pool_errors():
+    p = ng.parameter([1, 1, 4, 4], np.float32)
+    with pytest.raises(ValueError, match=r"\[MaxPool\] window_shape \{5,5\} is larger than"):
+        ng.max_pool(p, [5, 5])
+    with pytest.raises(ValueError, match=r"\[AvgPool\] window_movement_strides \{0,1\} is 0"):
+        ng.avg_pool(p, [2, 2], [0, 1])
+    with pytest.raises(ValueError, match=r"\[AvgPool\] a window at axis 2 lies entirely in the"):
+        ng.avg_pool(p, [2, 2], padding_below=[2, 0])
+    with pytest.raises(ValueError, match=r"\[MaxPool\] data shape \{4,4\} must have rank 3 to 5"):
+        ng.max_pool(ng.parameter([4, 4], np.float32), [2, 2])
+    with pytest.raises(TypeError, match=r"\[MaxPool\] arg0 has element type i32"):
+        ng.max_pool(ng.parameter([1, 1, 4], np.int32), [2])
+    with pytest.raises(ValueError, match=r"\[MaxPool\] padding_below must not have negative"):
+        ng.max_pool(p, [2, 2], padding_below=[-1, 0])
+
+
+def _lrn_reference(x, alpha, beta, bias, size):
+    half = (size - 1) // 2
+    channels = x.shape[1]
+    sq = x.astype(np.float64) ** 2
+    s = np.zeros_like(sq)
+    for c in range(channels):
+        s[:, c] = sq[:, max(0, c - half):min(channels, c + half + 1)].sum(axis=1)
+    return (x / (bias + alpha / size * s) ** beta).astype(x.dtype)
+
+
+@pytest.mark.parametrize("shape,alpha,beta,bias,size", [
+    ((2, 7, 3, 2), 0.5, 0.75, 1.0, 5),
+    ((1, 3, 4), 1.0, 0.5, 2.0, 1),
+    ((1, 6, 2, 2), 0.3, 0.6, 1.5, 4),
+    ((2, 3, 5), 0.1, 0.75, 1.0, 9),
+    ((1, 4, 2, 3, 2), 1e-2, 0.75, 1.0, 3),
+    ((2, 16, 3, 3), 1e-1, 0.75, 2.0, 5),
+])
+@pytest.mark.parametrize("dtype", FLOATS, ids=dtype_id)
+def test_lrn(shape, alpha, beta, bias, size, dtype):
+    x = data(shape, dtype)
+    got = run_with_params(lambda p: ng.lrn(p, alpha, beta, bias, size), x)
+    check(got, _lrn_reference(x, alpha, beta, bias, size))
+
+
+def test_lrn_defaults_and_errors():
+    x = data((1, 6, 2), np.float64)
+    check(run_with_params(ng.lrn, x), _lrn_reference(x, 1, 0.5, 1, 5))
+    with pytest.raises(ValueError, match=r"\[LRN\] arg shape \{2,3\} must have rank >= 3"):
+        ng.lrn(ng.parameter([2, 3], np.float32))
+    with pytest.raises(ValueError, match=r"\[LRN\] size must be at least 1"):
+        ng.lrn(ng.parameter([2, 3, 1], np.float32), size=0)
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 5), (2, 3, 4, 5), (1, 2, 3, 2, 2)], ids=shape_id)
+@pytest.mark.parametrize("dtype", FLOATS, ids=dtype_id)
+def test_global_avg_pool(shape, dtype):
+    x = data(shape, dtype)
+    p = ng.parameter(shape, dtype)
+    node = ng.global_avg_pool(p, name="gap")
+    assert node.shape == list(shape[:2])
+    assert node.name == "gap"
+    check(RUNTIME.computation(node, p)(x), x.mean(axis=tuple(range(2, len(shape)))))
+    with pytest.raises(ValueError, match=r"\[global_avg_pool\] data shape \[2, 3\]"):
+        ng.global_avg_pool(ng.parameter([2, 3], dtype))
+
+
+@pytest.mark.parametrize("ceil_mode", [False, True])
+def test_max_pool_value_and_gradient_float32(ceil_mode):
+    """The forward and its gradient in one computation (the CPU backend pairs them through
+    oneDNN's workspace): the gradient of each window goes to its maximum."""
+    x = data((2, 3, 7, 6), np.float32)
+    p = ng.parameter(x.shape, np.float32)
+    y = ng.max_pool(p, [2, 2], [2, 2], ceil_mode=ceil_mode)
+    w = data(tuple(y.shape), np.float32, seed=1)
+    g = ng.gradients(ng.sum(y * w), p)
+    out_y, out_g = RUNTIME.computation([y, g], p)(x)
+    check(out_y, _pool_reference(x, [2, 2], [2, 2], [0, 0], [0, 0], "max", ceil_mode=ceil_mode))
+    expected = np.zeros_like(x)
+    for n, c, i, j in np.ndindex(*y.shape):
+        window = x[n, c, 2 * i:2 * i + 2, 2 * j:2 * j + 2]
+        a, b = np.unravel_index(np.argmax(window), window.shape)
+        expected[n, c, 2 * i + a, 2 * j + b] += w[n, c, i, j]
+    check(out_g, expected)

@@ -5,6 +5,7 @@
 #include "ngraph/ops/dot.hpp"
 #include "ngraph/ops/elementwise.hpp"
 #include "ngraph/ops/parameter.hpp"
+#include "ngraph/ops/pooling.hpp"
 #include "ngraph/ops/reduction.hpp"
 #include "ngraph/ops/shape_ops.hpp"
 #include "ngraph/ops/variable.hpp"

@@ -41,7 +41,9 @@ void MatMulBias::validate_and_infer_types() {
 const std::vector<std::string>& internal_op_names() {
   static const std::vector<std::string> names{MatMulBias::type_name, FusedElementwise::type_name,
                                               FusedAllReduce::type_name, Reorder::type_name,
-                                              ConvolutionBias::type_name};
+                                              ConvolutionBias::type_name,
+                                              MaxPoolWithWorkspace::type_name,
+                                              MaxPoolBackpropWithWorkspace::type_name};
   return names;
 }
 
@@ -435,6 +437,81 @@ size_t fuse_elementwise(Function& f) {
   return groups;
 }
 
+MaxPoolWithWorkspace::MaxPoolWithWorkspace(const op::MaxPool& pool)
+    : Op<MaxPoolWithWorkspace>({pool.input_value(0)}), op::PoolingAttributes(pool) {
+  constructor_validate_and_infer_types();
+}
+
+void MaxPoolWithWorkspace::validate_and_infer_types() {
+  check_input_count(1);
+  Shape out = op::infer_pooling_shape(*this, get_input_shape(0), *this, false);
+  set_output_size(2);
+  set_output_type(0, get_input_element_type(0), out);
+  set_output_type(1, element::i32, out);
+}
+
+MaxPoolBackpropWithWorkspace::MaxPoolBackpropWithWorkspace(const op::MaxPoolBackprop& backprop,
+                                                           const Output& workspace)
+    : Op<MaxPoolBackpropWithWorkspace>(
+          {backprop.input_value(0), backprop.input_value(1), workspace}),
+      op::PoolingAttributes(backprop) {
+  constructor_validate_and_infer_types();
+}
+
+void MaxPoolBackpropWithWorkspace::validate_and_infer_types() {
+  check_input_count(3);
+  const Shape& arg = get_input_shape(0);
+  Shape out = op::infer_pooling_shape(*this, arg, *this, false);
+  if (get_input_shape(1) != out || get_input_shape(2) != out)
+    fail(concat_message("delta shape ", get_input_shape(1), " and workspace shape ",
+                        get_input_shape(2), " must be the pooling result shape ", out));
+  set_output_type(0, get_input_element_type(0), arg);
+}
+
+namespace {
+// The same windows over the same data: MaxPoolBackprop has no ceil_mode, its padding above is
+// the forward's effective one.
+bool same_geometry(const op::MaxPool& f, const op::MaxPoolBackprop& b) {
+  const Shape& data = f.get_input_shape(0);
+  return f.get_window_shape() == b.get_window_shape() &&
+         f.get_window_movement_strides() == b.get_window_movement_strides() &&
+         f.get_padding_below() == b.get_padding_below() &&
+         op::effective_padding_above(data, f) == b.get_padding_above();
+}
+}  // namespace
+
+size_t fuse_max_pool_workspace(Function& f) {
+  NodeVector ops = f.get_ordered_ops();
+  std::map<Output, std::vector<op::MaxPool*>> pools;  // by argument
+  for (const auto& node : ops)
+    if (auto* m = dynamic_cast<op::MaxPool*>(node.get()); m && max_pool_workspace_supported(*m))
+      pools[m->input_value(0)].push_back(m);
+  std::map<const Node*, std::shared_ptr<MaxPoolWithWorkspace>> paired;
+  std::map<Output, Output> replacements;
+  size_t fused = 0;
+  for (const auto& node : ops) {
+    auto* b = dynamic_cast<op::MaxPoolBackprop*>(node.get());
+    if (!b) continue;
+    auto it = pools.find(b->input_value(0));
+    if (it == pools.end()) continue;
+    for (op::MaxPool* m : it->second) {
+      if (!same_geometry(*m, *b)) continue;
+      auto& forward = paired[m];
+      if (!forward) {
+        forward = std::make_shared<MaxPoolWithWorkspace>(*m);
+        forward->set_friendly_name(m->get_friendly_name());
+        replacements[m->output(0)] = forward->output(0);
+      }
+      auto backward = std::make_shared<MaxPoolBackpropWithWorkspace>(*b, forward->output(1));
+      replacements[b->output(0)] = backward->output(0);
+      ++fused;
+      break;
+    }
+  }
+  replace_outputs(f, replacements);
+  return fused;
+}
+
 }  // namespace cpu
 }  // namespace runtime
 }  // namespace ngraph
@@ -444,12 +521,13 @@ namespace runtime {
 namespace cpu {
 namespace pass {
 
-// The fusion pass: matmul + bias + ReLU, convolution + bias + ReLU, elementwise chains, then
-// allreduce buckets.
+// The fusion pass: matmul + bias + ReLU, convolution + bias + ReLU, max pooling with its
+// backprop, elementwise chains, then allreduce buckets.
 void fuse_cpu_ops(ExecutionPlan& plan) {
   if (!plan.options.optimize || !plan.options.fuse) return;
   fuse_matmul_bias_relu(*plan.function);
   fuse_convolution_bias_relu(*plan.function);
+  fuse_max_pool_workspace(*plan.function);
   fuse_elementwise(*plan.function);
   fuse_allreduce(*plan.function, default_fusion_threshold());
 }

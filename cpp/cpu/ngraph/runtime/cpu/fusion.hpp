@@ -7,6 +7,7 @@
 #include "ngraph/node.hpp"
 #include "ngraph/ops/collective.hpp"
 #include "ngraph/ops/convolution.hpp"
+#include "ngraph/ops/pooling.hpp"
 #include "ngraph/runtime/cpu/scalar_ops.hpp"
 
 namespace ngraph {
@@ -136,6 +137,42 @@ size_t fuse_convolution_bias_relu(Function& f);
 // Rewrites 2-D Dot/MatMul into MatMulBias, absorbing transposed Reshapes of its inputs, a bias
 // Add and a ReLU when the matmul's value has no other use. Returns the number of fusions.
 size_t fuse_matmul_bias_relu(Function& f);
+
+// MaxPoolWithWorkspace(x): MaxPool(x, ...) whose oneDNN primitive also writes its workspace
+// (where each maximum is) as output 1, for MaxPoolBackpropWithWorkspace to read instead of
+// running the forward again. Output 1 is typed i32 with the result's shape; its bytes and
+// layout are the primitive's (the layout rule gives it the primitive's workspace_desc()).
+class MaxPoolWithWorkspace : public Op<MaxPoolWithWorkspace>, public op::PoolingAttributes {
+ public:
+  static constexpr const char* type_name = "CPUMaxPoolWithWorkspace";
+  MaxPoolWithWorkspace() = default;
+  explicit MaxPoolWithWorkspace(const op::MaxPool& pool);  // on pool's input
+  void validate_and_infer_types() override;
+  void visit_attributes(AttributeVisitor& v) override { visit_geometry(v, true); }
+};
+
+// MaxPoolBackpropWithWorkspace(arg_forward, delta, workspace): MaxPoolBackprop reading the
+// workspace of the MaxPoolWithWorkspace on arg_forward with the same geometry. arg_forward is
+// kept as an input (nGraph's MaxPoolWithIndicesBackprop does too): its layout fixes the
+// forward primitive, and the loops, for what oneDNN rejects, read it.
+class MaxPoolBackpropWithWorkspace : public Op<MaxPoolBackpropWithWorkspace>,
+                                     public op::PoolingAttributes {
+ public:
+  static constexpr const char* type_name = "CPUMaxPoolBackpropWithWorkspace";
+  MaxPoolBackpropWithWorkspace() = default;
+  MaxPoolBackpropWithWorkspace(const op::MaxPoolBackprop& backprop, const Output& workspace);
+  void validate_and_infer_types() override;
+  void visit_attributes(AttributeVisitor& v) override { visit_geometry(v, false); }
+};
+
+// Whether a MaxPool has the oneDNN primitives (f32, forward with a workspace and backward) that
+// pairing it with its backprop needs (pooling_kernels.cpp).
+bool max_pool_workspace_supported(const Node& max_pool);
+
+// Pairs each MaxPoolBackprop with a MaxPool of the same argument and geometry (its ceil_mode
+// resolved into padding): the MaxPool becomes a MaxPoolWithWorkspace, the backprop a
+// MaxPoolBackpropWithWorkspace reading that workspace. Returns the number of backprops paired.
+size_t fuse_max_pool_workspace(Function& f);
 
 }  // namespace cpu
 }  // namespace runtime
