@@ -55,6 +55,7 @@ def parse_args(argv=None):
         epochs=10,
         lr=0.05,
         batch_size=128,
+        weight_decay=5e-4,
         output_dir="out/train_cnn",
     )
     p.add_argument("--model", choices=["small", "lenet5"], default="small", help="the network")

@@ -66,6 +66,8 @@ def build_parser(
         help="directory with MNIST-format IDX files (gzip or raw)",
     )
     p.add_argument("--seed", type=int, default=0, help="seed of initial weights and shuffling")
+    p.add_argument("--weight-decay", type=float, default=0.0,
+                   help="L2 weight decay (sgd and momentum)")
     p.add_argument(
         "--hidden", default="600", help="hidden layer sizes, comma-separated (e.g. 512,512)"
     )
@@ -188,11 +190,13 @@ def learning_rate(args, epoch: int) -> float:
     return args.lr * 0.5 * (1 + np.cos(np.pi * epoch / args.epochs))
 
 
-def make_optimizer(name: str, lr):
+def make_optimizer(name: str, lr, weight_decay: float = 0.0):
     if name == "sgd":
-        return ng.optimizers.SGD(lr)
+        return ng.optimizers.SGD(lr, weight_decay=weight_decay)
     if name == "momentum":
-        return ng.optimizers.SGD(lr, momentum=0.9)
+        return ng.optimizers.SGD(lr, momentum=0.9, weight_decay=weight_decay)
+    if weight_decay:
+        raise ValueError("--weight-decay applies to sgd and momentum, not adam")
     return ng.optimizers.Adam(lr)
 
 
@@ -344,6 +348,7 @@ def config(args):
         "optimizer": args.optimizer,
         "batch_size": args.batch_size,
         "lr": args.lr,
+        "weight_decay": args.weight_decay,
         "schedule": args.schedule,
         "epochs": args.epochs,
         "seed": args.seed,
@@ -410,7 +415,7 @@ def train(args, make_model=None) -> dict:
     x_train = x_train.reshape(-1, *model.input_shape)
     x_test = x_test.reshape(-1, *model.input_shape)
     lr = ng.variable(np.float32(args.lr), name="learning_rate")  # set each epoch
-    optimizer = make_optimizer(args.optimizer, lr)
+    optimizer = make_optimizer(args.optimizer, lr, args.weight_decay)
     trainer = Trainer(model, optimizer, comm)
     # Build every step shape once so the optimizer state exists before a resume restores it.
     n = len(x_train)

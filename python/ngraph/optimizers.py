@@ -95,21 +95,27 @@ class Optimizer:
 
 
 class SGD(Optimizer):
-    """Stochastic gradient descent, optionally with (Nesterov) momentum, as in PyTorch:
-    buf = momentum * buf + g; w -= lr * (g + momentum * buf if nesterov else buf)."""
+    """Stochastic gradient descent, optionally with (Nesterov) momentum and L2 weight decay,
+    as in PyTorch: g += weight_decay * w; buf = momentum * buf + g;
+    w -= lr * (g + momentum * buf if nesterov else buf)."""
 
     def __init__(self, learning_rate: float = 0.01, momentum: float = 0.0,
-                 nesterov: bool = False) -> None:
+                 nesterov: bool = False, weight_decay: float = 0.0) -> None:
         super().__init__(learning_rate)
         if momentum < 0:
             raise ValueError(f"momentum must be >= 0, got {momentum}")
         if nesterov and momentum == 0:
             raise ValueError("nesterov momentum needs momentum > 0")
+        if weight_decay < 0:
+            raise ValueError(f"weight_decay must be >= 0, got {weight_decay}")
         self.momentum = float(momentum)
         self.nesterov = bool(nesterov)
+        self.weight_decay = float(weight_decay)
 
     def _update(self, v: Variable, g: Node) -> Updates:
         lr = self._lr(v)
+        if self.weight_decay:
+            g = g + v * self.weight_decay
         if self.momentum == 0:
             return [(v, v - g * lr)]
         buf = self._slot(v, "momentum")

@@ -691,3 +691,23 @@ def test_updates_in_place_still_see_old_values():
     np.testing.assert_allclose(v.get_value(), v0 * 0.5 + w0 * 3)
     out, _ = step(xv)  # a second call sees the first call's results
     np.testing.assert_allclose(out, w0 * 2 - xv)
+
+
+def test_sgd_weight_decay_matches_pytorchs_formula():
+    """g += wd * w, then momentum as usual: two steps against NumPy."""
+    w0 = np.array([1.0, -2.0, 3.0], np.float32)
+    w = ng.variable(w0.copy(), name="w")
+    x = ng.parameter([3], np.float32, name="x")
+    loss = ng.sum(w * x)
+    opt = ng.optimizers.SGD(0.1, momentum=0.9, weight_decay=0.01)
+    step = ng.runtime().computation(loss, x, updates=opt.updates(loss, [w]))
+    xv = np.array([0.5, 1.0, -1.0], np.float32)
+    ref, buf = w0.astype(np.float64), np.zeros(3)
+    for _ in range(2):
+        step(xv)
+        g = xv + 0.01 * ref
+        buf = 0.9 * buf + g
+        ref = ref - 0.1 * buf
+    np.testing.assert_allclose(w.get_value(), ref, rtol=1e-6)
+    with pytest.raises(ValueError, match="weight_decay"):
+        ng.optimizers.SGD(0.1, weight_decay=-1)
