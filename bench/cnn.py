@@ -19,7 +19,7 @@ import os
 import statistics
 import time
 
-import common  # noqa: F401  (one thread per process, set before any framework loads)
+import common  # one thread per process, set before any framework loads
 import ngraph as ng
 import numpy as np
 
@@ -31,6 +31,44 @@ MODELS = {
     "small": (ng.nn.small_cnn, 1, 28, 10),
     "lenet5": (ng.nn.lenet5, 1, 28, 10),
 }
+
+
+def training_flops(model_name, size) -> float:
+    """Floating-point operations of one image's training step: 3x the forward multiply-adds
+    (x2) of the convolutions and linear layers (forward, backward data, backward weights)."""
+    build, channels, _, classes = MODELS[model_name]
+    model = build(classes, in_channels=channels, seed=0)
+    total = []
+    conv, linear = ng.nn.Conv2d.forward, ng.nn.Linear.forward
+
+    def conv_rec(self, x):
+        y = conv(self, x)
+        total.append(2 * np.prod(y.shape) * np.prod(self.weight.shape[1:]))
+        return y
+
+    def linear_rec(self, x):
+        total.append(2 * np.prod(self.weight.shape))
+        return linear(self, x)
+
+    ng.nn.Conv2d.forward, ng.nn.Linear.forward = conv_rec, linear_rec
+    try:
+        model(ng.parameter([1, channels, size, size]))
+    finally:
+        ng.nn.Conv2d.forward, ng.nn.Linear.forward = conv, linear
+    return 3.0 * float(sum(total))
+
+
+def conv_peak() -> float:
+    """FLOP/s of one large 3x3 convolution (64 -> 64 channels, 56x56, batch 8: a ResNet-50
+    layer), forward, on one thread: the machine's measured convolution peak."""
+    x = ng.parameter([8, 64, 56, 56])
+    w = ng.parameter([64, 64, 3, 3])
+    f = ng.runtime().computation(ng.convolution(x, w, None, None, [1, 1], [1, 1]), x, w)
+    rng = np.random.default_rng(0)
+    xv = rng.standard_normal((8, 64, 56, 56), dtype=np.float32)
+    wv = rng.standard_normal((64, 64, 3, 3), dtype=np.float32)
+    seconds = common.median_time(lambda: f(xv, wv), repeats=5, number=3, warmup=2)
+    return 2 * 8 * 64 * 64 * 9 * 56 * 56 / seconds
 
 
 def ngraph_step(model_name, batch, size, comm, lr=0.01):
@@ -143,6 +181,8 @@ def main(argv=None):
     ap.add_argument("--iters", type=int, default=5, help="timed iterations")
     ap.add_argument("--steps-per-iter", type=int, default=3)
     ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--peak", action="store_true",
+                    help="also measure the convolution peak and the step's share of it")
     ap.add_argument("--smoke", action="store_true", help="tiny sizes: checks the script runs")
     args = ap.parse_args(argv)
     if args.smoke:
@@ -178,6 +218,12 @@ def main(argv=None):
         "images_per_s_per_rank": per_rank,
         "images_per_s": {k: v * comm.size for k, v in per_rank.items()},
     }
+    if args.peak:
+        peak = conv_peak()
+        flops = training_flops(args.model, size)
+        result["conv_peak_gflops"] = peak / 1e9
+        result["training_gflop_per_image"] = flops / 1e9
+        result["share_of_peak"] = per_rank["ngraph"] * flops / peak
     if comm.rank == 0:
         print(json.dumps(result), flush=True)
     if "pytorch_ddp_gloo" in fns:

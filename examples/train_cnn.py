@@ -20,6 +20,7 @@ import os
 import sys
 
 import ngraph as ng
+import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import train_mnist  # noqa: E402
@@ -48,18 +49,35 @@ class CNN:
         return self.module.state_updates()
 
 
+def augment(images, rng):
+    """Random horizontal flips and shifts of up to 2 pixels (edges repeated): each image of
+    the global batch, decided by `rng`."""
+    n, _, h, w = images.shape
+    flip = rng.random(n) < 0.5
+    out = images.copy()
+    out[flip] = out[flip][..., ::-1]
+    padded = np.pad(out, ((0, 0), (0, 0), (2, 2), (2, 2)), mode="edge")
+    dy, dx = rng.integers(0, 5, n), rng.integers(0, 5, n)
+    for k in range(n):
+        out[k] = padded[k, :, dy[k]:dy[k] + h, dx[k]:dx[k] + w]
+    return out
+
+
 def parse_args(argv=None):
     p = train_mnist.build_parser(
         "Data-parallel MNIST/Fashion-MNIST CNN training with ngraph "
         "(run under mpirun for several ranks).",
         epochs=10,
         lr=0.05,
-        batch_size=128,
+        batch_size=64,
         weight_decay=5e-4,
         output_dir="out/train_cnn",
     )
     p.add_argument("--model", choices=["small", "lenet5"], default="small", help="the network")
     p.add_argument("--width", type=int, default=32, help="filters of the small CNN's first block")
+    p.add_argument("--augment", action="store_true",
+                   help="random flips and shifts of the training images (off by default: it "
+                        "slows convergence within 10 epochs)")
     args = train_mnist.check_args(p, argv)
     if args.width <= 0:
         p.error("--width must be positive")
@@ -69,7 +87,7 @@ def parse_args(argv=None):
 def main(argv=None) -> int:
     args = parse_args(argv)
     try:
-        train_mnist.train(args, CNN)
+        train_mnist.train(args, CNN, augment if args.augment else None)
     except ng.datasets.DatasetError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

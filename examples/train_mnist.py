@@ -400,8 +400,10 @@ def plot(history, path):
 # -------------------------------------------------------------------------------- main
 
 
-def train(args, make_model=None) -> dict:
-    """Trains `make_model(args)` (default: the MLP of --hidden) as the module docstring says."""
+def train(args, make_model=None, augment=None) -> dict:
+    """Trains `make_model(args)` (default: the MLP of --hidden) as the module docstring says.
+    `augment(images, rng)`, if given, transforms each global batch's training images; its
+    generator is seeded by (seed, epoch, batch), so every rank count sees the same images."""
     comm = ng.distributed.init()
     rank, size = comm.rank, comm.size
     lead = rank == 0
@@ -459,8 +461,11 @@ def train(args, make_model=None) -> dict:
         losses = []
         for i, start in enumerate(range(0, n, args.batch_size)):
             batch = order[start : start + args.batch_size]
-            mine = shard(batch, rank, size)
-            losses.append(trainer.step(x_train[mine], y_train[mine], len(batch)) * len(batch))
+            mine = shard(np.arange(len(batch)), rank, size)
+            x = x_train[batch]
+            if augment is not None:
+                x = augment(x, np.random.default_rng([args.seed, epoch, i]))
+            losses.append(trainer.step(x[mine], y_train[batch][mine], len(batch)) * len(batch))
             done = min(start + args.batch_size, n)
             if i % 20 == 0 or done == n:
                 progress.update(
