@@ -123,15 +123,6 @@ Kernel reference_conv(KernelContext& ctx, Role role) {
 
 // ---------------------------------------------------------------------------------- oneDNN
 
-bool use_dnnl(const Node& node) {
-  const ConvolutionWindow& w = conv_window(node);
-  ConvShapes s = conv_shapes(node);
-  if (node.get_element_type() != element::f32 || s.data.size() < 3 || s.data.size() > 5) return false;
-  if (shape_size(s.data) == 0 || shape_size(s.out) == 0) return false;
-  for (size_t i = 0; i < w.strides.size(); ++i)
-    if (w.data_dilations[i] != 1 || w.padding_below[i] < 0 || w.padding_above[i] < 0) return false;
-  return true;
-}
 
 struct DnnlConv {
   dims strides, dilations, pad_l, pad_r;
@@ -225,7 +216,7 @@ Roles roles(const std::string& t) {
 }
 
 void conv_layout(LayoutContext& lc) {
-  if (!use_dnnl(lc.node)) return;
+  if (!dnnl_takes_convolution(lc.node)) return;
   const std::string& t = lc.node.get_type_name();
   ConvShapes s = conv_shapes(lc.node);
   const ConvolutionWindow& w = conv_window(lc.node);
@@ -277,7 +268,7 @@ Kernel conv_kernel(KernelContext& ctx) {
   const Node& node = ctx.node;
   if (ctx.output(0).elements() == 0) return [](const void* const*, void* const*) {};
   const std::string& t = node.get_type_name();
-  if (use_dnnl(node)) return dnnl_conv(ctx);
+  if (dnnl_takes_convolution(node)) return dnnl_conv(ctx);
   Role role = t == op::Convolution::type_name ? Role::forward
               : t == op::ConvolutionBackpropData::type_name ? Role::backprop_data
                                                              : Role::backprop_filters;
@@ -294,6 +285,17 @@ NGRAPH_CPU_KERNEL(op::ConvolutionBackpropFilters::type_name, conv_kernel, conv_l
 NGRAPH_CPU_KERNEL(ConvolutionBias::type_name, dnnl_conv, conv_layout);
 
 }  // namespace
+
+bool dnnl_takes_convolution(const Node& node) {
+  const ConvolutionWindow& w = conv_window(node);
+  ConvShapes s = conv_shapes(node);
+  if (node.get_element_type() != element::f32 || s.data.size() < 3 || s.data.size() > 5) return false;
+  if (shape_size(s.data) == 0 || shape_size(s.out) == 0) return false;
+  for (size_t i = 0; i < w.strides.size(); ++i)
+    if (w.data_dilations[i] != 1 || w.padding_below[i] < 0 || w.padding_above[i] < 0) return false;
+  return true;
+}
+
 }  // namespace cpu
 }  // namespace runtime
 }  // namespace ngraph

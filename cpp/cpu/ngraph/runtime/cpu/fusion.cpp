@@ -82,6 +82,27 @@ std::pair<Output, bool> strip_transpose(const Output& x, bool transposed) {
   return {x, transposed};
 }
 
+// The nodes reading each value of a function.
+class Users {
+ public:
+  explicit Users(const NodeVector& ops) {
+    for (const auto& node : ops)
+      for (const auto& in : node->input_values()) m_users[in].push_back(node.get());
+  }
+  const std::vector<Node*>* of(const Output& v) const {
+    auto it = m_users.find(v);
+    return it == m_users.end() ? nullptr : &it->second;
+  }
+  // The only reader of v, or nullptr.
+  Node* single(const Output& v) const {
+    auto* u = of(v);
+    return u && u->size() == 1 ? (*u)[0] : nullptr;
+  }
+
+ private:
+  std::map<Output, std::vector<Node*>> m_users;
+};
+
 bool is_bias_for(const Output& v, size_t n) {
   const Shape& s = v.get_shape();
   return (s == Shape{n} || s == Shape{1, n});
@@ -91,13 +112,8 @@ bool is_bias_for(const Output& v, size_t n) {
 
 size_t fuse_matmul_bias_relu(Function& f) {
   NodeVector ops = f.get_ordered_ops();
-  std::map<Output, std::vector<Node*>> users;
-  for (const auto& node : ops)
-    for (const auto& in : node->input_values()) users[in].push_back(node.get());
-  auto single_user = [&](const Output& v) -> Node* {
-    auto it = users.find(v);
-    return it != users.end() && it->second.size() == 1 ? it->second[0] : nullptr;
-  };
+  Users users(ops);
+  auto single_user = [&](const Output& v) { return users.single(v); };
 
   std::map<Output, Output> replacements;
   size_t fused = 0;
@@ -175,28 +191,16 @@ bool is_channel_bias(const Output& v, const Shape& out) {
   return true;
 }
 
-bool dnnl_convolution(const op::Convolution& c) {
-  const auto& w = c.get_window();
-  if (c.get_element_type() != element::f32 || c.get_shape().size() > 5) return false;
-  for (size_t i = 0; i < w.strides.size(); ++i)
-    if (w.data_dilations[i] != 1 || w.padding_below[i] < 0 || w.padding_above[i] < 0) return false;
-  return shape_size(c.get_shape()) > 0 && shape_size(c.get_input_shape(0)) > 0;
-}
 }  // namespace
 
 size_t fuse_convolution_bias_relu(Function& f) {
   NodeVector ops = f.get_ordered_ops();
-  std::map<Output, std::vector<Node*>> users;
-  for (const auto& node : ops)
-    for (const auto& in : node->input_values()) users[in].push_back(node.get());
-  auto single_user = [&](const Output& v) -> Node* {
-    auto it = users.find(v);
-    return it != users.end() && it->second.size() == 1 ? it->second[0] : nullptr;
-  };
+  Users users(ops);
+  auto single_user = [&](const Output& v) { return users.single(v); };
   std::map<Output, Output> replacements;
   for (const auto& node : ops) {
     auto* conv = dynamic_cast<op::Convolution*>(node.get());
-    if (!conv || !dnnl_convolution(*conv)) continue;
+    if (!conv || !dnnl_takes_convolution(*conv)) continue;
     Node* add = single_user(conv->output(0));
     if (!add || add->get_type_name() != "Add" || add->get_shape() != conv->get_shape()) continue;
     Output bias = add->input_value(add->input_value(0) == conv->output(0) ? 1 : 0);
@@ -368,9 +372,7 @@ bool fusible(const Node& node, const Shape& shape, element::Type type) {
 
 size_t fuse_elementwise(Function& f) {
   NodeVector ops = f.get_ordered_ops();
-  std::map<Output, std::vector<Node*>> users;
-  for (const auto& node : ops)
-    for (const auto& in : node->input_values()) users[in].push_back(node.get());
+  Users users(ops);
   std::set<const Node*> taken;
   std::map<Output, Output> replacements;
   size_t groups = 0;
@@ -389,8 +391,7 @@ size_t fuse_elementwise(Function& f) {
       for (const auto& in : n->input_values()) {
         Node* p = in.get_node();
         if (members.count(p) || taken.count(p)) continue;
-        auto u = users.find(in);
-        if (u == users.end() || u->second.size() != 1 || !fusible(*p, shape, type)) continue;
+        if (!users.single(in) || !fusible(*p, shape, type)) continue;
         members.insert(p);
         stack.push_back(p);
       }

@@ -130,6 +130,11 @@ class ConvolutionBias : public Op<ConvolutionBias> {
   bool m_relu = false;
 };
 
+// True when the CPU backend runs this Convolution (or backprop, or ConvolutionBias) on oneDNN:
+// f32, 1-3 spatial axes, undilated data, non-negative padding, no empty tensor
+// (convolution_kernels.cpp; the fusions form only what it takes).
+bool dnnl_takes_convolution(const Node& node);
+
 // Rewrites Convolution + a per-channel bias Add (+ ReLU) into ConvolutionBias where the
 // convolution's and the sum's values have no other use. Returns the number of fusions.
 size_t fuse_convolution_bias_relu(Function& f);
