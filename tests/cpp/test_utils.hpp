@@ -64,13 +64,18 @@ inline std::shared_ptr<runtime::Backend> cpu_backend() {
   return backend;
 }
 
-// Compiles `f` on the CPU backend (with or without the graph passes) and runs it once.
-inline std::vector<Value> run_function(const std::shared_ptr<Function>& f,
-                                       const std::vector<Value>& inputs, bool optimize = true) {
+// Compiles `f` on the CPU backend with `options` and runs it once; the step list (one line per
+// step, see CPUExecutable::get_schedule) goes to `schedule` when given.
+inline std::vector<Value> run_compiled(const std::shared_ptr<Function>& f,
+                                       const std::vector<Value>& inputs,
+                                       const runtime::cpu::CompileOptions& options,
+                                       std::vector<std::string>* schedule = nullptr) {
   auto backend = cpu_backend();
   auto cpu = std::dynamic_pointer_cast<runtime::cpu::CPUBackend>(backend);
   if (!cpu) throw std::logic_error("the CPU backend is not a CPUBackend");
-  auto exe = cpu->compile(f, runtime::cpu::CompileOptions{optimize});
+  auto exe = cpu->compile(f, options);
+  if (schedule)
+    *schedule = std::dynamic_pointer_cast<runtime::cpu::CPUExecutable>(exe)->get_schedule();
   std::vector<std::shared_ptr<runtime::Tensor>> in, out;
   for (const auto& v : inputs) {
     auto t = backend->create_tensor(v.type, v.shape);
@@ -87,6 +92,19 @@ inline std::vector<Value> run_function(const std::shared_ptr<Function>& f,
     values.push_back(std::move(v));
   }
   return values;
+}
+
+// Compiles `f` on the CPU backend (with or without the graph passes) and runs it once.
+inline std::vector<Value> run_function(const std::shared_ptr<Function>& f,
+                                       const std::vector<Value>& inputs, bool optimize = true) {
+  return run_compiled(f, inputs, runtime::cpu::CompileOptions{optimize});
+}
+
+// How many steps of a schedule run the op `type` (a step line starts with "<type>_<id>").
+inline size_t count_steps(const std::vector<std::string>& schedule, const std::string& type) {
+  size_t n = 0;
+  for (const auto& step : schedule) n += step.rfind(type + "_", 0) == 0;
+  return n;
 }
 
 using OpFactory = std::function<std::shared_ptr<Node>(const OutputVector&)>;

@@ -73,6 +73,39 @@ def test_models_run_in_both_modes(builder, shape):
         assert np.isfinite(y).all()
 
 
+def test_cnn_fusions_give_the_unfused_values(monkeypatch):
+    """ResNet-20 with the CPU backend's CNN fusions (batch norm folded into the convolution in
+    eval mode, convolution + residual sum + ReLU, batch norm + ReLU in training) and without
+    (NGRAPH_CPU_FUSION=0): the same logits in both modes and the same gradients in training."""
+    model = ng.nn.resnet20(seed=5)
+    rng = np.random.default_rng(1)
+    for m in model.modules():  # running statistics far from (0, 1): folding must use them
+        if isinstance(m, ng.nn.BatchNorm2d):
+            c = m.running_mean.get_value().shape[0]
+            m.running_mean.set_value(rng.standard_normal(c).astype(np.float32) * 0.1)
+            m.running_var.set_value(rng.uniform(0.5, 2.0, c).astype(np.float32))
+    x = rng.standard_normal((2, 3, 32, 32)).astype(np.float32)
+    p = ng.parameter(x.shape, np.float32)
+
+    def outputs():
+        got = []
+        for training in (False, True):
+            model.train(training)
+            y = model(p)
+            nodes = [y]
+            if training:
+                nodes += ng.autodiff.gradients(ng.sum(y * y), model.parameters()[:3] + model.parameters()[-2:])
+            got.append(RUNTIME.computation(nodes, p)(x))
+        return got
+
+    fused = outputs()
+    monkeypatch.setenv("NGRAPH_CPU_FUSION", "0")
+    unfused = outputs()
+    for a, b in zip(fused, unfused):
+        for u, v in zip(a if isinstance(a, list) else [a], b if isinstance(b, list) else [b]):
+            np.testing.assert_allclose(u, v, rtol=2e-3, atol=2e-3)
+
+
 def test_batchnorm_training_uses_batch_statistics_and_updates_running_ones():
     rng = np.random.default_rng(2)
     x = (rng.standard_normal((8, 3, 4, 4)) * 2 + 5).astype(np.float32)

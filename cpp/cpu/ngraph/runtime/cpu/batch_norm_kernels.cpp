@@ -20,6 +20,7 @@
 
 #include "ngraph/ops.hpp"
 #include "ngraph/runtime/cpu/dnnl_utils.hpp"
+#include "ngraph/runtime/cpu/fusion.hpp"
 #include "ngraph/runtime/cpu/kernel.hpp"
 #include "ngraph/runtime/cpu/layout.hpp"
 
@@ -34,20 +35,29 @@ using bn_backward = dnnl::batch_normalization_backward;
 
 const BN& batch_norm(const Node& node) { return dynamic_cast<const BN&>(node); }
 
+// Forward ops: BatchNormTraining, BatchNormInference, and BatchNormRelu (either, then ReLU).
+bool is_training(const Node& node) {
+  if (auto* fused = dynamic_cast<const BatchNormRelu*>(&node)) return fused->is_training();
+  return node.get_type_name() == op::BatchNormTraining::type_name;
+}
+bool has_relu(const Node& node) { return node.get_type_name() == BatchNormRelu::type_name; }
+
 // ------------------------------------------------------------------------------- oneDNN
 
-dnnl::normalization_flags bn_flags(bool global_stats) {
+dnnl::normalization_flags bn_flags(bool global_stats, bool relu = false) {
   auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
+  if (relu) flags = flags | dnnl::normalization_flags::fuse_norm_relu;
   return global_stats ? flags | dnnl::normalization_flags::use_global_stats : flags;
 }
 
 // The forward primitive on data laid out as `data` (training: statistics computed and
-// returned; inference: given), or nothing when oneDNN has no implementation for it.
+// returned; inference: given; ReLU fused when asked), or nothing when oneDNN has no
+// implementation for it.
 std::optional<bn_forward::primitive_desc> forward_pd(const dnnl::memory::desc& data, double eps,
-                                                     bool training) {
+                                                     bool training, bool relu = false) {
   try {
     auto prop = training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference;
-    bn_forward::desc d(prop, data, static_cast<float>(eps), bn_flags(!training));
+    bn_forward::desc d(prop, data, static_cast<float>(eps), bn_flags(!training, relu));
     return bn_forward::primitive_desc(d, dnnl_attr(), dnnl_engine());
   } catch (const dnnl::error&) {
     return std::nullopt;
@@ -80,7 +90,7 @@ bool dnnl_runs(const Node& node, const TensorDesc& data, bool fast_only) {
     if (!pd) return false;
     impl = pd->impl_info_str();
   } else {
-    auto pd = forward_pd(data.dnnl_desc(), eps, type == op::BatchNormTraining::type_name);
+    auto pd = forward_pd(data.dnnl_desc(), eps, is_training(node), has_relu(node));
     if (!pd) return false;
     impl = pd->impl_info_str();
   }
@@ -96,9 +106,9 @@ void batch_norm_layout(LayoutContext& lc) {
     lc.wanted[BN::INPUT_DELTA] = data;
 }
 
-Kernel dnnl_forward(KernelContext& ctx, bool training) {
+Kernel dnnl_forward(KernelContext& ctx, bool training, bool relu) {
   const TensorDesc& data = ctx.input(BN::INPUT_DATA);
-  auto pd = *forward_pd(data.dnnl_desc(), batch_norm(ctx.node).get_eps_value(), training);
+  auto pd = *forward_pd(data.dnnl_desc(), batch_norm(ctx.node).get_eps_value(), training, relu);
   std::vector<DnnlArg> args{{DNNL_ARG_SRC, pd.src_desc(), true, BN::INPUT_DATA},
                             {DNNL_ARG_SCALE, pd.weights_desc(), true, BN::INPUT_GAMMA},
                             {DNNL_ARG_SHIFT, pd.weights_desc(), true, BN::INPUT_BETA},
@@ -107,6 +117,10 @@ Kernel dnnl_forward(KernelContext& ctx, bool training) {
   args.push_back({DNNL_ARG_MEAN, pd.mean_desc(), !training, training ? size_t{1} : BN::INPUT_MEAN});
   args.push_back({DNNL_ARG_VARIANCE, pd.variance_desc(), !training,
                   training ? size_t{2} : BN::INPUT_VARIANCE});
+  // Training with a fused ReLU also writes the ReLU's mask for a backward pass; ours reads
+  // ReLU's output instead, so the mask is scratch.
+  if (auto ws = pd.workspace_desc(); ws.get_size())
+    args.push_back({DNNL_ARG_WORKSPACE, ws, false, ctx.scratch(ws.get_size())});
   return dnnl_kernel(ctx, bn_forward(pd), pd.scratchpad_desc(), args);
 }
 
@@ -151,16 +165,20 @@ std::pair<double, double> channel_stats(const T* x, const Geometry& g, size_t ch
   return {mean, sq / m};
 }
 
+// y = (x - mean) * gamma / sqrt(var + eps) + beta, then max(y, 0) with `relu` (NaN stays NaN).
 template <typename T>
 void normalize(const T* x, T* y, const Geometry& g, size_t ch, double mean, double var,
-               double gamma, double beta, double eps) {
+               double gamma, double beta, double eps, bool relu) {
   double scale = gamma / std::sqrt(var + eps);
-  g.for_channel(ch, [&](size_t k) { y[k] = static_cast<T>((x[k] - mean) * scale + beta); });
+  g.for_channel(ch, [&](size_t k) {
+    double v = (x[k] - mean) * scale + beta;
+    y[k] = static_cast<T>(relu && v < 0 ? 0.0 : v);
+  });
 }
 
 template <typename T>
-Kernel forward_loop(const Geometry& g, double eps, bool training) {
-  return [g, eps, training](const void* const* in, void* const* out) {
+Kernel forward_loop(const Geometry& g, double eps, bool training, bool relu) {
+  return [g, eps, training, relu](const void* const* in, void* const* out) {
     const T* gamma = static_cast<const T*>(in[BN::INPUT_GAMMA]);
     const T* beta = static_cast<const T*>(in[BN::INPUT_BETA]);
     const T* x = static_cast<const T*>(in[BN::INPUT_DATA]);
@@ -175,7 +193,7 @@ Kernel forward_loop(const Geometry& g, double eps, bool training) {
         mean = static_cast<const T*>(in[BN::INPUT_MEAN])[ch];
         var = static_cast<const T*>(in[BN::INPUT_VARIANCE])[ch];
       }
-      normalize(x, y, g, ch, mean, var, gamma[ch], beta[ch], eps);
+      normalize(x, y, g, ch, mean, var, gamma[ch], beta[ch], eps, relu);
     }
   };
 }
@@ -218,22 +236,20 @@ Kernel dispatch_real(const Node& node, F&& f) {
   node.fail_type("CPU kernel needs f32 or f64, got " + t.get_type_name());
 }
 
-Kernel forward_kernel(KernelContext& ctx, bool training) {
+Kernel forward_kernel(KernelContext& ctx) {
   const TensorDesc& data = ctx.input(BN::INPUT_DATA);
-  if (dnnl_runs(ctx.node, data, false)) return dnnl_forward(ctx, training);
+  bool training = is_training(ctx.node), relu = has_relu(ctx.node);
+  if (dnnl_runs(ctx.node, data, false)) return dnnl_forward(ctx, training, relu);
   double eps = batch_norm(ctx.node).get_eps_value();
   Geometry g(data.shape());
   return dispatch_real(ctx.node, [&](auto tag) {
-    return forward_loop<decltype(tag)>(g, eps, training);
+    return forward_loop<decltype(tag)>(g, eps, training, relu);
   });
 }
 
-NGRAPH_CPU_KERNEL(op::BatchNormTraining::type_name,
-                  [](KernelContext& ctx) { return forward_kernel(ctx, true); }, batch_norm_layout);
-
-NGRAPH_CPU_KERNEL(op::BatchNormInference::type_name,
-                  [](KernelContext& ctx) { return forward_kernel(ctx, false); },
-                  batch_norm_layout);
+NGRAPH_CPU_KERNEL(op::BatchNormTraining::type_name, forward_kernel, batch_norm_layout);
+NGRAPH_CPU_KERNEL(op::BatchNormInference::type_name, forward_kernel, batch_norm_layout);
+NGRAPH_CPU_KERNEL(BatchNormRelu::type_name, forward_kernel, batch_norm_layout);
 
 NGRAPH_CPU_KERNEL(op::BatchNormTrainingBackprop::type_name, [](KernelContext& ctx) -> Kernel {
   const TensorDesc& data = ctx.input(BN::INPUT_DATA);

@@ -148,19 +148,19 @@ DnnlConv dnnl_params(const ConvolutionWindow& w) {
 }
 
 // The forward primitive descriptor for the given layouts (format_tag::any where the caller
-// lets oneDNN choose); with a bias of `bias` elements and a ReLU post-op when asked.
+// lets oneDNN choose); with a bias of `bias` elements, and post-ops when asked: the sum with
+// what dst holds (a residual summand), then ReLU.
 dnnl::convolution_forward::primitive_desc forward_pd(const DnnlConv& p, const dnnl::memory::desc& src,
                                                      const dnnl::memory::desc& weights,
                                                      const dnnl::memory::desc& dst, size_t bias = 0,
-                                                     bool relu = false) {
+                                                     bool relu = false, bool sum = false) {
   auto kind = dnnl::prop_kind::forward_training;
   auto alg = dnnl::algorithm::convolution_direct;
   dnnl::primitive_attr attr = dnnl_attr();
-  if (relu) {
-    dnnl::post_ops ops;
-    ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
-    attr.set_post_ops(ops);
-  }
+  dnnl::post_ops ops;
+  if (sum) ops.append_sum(1.0f);
+  if (relu) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+  if (sum || relu) attr.set_post_ops(ops);
   if (bias) {
     dnnl::convolution_forward::desc d(kind, alg, src, weights, flat_desc(bias), dst, p.strides, p.dilations,
                                       p.pad_l, p.pad_r);
@@ -181,8 +181,10 @@ dnnl::primitive_desc conv_pd(const Node& node, const ConvDescs& m) {
   ConvShapes s = conv_shapes(node);
   const std::string& t = node.get_type_name();
   if (t == op::Convolution::type_name) return forward_pd(p, m.data, m.weights, m.out);
-  if (t == ConvolutionBias::type_name)
-    return forward_pd(p, m.data, m.weights, m.out, s.out[1], static_cast<const ConvolutionBias&>(node).get_relu());
+  if (t == ConvolutionBias::type_name) {
+    auto& cb = static_cast<const ConvolutionBias&>(node);
+    return forward_pd(p, m.data, m.weights, m.out, s.out[1], cb.get_relu(), cb.has_summand());
+  }
   auto hint = forward_pd(p, p.any(s.data, false, 1), p.any(s.filters, true, w.groups), p.any(s.out, false, 1));
   if (t == op::ConvolutionBackpropData::type_name) {
     dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, m.data, m.weights, m.out,
@@ -232,6 +234,9 @@ void conv_layout(LayoutContext& lc) {
   set(r.data, s.data, c.data);
   set(r.weights, s.filters, c.weights);
   set(r.out, s.out, c.out);
+  // The residual summand is added in place in the result: it must have the result's layout.
+  if (auto* cb = dynamic_cast<const ConvolutionBias*>(&lc.node); cb && cb->has_summand())
+    lc.wanted[ConvolutionBias::INPUT_SUMMAND] = lc.outputs[0];
 }
 
 Kernel dnnl_conv(KernelContext& ctx) {
@@ -261,7 +266,16 @@ Kernel dnnl_conv(KernelContext& ctx) {
   } else {
     args = {arg(r.data, DNNL_ARG_SRC, 0), arg(r.out, DNNL_ARG_DIFF_DST, 0), arg(r.weights, 0, DNNL_ARG_DIFF_WEIGHTS)};
   }
-  return dnnl_kernel(ctx, dnnl::primitive(pd), pd.scratchpad_desc(), args);
+  Kernel kernel = dnnl_kernel(ctx, dnnl::primitive(pd), pd.scratchpad_desc(), args);
+  auto* cb = dynamic_cast<const ConvolutionBias*>(&node);
+  if (!cb || !cb->has_summand()) return kernel;
+  // The sum post-op adds what dst holds: put the summand there first.
+  size_t bytes = ctx.output(0).bytes();
+  return [kernel, bytes](const void* const* in, void* const* out) {
+    const void* summand = in[ConvolutionBias::INPUT_SUMMAND];
+    if (summand != out[0]) std::memcpy(out[0], summand, bytes);
+    kernel(in, out);
+  };
 }
 
 Kernel conv_kernel(KernelContext& ctx) {

@@ -6,6 +6,8 @@
 #include <set>
 
 #include "ngraph/ops.hpp"
+#include "ngraph/pass/manager.hpp"
+#include "ngraph/runtime/cpu/constant_evaluator.hpp"
 #include "ngraph/runtime/cpu/layout.hpp"
 #include "ngraph/runtime/cpu/plan.hpp"
 
@@ -42,6 +44,7 @@ const std::vector<std::string>& internal_op_names() {
   static const std::vector<std::string> names{MatMulBias::type_name, FusedElementwise::type_name,
                                               FusedAllReduce::type_name, Reorder::type_name,
                                               ConvolutionBias::type_name,
+                                              BatchNormRelu::type_name,
                                               MaxPoolWithWorkspace::type_name,
                                               MaxPoolBackpropWithWorkspace::type_name};
   return names;
@@ -163,19 +166,24 @@ size_t fuse_matmul_bias_relu(Function& f) {
 }
 
 ConvolutionBias::ConvolutionBias(const Output& x, const Output& w, const Output& bias,
-                                 const op::ConvolutionWindow& window, bool relu)
-    : Op<ConvolutionBias>({x, w, bias}), m_window(window), m_relu(relu) {
+                                 const op::ConvolutionWindow& window, bool relu,
+                                 const Output& summand)
+    : Op<ConvolutionBias>(summand ? OutputVector{x, w, bias, summand} : OutputVector{x, w, bias}),
+      m_window(window),
+      m_relu(relu) {
   constructor_validate_and_infer_types();
 }
 
 void ConvolutionBias::validate_and_infer_types() {
-  check_input_count(3);
+  if (get_input_size() != 3 && get_input_size() != 4) fail("expects 3 or 4 inputs");
   const Shape& data = get_input_shape(0);
   m_window.validate(*this, data.size() < 2 ? 0 : data.size() - 2);
   Shape out = op::convolution_output_shape(*this, data, get_input_shape(1), m_window);
   if (shape_size(get_input_shape(2)) != out[1])
     fail(concat_message("bias ", get_input_shape(2), " does not have ", out[1], " elements"));
-  for (size_t i = 1; i < 3; ++i)
+  if (has_summand() && get_input_shape(INPUT_SUMMAND) != out)
+    fail(concat_message("summand ", get_input_shape(INPUT_SUMMAND), " is not the result's shape ", out));
+  for (size_t i = 1; i < get_input_size(); ++i)
     if (get_input_element_type(i) != get_input_element_type(0)) fail_type("element types differ");
   set_output_type(0, get_input_element_type(0), out);
 }
@@ -218,6 +226,133 @@ size_t fuse_convolution_bias_relu(Function& f) {
   }
   replace_outputs(f, replacements);
   return replacements.size();
+}
+
+size_t fuse_convolution_sum_relu(Function& f) {
+  NodeVector ops = f.get_ordered_ops();
+  Users users(ops);
+  std::map<Output, Output> replacements;
+  for (const auto& node : ops) {
+    auto* conv = dynamic_cast<ConvolutionBias*>(node.get());
+    if (!conv || conv->get_relu() || conv->has_summand()) continue;
+    Node* add = users.single(conv->output(0));
+    if (!add || add->get_type_name() != "Add" || add->get_shape() != conv->get_shape()) continue;
+    Output summand = add->input_value(add->input_value(0) == conv->output(0) ? 1 : 0);
+    if (summand.get_shape() != conv->get_shape() || summand == conv->output(0)) continue;
+    Output value = add->output(0);
+    bool relu = false;
+    if (Node* r = users.single(value); r && r->get_type_name() == "Relu") {
+      relu = true;
+      value = r->output(0);
+    }
+    auto fused = std::make_shared<ConvolutionBias>(conv->input_value(0), conv->input_value(1),
+                                                   conv->input_value(2), conv->get_window(), relu,
+                                                   summand);
+    fused->set_friendly_name(conv->get_friendly_name());
+    replacements[value] = fused->output(0);
+  }
+  replace_outputs(f, replacements);
+  return replacements.size();
+}
+
+namespace {
+// The output `v` stands for: itself, or what the GetOutputElements it comes from read.
+Output through_get_output_element(const Output& v) {
+  Output x = v;
+  while (auto* goe = dynamic_cast<op::GetOutputElement*>(x.get_node())) x = goe->input_value(0);
+  return x;
+}
+
+std::shared_ptr<Node> scalar_like(const Output& like, double value) {
+  return std::make_shared<op::Constant>(like.get_element_type(), Shape{}, std::vector<double>{value});
+}
+}  // namespace
+
+size_t fold_batch_norm_into_convolution(Function& f) {
+  using BN = op::BatchNormBase;
+  constexpr auto np = op::AutoBroadcast::numpy;
+  NodeVector ops = f.get_ordered_ops();
+  Users users(ops);
+  std::map<Output, Output> replacements;
+  for (const auto& node : ops) {
+    auto* bn = dynamic_cast<op::BatchNormInference*>(node.get());
+    if (!bn) continue;
+    Output data = bn->input_value(BN::INPUT_DATA);
+    auto* conv = dynamic_cast<op::Convolution*>(data.get_node());
+    if (!conv || users.single(data) != bn || !dnnl_takes_convolution(*conv)) continue;
+    const Shape& out = conv->get_shape();
+    Shape channel(out.size(), 1), filter_channel(conv->get_input_shape(1).size(), 1);
+    channel[1] = filter_channel[0] = out[1];
+    auto reshape = [](const Output& v, const Shape& s) {
+      return std::make_shared<op::Reshape>(v, AxisVector{0}, s);
+    };
+    Output var = bn->input_value(BN::INPUT_VARIANCE);
+    auto root = std::make_shared<op::Sqrt>(
+        std::make_shared<op::Add>(var, scalar_like(var, bn->get_eps_value()), np));
+    auto scale = std::make_shared<op::Divide>(bn->input_value(BN::INPUT_GAMMA), root, np);
+    auto filters =
+        std::make_shared<op::Multiply>(conv->input_value(1), reshape(scale, filter_channel), np);
+    auto bias = std::make_shared<op::Subtract>(
+        bn->input_value(BN::INPUT_BETA),
+        std::make_shared<op::Multiply>(bn->input_value(BN::INPUT_MEAN), scale, np), np);
+    const op::ConvolutionWindow& w = conv->get_window();
+    auto folded = std::make_shared<op::Convolution>(conv->input_value(0), filters, w.strides,
+                                                    w.dilations, w.padding_below, w.padding_above,
+                                                    w.data_dilations, w.groups);
+    folded->set_friendly_name(conv->get_friendly_name());
+    auto sum = std::make_shared<op::Add>(folded, reshape(bias, channel), np);
+    sum->set_friendly_name(bn->get_friendly_name());
+    replacements[bn->output(0)] = sum->output(0);
+  }
+  replace_outputs(f, replacements);
+  return replacements.size();
+}
+
+BatchNormRelu::BatchNormRelu(const Node& bn)
+    : Op<BatchNormRelu>(bn.input_values()),
+      BatchNormBase(dynamic_cast<const BatchNormBase&>(bn).get_eps_value()),
+      m_training(bn.get_type_name() == op::BatchNormTraining::type_name) {
+  constructor_validate_and_infer_types();
+}
+
+void BatchNormRelu::validate_and_infer_types() {
+  check_inputs(*this, m_training ? 3 : 5);
+  const Shape& data = get_input_shape(INPUT_DATA);
+  element::Type t = get_input_element_type(INPUT_DATA);
+  set_output_size(m_training ? 3 : 1);
+  set_output_type(0, t, data);
+  if (m_training) {
+    set_output_type(1, t, Shape{data[1]});
+    set_output_type(2, t, Shape{data[1]});
+  }
+}
+
+size_t fuse_batch_norm_relu(Function& f) {
+  NodeVector ops = f.get_ordered_ops();
+  Users users(ops);
+  std::map<Output, Output> replacements;
+  size_t fused_count = 0;
+  for (const auto& node : ops) {
+    if (node->get_type_name() != "Relu") continue;
+    Output v = node->input_value(0);
+    Output normalized = through_get_output_element(v);
+    Node* bn = normalized.get_node();
+    const std::string& t = bn->get_type_name();
+    if (normalized.get_index() != 0 ||
+        (t != op::BatchNormTraining::type_name && t != op::BatchNormInference::type_name))
+      continue;
+    // The ReLU (through its GetOutputElement, if any) is the normalized value's only reader.
+    bool only = users.single(v) == node.get();
+    if (v != normalized) only = only && users.single(normalized) == v.get_node();
+    if (!only) continue;
+    auto fused = std::make_shared<BatchNormRelu>(*bn);
+    fused->set_friendly_name(bn->get_friendly_name());
+    replacements[node->output(0)] = fused->output(0);
+    for (size_t i = 1; i < bn->get_output_size(); ++i) replacements[bn->output(i)] = fused->output(i);
+    ++fused_count;
+  }
+  replace_outputs(f, replacements);
+  return fused_count;
 }
 
 FusedAllReduce::FusedAllReduce(const OutputVector& inputs, distributed::ReduceOp reduce_op,
@@ -522,12 +657,20 @@ namespace runtime {
 namespace cpu {
 namespace pass {
 
-// The fusion pass: matmul + bias + ReLU, convolution + bias + ReLU, max pooling with its
-// backprop, elementwise chains, then allreduce buckets.
+// The fusion pass: matmul + bias + ReLU; batch-norm inference folded into the convolution
+// before it; convolution + bias (+ residual sum) + ReLU; batch norm + ReLU; max pooling with
+// its backprop; elementwise chains; then allreduce buckets.
 void fuse_cpu_ops(ExecutionPlan& plan) {
   if (!plan.options.optimize || !plan.options.fuse) return;
   fuse_matmul_bias_relu(*plan.function);
+  if (fold_batch_norm_into_convolution(*plan.function)) {
+    ngraph::pass::Manager manager;  // evaluate the folded filters and bias of constant inputs
+    manager.register_pass<ngraph::pass::ConstantFolding>(evaluate_constant);
+    manager.run_passes(plan.function);
+  }
   fuse_convolution_bias_relu(*plan.function);
+  fuse_convolution_sum_relu(*plan.function);
+  fuse_batch_norm_relu(*plan.function);
   fuse_max_pool_workspace(*plan.function);
   fuse_elementwise(*plan.function);
   fuse_allreduce(*plan.function, default_fusion_threshold());

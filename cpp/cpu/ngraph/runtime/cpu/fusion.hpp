@@ -5,6 +5,7 @@
 
 #include "ngraph/function.hpp"
 #include "ngraph/node.hpp"
+#include "ngraph/ops/batch_norm.hpp"
 #include "ngraph/ops/collective.hpp"
 #include "ngraph/ops/convolution.hpp"
 #include "ngraph/ops/pooling.hpp"
@@ -108,15 +109,17 @@ size_t default_fusion_threshold();
 // The names of the backend-internal ops (they have kernels but are not in the OpRegistry).
 const std::vector<std::string>& internal_op_names();
 
-// ConvolutionBias(x, w, bias): a forward convolution (f32, undilated data, non-negative
-// padding) plus a bias per output channel (bias has C_out elements), then optionally ReLU: one
-// oneDNN convolution with a bias and a post-op.
+// ConvolutionBias(x, w, bias[, summand]): a forward convolution (f32, undilated data,
+// non-negative padding) plus a bias per output channel (bias has C_out elements), plus a
+// summand of the result's shape when given (a residual connection: oneDNN's sum post-op), then
+// optionally ReLU: one oneDNN convolution with a bias and post-ops.
 class ConvolutionBias : public Op<ConvolutionBias> {
  public:
   static constexpr const char* type_name = "CPUConvolutionBias";
+  static constexpr size_t INPUT_SUMMAND = 3;
   ConvolutionBias() = default;
   ConvolutionBias(const Output& x, const Output& w, const Output& bias,
-                  const op::ConvolutionWindow& window, bool relu);
+                  const op::ConvolutionWindow& window, bool relu, const Output& summand = {});
   void validate_and_infer_types() override;
   void visit_attributes(AttributeVisitor& v) override {
     m_window.visit(v);
@@ -124,6 +127,7 @@ class ConvolutionBias : public Op<ConvolutionBias> {
   }
   const op::ConvolutionWindow& get_window() const { return m_window; }
   bool get_relu() const { return m_relu; }
+  bool has_summand() const { return get_input_size() == 4; }
 
  private:
   op::ConvolutionWindow m_window;
@@ -138,6 +142,43 @@ bool dnnl_takes_convolution(const Node& node);
 // Rewrites Convolution + a per-channel bias Add (+ ReLU) into ConvolutionBias where the
 // convolution's and the sum's values have no other use. Returns the number of fusions.
 size_t fuse_convolution_bias_relu(Function& f);
+
+// Rewrites ConvolutionBias (without ReLU) + an Add of a value of its result's shape (+ ReLU)
+// into ConvolutionBias with that summand (a residual connection) where the convolution's and
+// the sum's values have no other use. Returns the number of fusions.
+size_t fuse_convolution_sum_relu(Function& f);
+
+// Folds BatchNormInference of a Convolution's result (its only use) into the convolution: with
+// s = gamma / sqrt(variance + eps), the filters become w * s (per output channel) and a bias
+// beta - mean * s is added, as graph ops (constant folding evaluates them when gamma, beta,
+// mean, variance and w are constants; otherwise they run each call, on the filters' size).
+// Returns the number of batch norms folded.
+size_t fold_batch_norm_into_convolution(Function& f);
+
+// BatchNormRelu: BatchNormTraining or BatchNormInference (same inputs and outputs) with ReLU
+// applied to the normalized output: oneDNN's fuse_norm_relu. Formed where ReLU is the only use
+// of the normalized value (ReLU's gradient reads its output, so nothing else needs the value
+// before it).
+class BatchNormRelu : public Op<BatchNormRelu>, public op::BatchNormBase {
+ public:
+  static constexpr const char* type_name = "CPUBatchNormRelu";
+  BatchNormRelu() = default;
+  // `bn` is a BatchNormTraining or BatchNormInference; the new node reads its inputs.
+  explicit BatchNormRelu(const Node& bn);
+  void validate_and_infer_types() override;
+  void visit_attributes(AttributeVisitor& v) override {
+    v.on("epsilon", m_epsilon);
+    v.on("training", m_training);
+  }
+  bool is_training() const { return m_training; }
+
+ private:
+  bool m_training = false;
+};
+
+// Rewrites BatchNormTraining/BatchNormInference whose normalized output is read only by a ReLU
+// into BatchNormRelu. Returns the number of fusions.
+size_t fuse_batch_norm_relu(Function& f);
 
 // Rewrites 2-D Dot/MatMul into MatMulBias, absorbing transposed Reshapes of its inputs, a bias
 // Add and a ReLU when the matmul's value has no other use. Returns the number of fusions.
