@@ -106,6 +106,23 @@ def test_cnn_fusions_give_the_unfused_values(monkeypatch):
             np.testing.assert_allclose(u, v, rtol=2e-3, atol=2e-3)
 
 
+@pytest.mark.parametrize("builder,shape", [(ng.nn.small_cnn, (4, 1, 28, 28)),
+                                           (ng.nn.resnet20, (4, 3, 32, 32))])
+def test_first_convolution_reads_the_images_as_given(builder, shape):
+    """A first layer with 1 or 3 input channels reads the plain NCHW batch directly, forward
+    and in its filters' gradient: no reorder of the images into a channel-blocked layout
+    (which would pad 1 or 3 channels to 8)."""
+    model = builder(seed=1)
+    p = ng.parameter(shape, np.float32)
+    loss = ng.sum(model(p))
+    grads = ng.autodiff.gradients(loss, model.parameters()[:1])
+    exe = RUNTIME.computation([loss, *grads], p).executable
+    ops = exe.function.get_ordered_ops()
+    reordered = [n.inputs()[0].get_type_name() for n in ops if n.get_type_name() == "CPUReorder"]
+    assert reordered, "expected the filters to be reordered (the check below would be vacuous)"
+    assert "Parameter" not in reordered
+
+
 def test_batchnorm_training_uses_batch_statistics_and_updates_running_ones():
     rng = np.random.default_rng(2)
     x = (rng.standard_normal((8, 3, 4, 4)) * 2 + 5).astype(np.float32)

@@ -225,6 +225,18 @@ void conv_layout(LayoutContext& lc) {
   DnnlConv p = dnnl_params(w);
   ConvDescs any{p.any(s.data, false, 1), p.any(s.filters, true, w.groups), p.any(s.out, false, 1)};
   ConvDescs c = chosen(conv_pd(lc.node, any), t);
+  // A first layer (1 or 3 channels) would have its data padded to the channel block (8x the
+  // bytes and work for 1 channel): take the data as it is when oneDNN has a fast kernel for
+  // that (its "first convolution" kernels read plain NCHW).
+  if (c.data.get_size() > shape_size(s.data) * sizeof(float)) {
+    ConvDescs plain_data = any;
+    plain_data.data = plain_desc(s.data);
+    try {
+      dnnl::primitive_desc pd = conv_pd(lc.node, plain_data);
+      if (std::string(pd.impl_info_str()).find("ref") == std::string::npos) c = chosen(pd, t);
+    } catch (const dnnl::error&) {  // no implementation for plain data: keep the blocked one
+    }
+  }
   Roles r = roles(t);
   auto set = [&](int role, const Shape& shape, const dnnl::memory::desc& md) {
     TensorDesc d = TensorDesc::with_layout(element::f32, shape, md);
