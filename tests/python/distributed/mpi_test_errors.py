@@ -179,3 +179,34 @@ def test_peer_out_of_range(world, comm):
         ng.recv([2], np.float32, r)
     with pytest.raises(ValueError, match="root"):
         ng.broadcast_distributed(x, n)
+
+
+@pytest.mark.parametrize("timeout", [float("inf"), 1e10, 1e300])
+def test_infinite_or_huge_timeout_waits_for_a_late_rank(world, comm, timeout):
+    """A timeout of inf or one beyond the clock's range means "no limit": a rank that arrives
+    1.5 s late is waited for (it used to overflow into a deadline in the past and end the job
+    at once with "did not complete within -2147483648 s")."""
+    dup = world.Dup()
+    c = ng.distributed.as_communicator(dup)
+    try:
+        c.timeout = timeout
+        assert c.timeout == timeout
+        x = ng.parameter([3], np.float32)
+        f = ng.runtime().computation(ng.allreduce(x, comm=c), x)
+        if comm.rank == comm.size - 1:
+            time.sleep(1.5)
+        got = f(np.full(3, comm.rank + 1.0, np.float32))
+        np.testing.assert_array_equal(got, np.full(3, comm.size * (comm.size + 1) / 2, np.float32))
+    finally:
+        dup.Free()
+
+
+def test_timeout_must_be_positive(world):
+    dup = world.Dup()
+    c = ng.distributed.as_communicator(dup)
+    try:
+        for bad in (0.0, -1.0, float("nan")):
+            with pytest.raises(ValueError, match="timeout must be > 0"):
+                c.timeout = bad
+    finally:
+        dup.Free()

@@ -1,6 +1,7 @@
 #include "ngraph/distributed/communicator.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -29,6 +30,22 @@ ReduceOp reduce_op_from_string(const std::string& name) {
   if (name == "prod") return ReduceOp::prod;
   throw std::invalid_argument("unknown reduce_op '" + name +
                               "' (expected sum, mean, max, min or prod)");
+}
+
+std::chrono::steady_clock::time_point deadline_after(double seconds) {
+  using clock = std::chrono::steady_clock;
+  auto now = clock::now();
+  // What is left of the clock's range, in seconds (double: no overflow in the comparison).
+  double room = std::chrono::duration<double>(clock::time_point::max() - now).count();
+  if (!(seconds < room)) return clock::time_point::max();
+  return now + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(seconds));
+}
+
+std::string timeout_text(double seconds) {
+  if (std::isinf(seconds)) return "no limit";
+  std::ostringstream out;
+  out << seconds << " s";
+  return out.str();
 }
 
 namespace {

@@ -4,6 +4,8 @@
 // that never arrives ends in an error instead of a hang.
 #pragma once
 
+#include <chrono>
+
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -15,6 +17,15 @@
 
 namespace ngraph {
 namespace distributed {
+
+
+// The moment `seconds` from now on the steady clock; time_point::max() (never) when the
+// timeout is infinite or too large for the clock (converting such a duration would overflow
+// into the past).
+std::chrono::steady_clock::time_point deadline_after(double seconds);
+
+// A timeout for messages: "60 s", "2.5 s", "no limit".
+std::string timeout_text(double seconds);
 
 // The reduction of a collective. Ops store it as this enum and visit it as the attribute
 // reduce_op="sum" (AttributeVisitor::on_enum).

@@ -208,7 +208,7 @@ void MPICommunicator::mark_broken(const std::string& why) {
 
 std::string MPICommunicator::timeout_message(const std::string& what, const std::string& waiting) const {
   return what + ": rank " + std::to_string(m_rank) + " timed out after " +
-         std::to_string(static_cast<int>(get_timeout())) + " s " + waiting +
+         timeout_text(get_timeout()) + " " + waiting +
          " (a rank failed, exited, or runs different collectives; set the timeout with "
          "NGRAPH_DIST_TIMEOUT or ngraph.distributed.init)";
 }
@@ -308,9 +308,7 @@ class Watchdog {
     return *w;
   }
   uint64_t arm(double seconds, std::string message) {
-    auto deadline = std::chrono::steady_clock::now() +
-                    std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                        std::chrono::duration<double>(seconds));
+    auto deadline = deadline_after(seconds);
     std::lock_guard<std::mutex> lock(m_mutex);
     uint64_t id = ++m_next;
     m_armed.emplace(id, std::make_pair(deadline, std::move(message)));
@@ -359,8 +357,8 @@ void MPICommunicator::allreduce_guarded(const void* in, void* out, size_t count,
   std::string what = describe("AllReduce", count, type) + " " + to_string(op);
   uint64_t guard = Watchdog::get().arm(
       get_timeout(), "[ngraph] " + what + ": rank " + std::to_string(m_rank) +
-                         " did not complete within " + std::to_string(static_cast<int>(get_timeout())) +
-                         " s (a rank failed or stopped taking part); ending the job");
+                         " did not complete within " + timeout_text(get_timeout()) +
+                         " (a rank failed or stopped taking part); ending the job");
   int err = MPI_Allreduce(in, out, mpi_count(count, "AllReduce"), mpi_type(type, "AllReduce"), mpi_op(op), m_comm);
   Watchdog::get().disarm(guard);
   check(err, what);

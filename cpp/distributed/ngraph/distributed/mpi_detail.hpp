@@ -66,7 +66,7 @@ template <typename Ready>
 bool poll_until(double seconds, Ready ready, Backoff backoff = {}) {
   using clock = std::chrono::steady_clock;
   auto start = clock::now();
-  auto deadline = start + std::chrono::duration<double>(seconds);
+  auto deadline = deadline_after(seconds);
   for (long spins = 0;; ++spins) {
     if (ready()) return true;
     if (spins < backoff.spins) {
