@@ -168,15 +168,8 @@ NGRAPH_CPU_KERNEL("Softmax", [](KernelContext& ctx) -> Kernel {
   auto& s = static_cast<const op::Softmax&>(node);
   const Shape& shape = s.get_shape();
   const AxisSet& axes = s.get_axes();
-  if (s.get_element_type() == element::f32 && axes.size() == 1 && dnnl_rank_ok(shape)) {
-    auto md = plain_desc(shape);
-    int axis = static_cast<int>(*axes.begin() + (std::max<size_t>(shape.size(), 1) - shape.size()));
-    dnnl::softmax_forward::desc d(dnnl::prop_kind::forward_inference, md, axis);
-    dnnl::softmax_forward::primitive_desc pd(d, dnnl_attr(), dnnl_engine());
-    return dnnl_kernel(ctx, dnnl::softmax_forward(pd), pd.scratchpad_desc(),
-                       {{DNNL_ARG_SRC, md, true, 0}, {DNNL_ARG_DST, md, false, 0}});
-  }
-  // max, exp(x - max), sum, divide; the reduced values live in a planned scratch buffer.
+  // max, exp(x - max), sum, divide; the reduced values live in a planned scratch buffer. A NaN
+  // makes its whole row NaN, as in NumPy and PyTorch (oneDNN's softmax gives 0 for the others).
   Shape reduced;
   for (size_t d = 0; d < shape.size(); ++d)
     if (!axes.count(d)) reduced.push_back(shape[d]);
@@ -190,7 +183,7 @@ NGRAPH_CPU_KERNEL("Softmax", [](KernelContext& ctx) -> Kernel {
       T* y = static_cast<T*>(o[0]);
       T* m = static_cast<T*>(o[scratch]);
       std::fill(m, m + rn, lowest<T>());
-      accumulate(loop, m, x, [](T a, T b) { return b > a ? b : a; });
+      accumulate(loop, m, x, [](T a, T b) { return b > a || b != b ? b : a; });  // NaN wins
       loop.run([&](const std::ptrdiff_t* off, size_t n, const std::ptrdiff_t* inner) {
         for (size_t k = 0; k < n; ++k) {
           auto kk = static_cast<std::ptrdiff_t>(k);

@@ -45,7 +45,11 @@ struct Abs : Traits<false, true, true, algorithm::eltwise_abs> {
   }
 };
 struct Sign : Traits<false, false, true> {
-  template <typename T> T operator()(T x) const { return static_cast<T>((x > 0) - (x < 0)); }
+  template <typename T> T operator()(T x) const {
+    if constexpr (std::is_floating_point_v<T>)
+      if (x != x) return x;  // NaN stays NaN
+    return static_cast<T>((x > 0) - (x < 0));
+  }
 };
 struct Floor : Traits<false, false, true> {
   template <typename T> T operator()(T x) const {
@@ -58,7 +62,9 @@ struct Ceiling : Traits<false, false, true> {
   }
 };
 // NaN propagates (x < 0 is false for NaN), as in NumPy and PyTorch.
-struct Relu : Traits<false, true, true, algorithm::eltwise_relu> {
+// Not oneDNN's eltwise_relu: it maps NaN to 0 (max(x, 0) with NaN lost); NaN propagates here,
+// as in NumPy and PyTorch.
+struct Relu : Traits<false, true, true> {
   template <typename T> T operator()(T x) const { return x < T(0) ? T(0) : x; }
 };
 struct Exp : Traits<true, true, false, algorithm::eltwise_exp> {
