@@ -136,6 +136,18 @@ class AxisSet(_IntVector):
         super().__init__(sorted(set(_IntVector(values))))
 
 
+def _install_node_accessors() -> None:
+    """pyngraph's Node accessors, returning the value classes above."""
+    Node.get_output_shape = lambda self, i: Shape(self[i].shape)
+    Node.get_output_element_type = lambda self, i: Type.from_dtype(self[i].dtype)
+    Node.get_shape = lambda self: Shape(self.shape)
+    Node.get_element_type = lambda self: Type.from_dtype(self.dtype)
+    Node.get_name = lambda self: self.name
+    Node.get_friendly_name = lambda self: self.friendly_name
+
+
+_install_node_accessors()
+
 from ngraph.impl import op, runtime, util  # noqa: E402
 
 __all__ = [

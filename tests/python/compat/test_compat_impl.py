@@ -115,6 +115,20 @@ def test_node_and_function_are_ngraph_classes():
     assert Node is ng.Node and Function is ng.Function
 
 
+def test_node_accessors_of_pyngraph():
+    A = Parameter(Type.u16, Shape([2, 3]))
+    A.name = "A"
+    assert A.get_shape() == Shape([2, 3]) and A.get_element_type() == Type.u16
+    assert A.get_output_shape(0) == [2, 3] and A.get_output_element_type(0) == Type.u16
+    assert A.get_name() == "A" and A.get_friendly_name() == "A"
+    top = TopK(Parameter(Type.f32, Shape([4, 5])), 1, Type.i64, 2)
+    assert top.get_output_size() == 2
+    assert top.get_output_shape(0) == [4, 2] and top.get_output_element_type(0) == Type.f32
+    assert top.get_output_shape(1) == [4, 2] and top.get_output_element_type(1) == Type.i64
+    with pytest.raises(IndexError, match="has 2 outputs"):
+        top.get_output_shape(2)
+
+
 # ------------------------------------------------------------- the nGraph test pattern
 
 
