@@ -219,7 +219,7 @@ class Trainer:
         return self._steps[key]
 
     def step(self, x: np.ndarray, y: np.ndarray, global_batch: int) -> float:
-        return float(self.prepare(len(x), global_batch)(x, y))
+        return float(self.prepare(len(x), global_batch)(x, y)[0])
 
     def gradient_allreduce(self) -> str:
         """How the compiled steps sum the gradients across ranks."""
@@ -254,7 +254,7 @@ class Trainer:
             logits = self.model(xp, training=False)
             hits = ng.sum(ng.convert(ng.equal(ng.argmax(logits, 1, np.int64), yp), np.int64))
             self._evals[n] = self.runtime.computation(ng.allreduce(hits, comm=self.comm), xp, yp)
-        return int(self._evals[n](x, y))
+        return int(self._evals[n](x, y)[0])
 
 
 # ------------------------------------------------------------------- rank agreement
@@ -272,7 +272,7 @@ class Agreement:
 
     def differing(self, values: np.ndarray) -> np.ndarray:
         """Indices where some rank holds another value."""
-        m = self._max(np.asarray(values, np.int64) >> 2)
+        (m,) = self._max(np.asarray(values, np.int64) >> 2)
         return np.nonzero(m[: self.n] != -m[self.n :])[0]
 
 
@@ -294,7 +294,7 @@ def check_same_weights(variables, agreement: Agreement) -> None:
 
 def broadcast_int(value: int, comm) -> int:
     c = ng.constant(np.int64(value))
-    return int(ng.runtime().computation(ng.broadcast_distributed(c, 0, comm=comm))())
+    return int(ng.runtime().computation(ng.broadcast_distributed(c, 0, comm=comm))()[0])
 
 
 # ---------------------------------------------------------------- progress, checkpoint

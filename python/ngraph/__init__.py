@@ -7,8 +7,13 @@ arrays. The API follows the Python API of Intel nGraph.
 
 from ngraph import _ngraph
 from ngraph._ngraph import Function, Node, get_num_threads, set_num_threads
+from ngraph import exceptions
+from ngraph.exceptions import NgraphError, NgraphTypeError, UserInputError
 from ngraph.ops import (
     absolute,
+    acos,
+    asin,
+    atan,
     add,
     argmax,
     argmin,
@@ -24,6 +29,7 @@ from ngraph.ops import (
     convolution_backprop_filters,
     convert,
     cos,
+    cosh,
     divide,
     dot,
     equal,
@@ -63,23 +69,45 @@ from ngraph.ops import (
     sigmoid,
     sign,
     sin,
+    sinh,
     slice,
     softmax,
     sqrt,
     stop_gradient,
     subtract,
     sum,
+    tan,
     tanh,
+    topk,
+)
+from ngraph.fused import (
+    clamp,
+    depth_to_space,
+    dequantize,
+    elu,
+    gemm,
+    grn,
+    hard_sigmoid,
+    mvn,
+    prelu,
+    scale_shift,
+    shuffle_channels,
+    space_to_depth,
+    squared_difference,
+    squeeze,
+    unsqueeze,
 )
 from ngraph.runtime import Computation, Runtime, runtime
 from ngraph import autodiff, datasets, losses, optimizers
 from ngraph import nn
 from ngraph._ngraph import NoGradientError, Variable
+from ngraph import impl, utils
 from ngraph.autodiff import gradients
 from ngraph.losses import log_softmax, mean, mean_squared_error, softmax_cross_entropy
 from ngraph.optimizers import variable
 
 grad = gradients
+NoGradientError.__module__ = "ngraph"
 
 abs = absolute
 ceil = ceiling

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from ngraph import _ngraph
 from ngraph._ngraph import Node, NoGradientError
+from ngraph.exceptions import NgraphTypeError
 from ngraph.utils import NodeInput, as_node
 
 __all__ = ["gradients", "NoGradientError"]
@@ -27,9 +28,9 @@ def gradients(y: Node, xs: Sequence[Node] | Node, seed: NodeInput | None = None)
     xs_list = [xs] if single else list(xs)
     for i, x in enumerate(xs_list):
         if not isinstance(x, Node):
-            raise TypeError(f"[gradients] xs[{i}] is a {type(x).__name__}, not a Node")
+            raise NgraphTypeError(f"[gradients] xs[{i}] is a {type(x).__name__}, not a Node")
     if not isinstance(y, Node):
-        raise TypeError(f"[gradients] y is a {type(y).__name__}, not a Node")
+        raise NgraphTypeError(f"[gradients] y is a {type(y).__name__}, not a Node")
     seed_node = None if seed is None else as_node(seed, y.dtype)
     out = _ngraph.gradients(y, xs_list, seed_node)
     return out[0] if single else out

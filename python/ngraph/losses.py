@@ -8,6 +8,7 @@ import numpy as np
 
 from ngraph import ops
 from ngraph._ngraph import Node
+from ngraph.exceptions import NgraphTypeError, UserInputError
 from ngraph.utils import NodeInput, as_node, axis_list
 
 
@@ -52,14 +53,14 @@ def softmax_cross_entropy(
         labels = ops.constant(labels.astype(np.int64 if kind in "iub" else logits.dtype))
     if list(labels.shape) == [d for i, d in enumerate(shape) if i != axis]:
         if labels.dtype.kind not in "i":
-            raise TypeError(f"[softmax_cross_entropy] class-index labels must be integers, "
+            raise NgraphTypeError(f"[softmax_cross_entropy] class-index labels must be integers, "
                             f"got {labels.dtype}")
         target = ops.one_hot(labels, shape, axis)
         target = ops.convert(target, logits.dtype)
     elif list(labels.shape) == list(shape):
         target = ops.convert(labels, logits.dtype) if labels.dtype != logits.dtype else labels
     else:
-        raise ValueError(f"[softmax_cross_entropy] labels shape {labels.shape} matches neither "
+        raise UserInputError(f"[softmax_cross_entropy] labels shape {labels.shape} matches neither "
                          f"logits shape {shape} nor it without axis {axis}")
     per_example = ops.negative(ops.sum(target * logp, [axis]))
     return _reduce(per_example, reduction, "softmax_cross_entropy", name)
@@ -82,4 +83,4 @@ def _reduce(node: Node, reduction: str, op: str, name: str | None) -> Node:
         if name:
             node.name = name
         return node
-    raise ValueError(f"[{op}] reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    raise UserInputError(f"[{op}] reduction must be 'mean', 'sum' or 'none', got {reduction!r}")

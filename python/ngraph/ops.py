@@ -14,6 +14,7 @@ import numpy as np
 
 from ngraph import _ngraph
 from ngraph._ngraph import Node
+from ngraph.exceptions import NgraphTypeError, UserInputError
 from ngraph.utils import (
     NodeInput,
     as_node,
@@ -71,6 +72,12 @@ floor = _unary("Floor")
 ceiling = _unary("Ceiling")
 sin = _unary("Sin")
 cos = _unary("Cos")
+tan = _unary("Tan")
+asin = _unary("Asin")
+acos = _unary("Acos")
+atan = _unary("Atan")
+sinh = _unary("Sinh")
+cosh = _unary("Cosh")
 tanh = _unary("Tanh")
 relu = _unary("Relu")
 sigmoid = _unary("Sigmoid")
@@ -154,7 +161,7 @@ def dot(
     left, right = as_nodes(left_node, right_node, op="Dot")
     count = -1 if reduction_axes_count is None else int(reduction_axes_count)
     if count < 0 and reduction_axes_count is not None:
-        raise ValueError(f"[Dot] reduction_axes_count must be >= 0, got {reduction_axes_count}")
+        raise UserInputError(f"[Dot] reduction_axes_count must be >= 0, got {reduction_axes_count}")
     return _make("Dot", [left, right], name, reduction_axes_count=count)
 
 
@@ -183,7 +190,7 @@ def _conv_window(op: str, spatial: int, strides, dilations, below, above, data_d
     def ints(value, default, argname):
         values = [default] * spatial if value is None else [int(v) for v in value]
         if len(values) != spatial:
-            raise ValueError(f"[{op}] {argname} has {len(values)} values; the data has "
+            raise UserInputError(f"[{op}] {argname} has {len(values)} values; the data has "
                              f"{spatial} spatial axes")
         return values
 
@@ -307,7 +314,7 @@ def broadcast_to(
     in_shape = list(node.shape)
     begin = len(new_shape) - len(in_shape) if axis is None else int(axis)
     if begin < 0 or begin + len(in_shape) > len(new_shape):
-        raise ValueError(
+        raise UserInputError(
             f"[Broadcast] cannot place shape {in_shape} in {new_shape} at axis {begin}"
         )
     # Size-1 axes that must stretch are dropped first, then broadcast like new axes.
@@ -363,7 +370,7 @@ def concat(nodes: Sequence[NodeInput], axis: int, name: str | None = None) -> No
     """Concatenates `nodes` along `axis`."""
     nodes = as_nodes(*nodes, op="Concat")
     if not nodes:
-        raise ValueError("[Concat] needs at least one node")
+        raise UserInputError("[Concat] needs at least one node")
     rank = len(nodes[0].shape)
     (axis,) = axis_list(axis, rank, "[Concat] axis")
     return _make("Concat", nodes, name, concatenation_axis=axis)
@@ -383,7 +390,7 @@ def pad(
     data = as_node(data_batch)
     rank = len(data.shape)
     if padding_in is not None and any(int_list(padding_in, "[Pad] padding_in")):
-        raise ValueError("[Pad] interior padding (padding_in) is not supported")
+        raise UserInputError("[Pad] interior padding (padding_in) is not supported")
     value_node = as_node(value, data.dtype if not isinstance(value, Node) else None)
     below = [0] * rank if padding_below is None else int_list(padding_below, "[Pad] padding_below")
     above = [0] * rank if padding_above is None else int_list(padding_above, "[Pad] padding_above")
@@ -440,6 +447,24 @@ def _index_reduction(op, data, axis, index_element_type, name):
                  index_element_type=to_dtype(index_element_type, f"[{op}] index_element_type"))
 
 
+def topk(data: NodeInput, k: int, kaxis: int = -1, cmax: bool = True,
+         name: str | None = None, index_element_type: Any = np.int32) -> Node:
+    """The `k` largest (`cmax`, default) or smallest elements along axis `kaxis` (default the
+    last), sorted from the largest (smallest) on, ties by the lower index: a node with two
+    outputs, the values and their indices along the axis (int32 by default)::
+
+        values, indices = ng.topk(x, 3)
+    """
+    data = as_node(data)
+    (axis,) = axis_list(kaxis, len(data.shape), "[TopK] kaxis")
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+        raise NgraphTypeError(f"[TopK] k must be an integer, got {k!r}")
+    if k < 1:
+        raise UserInputError(f"[TopK] k must be >= 1, got {k}")
+    return _make("TopK", [data], name, k=int(k), axis=axis, compute_max=bool(cmax),
+                 index_element_type=to_dtype(index_element_type, "[TopK] index_element_type"))
+
+
 def softmax(node: NodeInput, axes: Iterable[int] | int, name: str | None = None) -> Node:
     """Softmax over `axes` (an int or a set of axes)."""
     node = as_node(node)
@@ -467,7 +492,7 @@ def get_output_element(data: Node, index: int, name: str | None = None) -> Node:
     the end; IndexError names the node and its output count. Compiling removes the node: it
     never copies."""
     if not isinstance(data, Node):
-        raise TypeError(f"[GetOutputElement] data must be a Node, got {type(data).__name__}")
+        raise NgraphTypeError(f"[GetOutputElement] data must be a Node, got {type(data).__name__}")
     return _ngraph.get_output_element(data, index, name or "")
 
 
@@ -490,7 +515,7 @@ def batch_norm(
     With both (inference): the node normalizes with them and has one output."""
     if (mean is None) != (variance is None):
         missing = "variance" if variance is None else "mean"
-        raise ValueError(f"[BatchNormInference] {missing} is missing: pass both mean and "
+        raise UserInputError(f"[BatchNormInference] {missing} is missing: pass both mean and "
                          "variance (inference) or neither (training)")
     x = as_node(data)
     dtype = x.dtype
@@ -570,10 +595,10 @@ def global_avg_pool(data: NodeInput, name: str | None = None) -> Node:
     data = as_node(data)
     shape = list(data.shape)
     if len(shape) < 3:
-        raise ValueError(f"[global_avg_pool] data shape {shape} must have rank >= 3 "
+        raise UserInputError(f"[global_avg_pool] data shape {shape} must have rank >= 3 "
                          "(N, C and spatial axes)")
     if data.dtype.kind != "f":
-        raise TypeError(f"[global_avg_pool] data must be floating-point, got {data.dtype}")
+        raise NgraphTypeError(f"[global_avg_pool] data must be floating-point, got {data.dtype}")
     axes = list(range(2, len(shape)))
     count = int(np.prod([shape[a] for a in axes]))
     return divide(sum(data, axes), count, name=name)
@@ -622,12 +647,18 @@ def _install_operators() -> None:
     Node.__array_ufunc__ = None
     # `==` builds a node, so `node in list` or `if a == b` would always be true: refuse.
     def _no_truth_value(self):
-        raise TypeError(
+        raise NgraphTypeError(
             f"the truth value of {self!r} is undefined (comparisons build nodes); "
             "compare nodes with `is`"
         )
 
     Node.__bool__ = _no_truth_value
+
+    def get_data(self) -> np.ndarray:
+        """The value of a Constant node, as a new ndarray (NgraphTypeError for other nodes)."""
+        return _ngraph.constant_value(self)
+
+    Node.get_data = get_data
     # Comparisons return nodes, so identity is what hashing uses.
     Node.__hash__ = lambda self: builtins.hash(self.get_instance_id())
 

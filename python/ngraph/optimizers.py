@@ -14,6 +14,7 @@ import numpy as np
 from ngraph import ops
 from ngraph._ngraph import Node, Variable
 from ngraph.autodiff import gradients
+from ngraph.exceptions import NgraphTypeError, UserInputError
 
 Updates = list  # list[tuple[Variable, Node]]
 
@@ -38,12 +39,12 @@ class Optimizer:
         # A float, or a node (e.g. a scalar ng.variable) for schedules set between calls.
         if isinstance(learning_rate, Node):
             if learning_rate.shape != []:
-                raise ValueError(f"learning_rate must be a scalar node, got shape "
+                raise UserInputError(f"learning_rate must be a scalar node, got shape "
                                  f"{learning_rate.shape}")
             self.learning_rate = learning_rate
         else:
             if not learning_rate > 0:
-                raise ValueError(f"learning_rate must be > 0, got {learning_rate}")
+                raise UserInputError(f"learning_rate must be > 0, got {learning_rate}")
             self.learning_rate = float(learning_rate)
         #: The optimizer's own variables (momentum buffers, moments, step count), for
         #: checkpoints.
@@ -57,12 +58,12 @@ class Optimizer:
         variables = list(variables)
         for i, v in enumerate(variables):
             if not isinstance(v, Variable):
-                raise TypeError(f"[{type(self).__name__}] variables[{i}] ({v!r}) is not a "
+                raise NgraphTypeError(f"[{type(self).__name__}] variables[{i}] ({v!r}) is not a "
                                 "variable; make it with ng.variable")
         if grads is None:
             grads = gradients(loss, variables)
         elif len(grads) != len(variables):
-            raise ValueError(f"[{type(self).__name__}] got {len(grads)} gradients for "
+            raise UserInputError(f"[{type(self).__name__}] got {len(grads)} gradients for "
                              f"{len(variables)} variables")
         out: Updates = []
         for v, g in zip(variables, grads):
@@ -103,11 +104,11 @@ class SGD(Optimizer):
                  nesterov: bool = False, weight_decay: float = 0.0) -> None:
         super().__init__(learning_rate)
         if momentum < 0:
-            raise ValueError(f"momentum must be >= 0, got {momentum}")
+            raise UserInputError(f"momentum must be >= 0, got {momentum}")
         if nesterov and momentum == 0:
-            raise ValueError("nesterov momentum needs momentum > 0")
+            raise UserInputError("nesterov momentum needs momentum > 0")
         if weight_decay < 0:
-            raise ValueError(f"weight_decay must be >= 0, got {weight_decay}")
+            raise UserInputError(f"weight_decay must be >= 0, got {weight_decay}")
         self.momentum = float(momentum)
         self.nesterov = bool(nesterov)
         self.weight_decay = float(weight_decay)
@@ -132,7 +133,7 @@ class Adam(Optimizer):
         super().__init__(learning_rate)
         for name, b in (("beta1", beta1), ("beta2", beta2)):
             if not 0 <= b < 1:
-                raise ValueError(f"{name} must be in [0, 1), got {b}")
+                raise UserInputError(f"{name} must be in [0, 1), got {b}")
         self.beta1, self.beta2, self.epsilon = float(beta1), float(beta2), float(epsilon)
         self.step = variable(np.float32(0), name="adam/step")
         self.state_variables.append(self.step)

@@ -9,6 +9,7 @@ import numpy as np
 
 from ngraph import _ngraph
 from ngraph._ngraph import Function, Node, Variable
+from ngraph.exceptions import NgraphTypeError, UserInputError
 from ngraph.utils import as_node
 
 
@@ -24,8 +25,35 @@ class Runtime:
         self.backend_name = backend_name
         self.backend = _ngraph.Backend.create(backend_name)
 
+        self.config: dict[str, str] = {}
+
     def __repr__(self) -> str:
         return f"<Runtime: Backend='{self.backend_name}'>"
+
+    #: The keys of set_config and what they do.
+    CONFIG_KEYS = {
+        "NUM_THREADS": "threads of each rank's kernels (ng.set_num_threads), a positive int",
+    }
+
+    def set_config(self, config: dict[str, str]) -> None:
+        """Backend settings as nGraph's ``Runtime.set_config``: a dict of str to str. The
+        keys are in ``Runtime.CONFIG_KEYS``; others raise UserInputError naming them. The
+        settings are kept in ``runtime.config``."""
+        if not isinstance(config, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in config.items()
+        ):
+            raise NgraphTypeError(f"Runtime.set_config takes a dict of str to str, got {config!r}")
+        unknown = sorted(set(config) - set(self.CONFIG_KEYS))
+        if unknown:
+            raise UserInputError(f"Runtime.set_config: unknown key(s) {', '.join(unknown)} "
+                                 f"(known: {', '.join(self.CONFIG_KEYS)})")
+        if "NUM_THREADS" in config:
+            value = config["NUM_THREADS"]
+            if not value.isdigit() or int(value) < 1:
+                raise UserInputError(f"Runtime.set_config: NUM_THREADS must be a positive "
+                                     f"integer, got {value!r}")
+            _ngraph.set_num_threads(int(value))
+        self.config.update(config)
 
     def computation(self, node_or_function: Node | Sequence[Node] | Function,
                     *inputs: Node, updates: Sequence[tuple[Node, Any]] | None = None
@@ -38,8 +66,8 @@ class Runtime:
 
 
 class Computation(_ngraph.ComputationBase):
-    """A compiled graph. Call it with one array per parameter: it returns one ndarray when
-    built from a node, a list of ndarrays when built from a list (or a Function).
+    """A compiled graph. Call it with one array per parameter: it returns a list of ndarrays,
+    one per result (as nGraph's), also when built from a single node.
 
     Arrays of the parameter's dtype and shape, C-contiguous, are used in place by a call path
     written in C++; other values are converted first when that is safe."""
@@ -50,10 +78,14 @@ class Computation(_ngraph.ComputationBase):
         self.runtime = runtime
         if isinstance(node_or_function, Function):
             if updates:
-                raise TypeError("Runtime.computation: updates need nodes, not a Function")
-            if parameters:
-                raise TypeError("Runtime.computation: pass parameters with the nodes, "
-                                "not with a Function")
+                raise NgraphTypeError("Runtime.computation: updates need nodes, not a Function")
+            # nGraph's code passes the function's own parameters too: allowed when they are
+            # exactly those, in order.
+            own = node_or_function.get_parameters()
+            if parameters and (len(parameters) != len(own) or not all(
+                    isinstance(p, Node) and p.same_node(q) for p, q in zip(parameters, own))):
+                raise NgraphTypeError("Runtime.computation: the parameters given with a "
+                                      "Function must be its own, in order (or none)")
             self.function = node_or_function
             self._single = False
             self._layout = [True] * len(node_or_function.get_results())
@@ -62,11 +94,11 @@ class Computation(_ngraph.ComputationBase):
             given = [node_or_function] if self._single else list(node_or_function)
             for i, r in enumerate(given):
                 if not isinstance(r, Node):
-                    raise TypeError(f"Runtime.computation: result {i} is a "
+                    raise NgraphTypeError(f"Runtime.computation: result {i} is a "
                                     f"{type(r).__name__}, not a Node")
             for i, p in enumerate(parameters):
                 if not isinstance(p, Node) or p.get_type_name() != "Parameter":
-                    raise TypeError(f"Runtime.computation: argument {i + 1} must be a "
+                    raise NgraphTypeError(f"Runtime.computation: argument {i + 1} must be a "
                                     f"Parameter node, got {p!r}")
             # Nodes without a value (ng.send) run as sinks; their place in the output is None.
             self._layout = [r.get_output_size() > 0 for r in given]
@@ -78,10 +110,10 @@ class Computation(_ngraph.ComputationBase):
                 try:
                     var, value = pair
                 except (TypeError, ValueError):
-                    raise TypeError(f"updates[{i}] must be a (variable, value) pair, "
+                    raise NgraphTypeError(f"updates[{i}] must be a (variable, value) pair, "
                                     f"got {pair!r}") from None
                 if not isinstance(var, Variable):
-                    raise TypeError(f"updates[{i}]: {var!r} is not a variable "
+                    raise NgraphTypeError(f"updates[{i}]: {var!r} is not a variable "
                                     "(make it with ng.variable)")
                 pairs.append((var, as_node(value, var.dtype)))
             if pairs or sinks:
@@ -94,7 +126,7 @@ class Computation(_ngraph.ComputationBase):
         self._dtypes = [p.dtype for p in self.parameters]
         self._shapes = [tuple(p.shape) for p in self.parameters]
         self.executable = runtime.backend.compile(self.function)
-        self._bind(self.executable, self._layout, self._single)
+        self._bind(self.executable, self._layout, False)
 
     def __repr__(self) -> str:
         params = ", ".join(f"{p.name}: {p.element_type}{p.shape}" for p in self.parameters)
@@ -108,27 +140,27 @@ class Computation(_ngraph.ComputationBase):
             try:
                 value = np.asarray(value)
             except (TypeError, ValueError, OverflowError) as e:
-                raise TypeError(f"argument {i} ({p.name}) expects {dtype} with shape "
+                raise NgraphTypeError(f"argument {i} ({p.name}) expects {dtype} with shape "
                                 f"{shape}: {e}") from None
         if value.dtype != dtype:
             if not np.can_cast(value.dtype, dtype, casting="same_kind"):
-                raise TypeError(
+                raise NgraphTypeError(
                     f"argument {i} ({p.name}) expects {dtype} with shape {shape}, "
                     f"got {value.dtype} (cannot convert {value.dtype} to {dtype} safely)"
                 )
             value = value.astype(dtype)
         if value.shape != shape:
-            raise ValueError(f"argument {i} ({p.name}) expects shape {shape} ({dtype}), "
+            raise UserInputError(f"argument {i} ({p.name}) expects shape {shape} ({dtype}), "
                              f"got shape {value.shape}")
         if not value.flags.c_contiguous:
             value = np.ascontiguousarray(value)
         return value
 
     # __call__ is ComputationBase's (C++); it comes here when an argument needs converting.
-    def _call_slow(self, *input_values: Any) -> np.ndarray | list[np.ndarray]:
+    def _call_slow(self, *input_values: Any) -> list[np.ndarray]:
         if len(input_values) != len(self.parameters):
             names = ", ".join(p.name for p in self.parameters) or "none"
-            raise TypeError(f"computation expects {len(self.parameters)} arguments "
+            raise NgraphTypeError(f"computation expects {len(self.parameters)} arguments "
                             f"({names}), got {len(input_values)}")
         arrays = [self._convert(i, v) for i, v in enumerate(input_values)]
         return self._run_converted(*arrays)

@@ -22,6 +22,8 @@ void init_distributed(pybind11::module_& m);
 // NumPy dtype <-> element type; unsupported dtypes raise TypeError naming the supported ones.
 element::Type element_type_of(const pybind11::dtype& dtype, const char* what);
 pybind11::dtype dtype_of(element::Type type);
+// The dtypes element_type_of accepts, as the end of an error message.
+std::string supported_dtypes();
 
 // The value a Python node stands for: its one output. A node with several outputs (or none)
 // raises TypeError naming `what`, the node and its output count, and how to pick an output

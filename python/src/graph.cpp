@@ -14,27 +14,26 @@ namespace ngraph {
 namespace python {
 
 element::Type element_type_of(const py::dtype& dtype, const char* what) {
-  switch (dtype.char_()) {
-    case 'f': return element::f32;
-    case 'd': return element::f64;
-    case '?': return element::boolean;
-    default: break;
-  }
-  if (dtype.kind() == 'i' && dtype.itemsize() == 4) return element::i32;
-  if (dtype.kind() == 'i' && dtype.itemsize() == 8) return element::i64;
-  throw py::type_error(std::string(what) + ": dtype " + py::str(dtype).cast<std::string>() +
-                       " is not supported (use float32, float64, int32, int64 or bool)");
+  // The NumPy name ("float32", "uint8", "bool"); byte-swapped dtypes have other names.
+  auto name = py::str(dtype).cast<std::string>();
+#define NGRAPH_FROM_NUMPY(t, ctype, numpy) \
+  if (name == numpy) return element::t;
+  NGRAPH_ELEMENT_TYPES(NGRAPH_FROM_NUMPY)
+#undef NGRAPH_FROM_NUMPY
+  throw py::type_error(std::string(what) + ": dtype " + name + " is not supported (" +
+                       supported_dtypes() + ")");
+}
+
+std::string supported_dtypes() {
+  return "use bool, float32, float64, int8, int16, int32, int64, uint8, uint16, uint32 or "
+         "uint64";
 }
 
 py::dtype dtype_of(element::Type type) {
-  switch (type.get_type_enum()) {
-    case element::Type_t::f32: return py::dtype::of<float>();
-    case element::Type_t::f64: return py::dtype::of<double>();
-    case element::Type_t::i32: return py::dtype::of<int32_t>();
-    case element::Type_t::i64: return py::dtype::of<int64_t>();
-    case element::Type_t::boolean: return py::dtype("bool");
-    default: break;
-  }
+#define NGRAPH_TO_NUMPY(t, ctype, numpy) \
+  if (type == element::t) return py::dtype(numpy);
+  NGRAPH_ELEMENT_TYPES(NGRAPH_TO_NUMPY)
+#undef NGRAPH_TO_NUMPY
   throw py::type_error("element type " + type.get_type_name() + " has no NumPy dtype");
 }
 
@@ -258,7 +257,7 @@ void init_graph(py::module_& m) {
           [](const Node& n) {
             return single_valued(n, "element type").get_element_type().get_type_name();
           },
-          "The output element type: 'f32', 'f64', 'i32', 'i64' or 'boolean'.")
+          "The output element type's short name: 'f32', 'i8', 'u64', 'boolean', ...")
       .def_property_readonly(
           "dtype",
           [](const Node& n) { return dtype_of(single_valued(n, "dtype").get_element_type()); },

@@ -50,6 +50,7 @@ const std::vector<std::string> kCoveredOps = {
     "Product", "Softmax",  "Select",   "Convert", "Result",  "Convolution",
     "GetOutputElement",    "BatchNormTraining",   "BatchNormInference",
     "MaxPool", "AvgPool",  "AvgPoolBackprop",     "LRN",
+    "Tan",     "Asin",     "Acos",     "Atan",    "Sinh",    "Cosh",    "TopK",
 };
 
 // No gradient: boolean or integer results, leaves and sinks.
@@ -99,7 +100,7 @@ class Rng {
 
 // any: [-2, 2); pos: [0.5, 2); nonzero: +-[0.5, 2); away_int: k + 0.5 +- 0.3 (far from
 // integers); distinct: no two values within 0.05.
-enum class Kind { any, pos, nonzero, away_int, distinct };
+enum class Kind { any, pos, nonzero, away_int, distinct, unit };
 
 Array data(const Shape& shape, Kind kind = Kind::any, uint64_t seed = 0) {
   Rng rng(seed);
@@ -113,6 +114,8 @@ Array data(const Shape& shape, Kind kind = Kind::any, uint64_t seed = 0) {
     switch (kind) {
       case Kind::any: v[i] = rng.uniform(-2.0, 2.0); break;
       case Kind::pos: v[i] = rng.uniform(0.5, 2.0); break;
+      // Inside the domains of asin and acos, away from the poles of tan.
+      case Kind::unit: v[i] = rng.uniform(-0.9, 0.9); break;
       case Kind::nonzero: v[i] = rng.uniform(0.5, 2.0) * ((rng.next() & 1) ? 1.0 : -1.0); break;
       case Kind::away_int:
         v[i] = std::floor(rng.uniform(-3.0, 3.0)) + 0.5 + rng.uniform(-0.3, 0.3);
@@ -486,6 +489,42 @@ TEST(autodiff_fd, Sin) {
 }
 TEST(autodiff_fd, Cos) {
   check_unary<op::Cos>();
+}
+TEST(autodiff_fd, Tan) {
+  check_unary<op::Tan>(Kind::unit);
+}
+TEST(autodiff_fd, Asin) {
+  check_unary<op::Asin>(Kind::unit);
+}
+TEST(autodiff_fd, Acos) {
+  check_unary<op::Acos>(Kind::unit);
+}
+TEST(autodiff_fd, Atan) {
+  check_unary<op::Atan>();
+}
+TEST(autodiff_fd, Sinh) {
+  check_unary<op::Sinh>();
+}
+TEST(autodiff_fd, Cosh) {
+  check_unary<op::Cosh>();
+}
+// The values output of TopK: each value's gradient goes to the element it was picked from
+// (distinct data: no ties).
+TEST(autodiff_fd, TopK) {
+  struct C {
+    const char* id;
+    Shape in;
+    size_t k, axis;
+    bool max;
+  };
+  for (const C& c : std::vector<C>{{"max-last", {3, 4}, 2, 1, true},
+                                   {"min-first", {4, 3}, 3, 0, false},
+                                   {"all-middle", {2, 4, 3}, 4, 1, true}})
+    check_gradients(std::string("TopK-") + c.id,
+                    [c](const OutputVector& in) -> Output {
+                      return std::make_shared<op::TopK>(in[0], c.k, c.axis, c.max)->output(0);
+                    },
+                    {data(c.in, Kind::distinct, 7)});
 }
 TEST(autodiff_fd, Tanh) {
   check_unary<op::Tanh>();

@@ -114,6 +114,12 @@ class exec_real : public ::testing::Test {};
 using RealTypes = ::testing::Types<float, double>;
 TYPED_TEST_SUITE(exec_real, RealTypes);
 
+// The integer types beyond i32 and i64 (nGraph's i8, i16, u8, u16, u32, u64).
+template <typename T>
+class exec_small_int : public ::testing::Test {};
+using SmallIntTypes = ::testing::Types<int8_t, int16_t, uint8_t, uint16_t, uint32_t, uint64_t>;
+TYPED_TEST_SUITE(exec_small_int, SmallIntTypes);
+
 template <typename Op>
 Factory unary_factory() {
   return [](const OutputVector& a) { return std::make_shared<Op>(a[0]); };
@@ -407,6 +413,13 @@ TYPED_TEST(exec_real, transcendental) {
   check_unary<T, op::Sin>([](T v) { return std::sin(static_cast<double>(v)); }, kSigned);
   check_unary<T, op::Cos>([](T v) { return std::cos(static_cast<double>(v)); }, kSigned);
   check_unary<T, op::Tanh>([](T v) { return std::tanh(static_cast<double>(v)); }, kSigned);
+  check_unary<T, op::Sinh>([](T v) { return std::sinh(static_cast<double>(v)); }, kSigned);
+  check_unary<T, op::Cosh>([](T v) { return std::cosh(static_cast<double>(v)); }, kSigned);
+  check_unary<T, op::Atan>([](T v) { return std::atan(static_cast<double>(v)); }, kSigned);
+  const std::vector<double> unit = {-0.99, -0.5, -0.25, 0, 0.1, 0.5, 0.75, 0.99};
+  check_unary<T, op::Tan>([](T v) { return std::tan(static_cast<double>(v)); }, unit);
+  check_unary<T, op::Asin>([](T v) { return std::asin(static_cast<double>(v)); }, unit);
+  check_unary<T, op::Acos>([](T v) { return std::acos(static_cast<double>(v)); }, unit);
   check_unary<T, op::Sigmoid>([](T v) { return 1.0 / (1.0 + std::exp(-static_cast<double>(v))); },
                               {-100, -10, -3.75, -1, 0, 0.5, 1, 10, 100});
   check_unary<T, op::Erf>([](T v) { return std::erf(static_cast<double>(v)); }, kSigned);
@@ -1215,4 +1228,61 @@ TEST(exec_api, call_checks_tensors) {
   in[0] = 5;
   exe->call({to}, {ti});
   EXPECT_EQ(out[0], -5);
+}
+
+// ------------------------------------------------------------- the small integer types
+
+// Arithmetic wraps around (as NumPy's), unsigned negation included; integer division by zero
+// is an error, not a crash.
+TYPED_TEST(exec_small_int, arithmetic_comparison_reduction) {
+  using T = TypeParam;
+  constexpr T hi = std::numeric_limits<T>::max();
+  constexpr T lo = std::numeric_limits<T>::lowest();
+  std::vector<T> a = {T(0), T(1), T(7), hi, lo, T(12)};
+  std::vector<T> b = {T(3), T(2), T(7), T(1), T(1), T(5)};
+  auto va = make_value(Shape{6}, a), vb = make_value(Shape{6}, b);
+  std::vector<T> sum, diff, quot, neg;
+  for (size_t i = 0; i < a.size(); ++i) {
+    sum.push_back(static_cast<T>(a[i] + b[i]));
+    diff.push_back(static_cast<T>(a[i] - b[i]));
+    quot.push_back(static_cast<T>(a[i] / b[i]));  // b > 0, a >= 0 or exact: floor == trunc
+    neg.push_back(static_cast<T>(0 - a[i]));
+  }
+  EXPECT_EQ(run_op<T>(binary_factory<op::Add>(), {va, vb}), sum);
+  EXPECT_EQ(run_op<T>(binary_factory<op::Subtract>(), {va, vb}), diff);
+  if constexpr (std::is_unsigned_v<T>) {
+    EXPECT_EQ(run_op<T>(binary_factory<op::Divide>(), {va, vb}), quot);
+    EXPECT_EQ(run_op<T>(unary_factory<op::Abs>(), {va}), a);
+    EXPECT_EQ(run_op<T>(unary_factory<op::Relu>(), {va}), a);
+  }
+  EXPECT_EQ(run_op<T>(unary_factory<op::Negative>(), {va}), neg);
+  auto gt = run_op<char>(binary_factory<op::Greater>(), {va, vb});
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(gt[i] != 0, a[i] > b[i]) << i;
+  auto total = run_op<T>([](const OutputVector& x) {
+    return std::make_shared<op::Sum>(x[0], AxisSet{0});
+  }, {vb});
+  EXPECT_EQ(total, std::vector<T>{T(19)});
+  auto biggest = run_op<T>([](const OutputVector& x) {
+    return std::make_shared<op::Max>(x[0], AxisSet{0});
+  }, {va});
+  EXPECT_EQ(biggest, std::vector<T>{hi});
+  auto zero = make_value(Shape{6}, std::vector<T>(6, T(0)));
+  EXPECT_THROW(run_op<T>(binary_factory<op::Divide>(), {va, zero}), std::domain_error);
+}
+
+TYPED_TEST(exec_small_int, convert_and_topk) {
+  using T = TypeParam;
+  auto v = make_value(Shape{2, 3}, std::vector<T>{T(5), T(1), T(9), T(2), T(8), T(8)});
+  auto as_f64 = run_op<double>([](const OutputVector& x) {
+    return std::make_shared<op::Convert>(x[0], element::f64);
+  }, {v});
+  EXPECT_EQ(as_f64, (std::vector<double>{5, 1, 9, 2, 8, 8}));
+  auto top = run_op<T>([](const OutputVector& x) {
+    return std::make_shared<op::GetOutputElement>(std::make_shared<op::TopK>(x[0], 2, 1), 0);
+  }, {v});
+  EXPECT_EQ(top, (std::vector<T>{T(9), T(5), T(8), T(8)}));
+  auto idx = run_op<int64_t>([](const OutputVector& x) {
+    return std::make_shared<op::GetOutputElement>(std::make_shared<op::TopK>(x[0], 2, 1, false), 1);
+  }, {v});
+  EXPECT_EQ(idx, (std::vector<int64_t>{1, 0, 0, 1}));
 }

@@ -291,8 +291,8 @@ TEST(ops_binary, arithmetic_keeps_numeric_type) {
       op.make(param(element::boolean, {2}), param(element::boolean, {2}), "none");
     });
     EXPECT_EQ(msg, "[" + op.name +
-                       "] arg0 has element type boolean; expected a numeric type (f32, f64, i32, "
-                       "i64)");
+                       "] arg0 has element type boolean; expected a numeric type (f32, f64, i8, "
+                       "i16, i32, i64, u8, u16, u32, u64)");
   }
 }
 
@@ -369,6 +369,12 @@ std::vector<UnaryOp> unary_ops() {
           unary<op::Sqrt>("Sqrt", true),
           unary<op::Sin>("Sin", true),
           unary<op::Cos>("Cos", true),
+          unary<op::Tan>("Tan", true),
+          unary<op::Asin>("Asin", true),
+          unary<op::Acos>("Acos", true),
+          unary<op::Atan>("Atan", true),
+          unary<op::Sinh>("Sinh", true),
+          unary<op::Cosh>("Cosh", true),
           unary<op::Tanh>("Tanh", true),
           unary<op::Sigmoid>("Sigmoid", true),
           unary<op::Erf>("Erf", true),
@@ -1155,7 +1161,8 @@ TEST(op_registry, lists_every_op_of_the_core) {
       "LogicalNot", "Erf",      "Gelu",      "Convolution", "ConvolutionBackpropData",
       "ConvolutionBackpropFilters", "GetOutputElement",   "BatchNormTraining",
       "BatchNormInference",     "BatchNormTrainingBackprop", "MaxPool",  "AvgPool",
-      "MaxPoolBackprop", "AvgPoolBackprop", "LRN", "LRNBackprop"};
+      "MaxPoolBackprop", "AvgPoolBackprop", "LRN", "LRNBackprop", "Tan", "Asin", "Acos",
+      "Atan", "Sinh", "Cosh", "TopK"};
   auto names = OpRegistry::get().names();
   EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
   std::set<std::string> got(names.begin(), names.end());

@@ -157,7 +157,8 @@ def test_enum_attributes_by_name():
         assert sel.attributes() == f"auto_broadcast='{mode}'"
     y = P([4])
     add = _ngraph.make_node("Add", [x, y], {"auto_broadcast": "numpy"})
-    np.testing.assert_array_equal(RUNTIME.computation(add, x, y)(v, np.ones(4, np.float32)), v + 1)
+    (out,) = RUNTIME.computation(add, x, y)(v, np.ones(4, np.float32))
+    np.testing.assert_array_equal(out, v + 1)
 
     with pytest.raises(ValueError, match=r"\[AllReduce\] unknown reduce_op 'avg' \(expected sum, "
                                          r"mean, max, min or prod\)"):
@@ -216,13 +217,13 @@ def test_unknown_op_and_bad_attribute_values():
     (lambda: ng.slice(P([2, 3]), [0, 0], [2, 3], [1, -1]), ValueError,
      r"\[Slice\].*strides.*negative"),
     (lambda: ng.slice(P([2, 3]), [0, 0.5], [2, 3]), TypeError, r"\[Slice\] lower_bounds"),
-    (lambda: ng.convert(P([2]), np.uint8), TypeError, r"\[Convert\].*uint8"),
+    (lambda: ng.convert(P([2]), np.float16), TypeError, r"\[Convert\].*float16"),
     (lambda: ng.convert(P([2]), "banana"), TypeError, r"\[Convert\].*banana"),
 ], ids=["sum_axis", "max_negative_axis", "prod_float_axis", "min_str_axis", "concat_axis",
         "concat_empty", "reverse_axis", "softmax_axis", "argmax_axis", "argmin_float_axis",
         "one_hot_axis", "reshape_negative_order", "reshape_negative_shape",
         "broadcast_axis_range", "broadcast_negative_axis", "slice_negative_stride",
-        "slice_float_bound", "convert_uint8", "convert_name"])
+        "slice_float_bound", "convert_float16", "convert_name"])
 def test_bad_axes_and_attribute_values(build, error, pattern):
     with pytest.raises(error, match=pattern):
         build()
@@ -243,17 +244,17 @@ def test_parameter_with_a_negative_dimension():
         ng.parameter([2, -1])
 
 
-@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.int16, np.uint32, np.float16,
-                                   np.complex64, object, "complex128", "banana"],
+@pytest.mark.parametrize("dtype", [np.float16, np.complex64, object, "complex128", "banana",
+                                   "f16", "bfloat16"],
                          ids=str)
 def test_parameter_with_an_unsupported_dtype(dtype):
     with pytest.raises(TypeError, match=r"\[Parameter\] dtype"):
         ng.parameter([2], dtype=dtype)
 
 
-@pytest.mark.parametrize("value", [np.array([1, 2], np.uint8), np.float16(1.5), "abc", None,
+@pytest.mark.parametrize("value", [np.array([1, 2], np.float16), np.float16(1.5), "abc", None,
                                    1j, [1, None], object()],
-                         ids=["uint8", "float16", "str", "none", "complex", "list_none",
+                         ids=["float16_array", "float16", "str", "none", "complex", "list_none",
                               "object"])
 def test_constant_with_an_unsupported_value(value):
     with pytest.raises(TypeError, match=r"\[Constant\]"):
@@ -281,10 +282,10 @@ def test_integer_division_by_zero_raises_and_computation_stays_usable(dtype):
     x = np.array([7, -7, 8, 9], dtype=dtype)
     with pytest.raises(ValueError, match=r"\[Divide\] integer division by zero"):
         comp(x, np.array([2, 0, 3, 1], dtype=dtype))
-    np.testing.assert_array_equal(comp(x, np.array([2, 2, -3, 1], dtype=dtype)), [3, -4, -3, 9])
+    np.testing.assert_array_equal(comp(x, np.array([2, 2, -3, 1], dtype=dtype))[0], [3, -4, -3, 9])
     with pytest.raises(ValueError, match="division by zero"):
         comp(x, np.zeros(4, dtype=dtype))
-    np.testing.assert_array_equal(comp(x, np.ones(4, dtype=dtype)), x)
+    np.testing.assert_array_equal(comp(x, np.ones(4, dtype=dtype))[0], x)
 
 
 def test_integer_division_by_zero_in_a_larger_graph():
@@ -303,7 +304,7 @@ def test_integer_division_by_zero_in_a_larger_graph():
 def test_float_division_by_zero_is_not_an_error():
     a = P([3], np.float64, name="a")
     b = P([3], np.float64, name="b")
-    out = RUNTIME.computation(a / b, a, b)(np.array([1.0, -1.0, 0.0]), np.zeros(3))
+    out = RUNTIME.computation(a / b, a, b)(np.array([1.0, -1.0, 0.0]), np.zeros(3))[0]
     np.testing.assert_array_equal(out[:2], [np.inf, -np.inf])
     assert np.isnan(out[2])
 
@@ -318,7 +319,7 @@ def test_one_hot_out_of_range_raises_at_run_time(dtype, bad):
     comp = RUNTIME.computation(ng.one_hot(p, [3, 4], 1), p)
     with pytest.raises(IndexError, match=r"\[OneHot\] value .* is not an integer in \[0, 4\)"):
         comp(np.array([0, bad, 2], dtype=dtype))
-    np.testing.assert_array_equal(comp(np.array([3, 0, 1], dtype=dtype)), np.eye(4)[[3, 0, 1]])
+    np.testing.assert_array_equal(comp(np.array([3, 0, 1], dtype=dtype))[0], np.eye(4)[[3, 0, 1]])
 
 
 def test_errors_in_one_thread_do_not_break_another_computation():
@@ -328,5 +329,5 @@ def test_errors_in_one_thread_do_not_break_another_computation():
     for _ in range(3):
         with pytest.raises(ValueError):
             bad(np.array([1, 0], np.int32))
-        np.testing.assert_array_equal(good(np.array([1, 0], np.int32)), [2, 0])
-    np.testing.assert_array_equal(bad(np.array([3, 4], np.int32)), [1, 1])
+        np.testing.assert_array_equal(good(np.array([1, 0], np.int32))[0], [2, 0])
+    np.testing.assert_array_equal(bad(np.array([3, 4], np.int32))[0], [1, 1])

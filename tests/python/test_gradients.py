@@ -25,7 +25,8 @@ F64 = np.float64
 
 
 def data(shape, kind="any", seed=0):
-    """float64 test data: 'any' (normal), 'pos' ([0.5, 2]), 'nonzero' (+-[0.5, 2]),
+    """float64 test data: 'any' (normal), 'pos' ([0.5, 2]), 'nonzero' (+-[0.5, 2]), 'unit'
+    ((-0.9, 0.9): inside the domains of asin and acos, away from tan's poles),
     'away_int' (k + 0.5 +- 0.3: far from integers), 'distinct' (no two values within 0.05)."""
     rng = np.random.default_rng(seed)
     shape = tuple(shape)
@@ -37,6 +38,8 @@ def data(shape, kind="any", seed=0):
         return rng.uniform(0.5, 2.0, shape) * rng.choice([-1.0, 1.0], shape)
     if kind == "away_int":
         return rng.integers(-3, 3, shape) + 0.5 + rng.uniform(-0.3, 0.3, shape)
+    if kind == "unit":
+        return rng.uniform(-0.9, 0.9, shape)
     if kind == "distinct":
         n = int(np.prod(shape, dtype=np.int64))
         return ((rng.permutation(n) - n / 2) * 0.1 + rng.uniform(-0.02, 0.02, n)).reshape(shape)
@@ -75,9 +78,9 @@ def numeric_gradients(f, arrays, eps):
         for j in np.ndindex(*a.shape):
             args = [x.copy() for x in arrays]
             args[i][j] = a[j] + eps
-            plus = float(f(*args))
+            plus = float(f(*args)[0])
             args[i][j] = a[j] - eps
-            minus = float(f(*args))
+            minus = float(f(*args)[0])
             g[j] = (plus - minus) / (2 * eps)
         grads.append(g)
     return grads
@@ -224,7 +227,20 @@ DIFFERENTIABLE: dict[str, list[Case]] = {
     "Ceiling": unary("Ceiling", ng.ceiling, "away_int"),
     "Sin": unary("Sin", ng.sin),
     "Cos": unary("Cos", ng.cos),
+    "Tan": unary("Tan", ng.tan, "unit"),
+    "Asin": unary("Asin", ng.asin, "unit"),
+    "Acos": unary("Acos", ng.acos, "unit"),
+    "Atan": unary("Atan", ng.atan),
+    "Sinh": unary("Sinh", ng.sinh),
+    "Cosh": unary("Cosh", ng.cosh),
     "Tanh": unary("Tanh", ng.tanh),
+    # The values' gradient goes to the elements picked (distinct data: no ties).
+    "TopK": [
+        case("TopK-max-last-axis", lambda p: ng.topk(p, 2)[0], data((3, 4), "distinct")),
+        case("TopK-min-axis0", lambda p: ng.topk(p, 3, 0, cmax=False)[0],
+             data((4, 3), "distinct")),
+        case("TopK-middle-axis-all", lambda p: ng.topk(p, 4, 1)[0], data((2, 4, 3), "distinct")),
+    ],
     "Sigmoid": unary("Sigmoid", ng.sigmoid),
     "Erf": unary("Erf", ng.erf),
     "Gelu": unary("Gelu", ng.gelu),
@@ -609,7 +625,7 @@ def test_piecewise_constant_ops_have_exactly_zero_gradient(op):
     fn = {"Sign": ng.sign, "Floor": ng.floor, "Ceiling": ng.ceiling}[op]
     x = ng.parameter([2, 3], F64, name="x")
     g = ng.gradients(ng.sum(fn(x) * 3.0), x)
-    out = RUNTIME.computation(g, x)(data((2, 3), "away_int"))
+    out = RUNTIME.computation(g, x)(data((2, 3), "away_int"))[0]
     np.testing.assert_array_equal(out, np.zeros((2, 3)))
 
 
@@ -721,7 +737,7 @@ def test_gradient_beside_a_non_differentiable_op_works(op):
     y = ng.sum(out * 2.0) + ng.sum(w * w)
     g = ng.gradients(y, w)
     ww = data((3, 4), seed=3)
-    np.testing.assert_allclose(RUNTIME.computation(g, x, w)(data((3, 4)), ww), 2 * ww)
+    np.testing.assert_allclose(RUNTIME.computation(g, x, w)(data((3, 4)), ww)[0], 2 * ww)
 
 
 @pytest.mark.skipif(not SINGLE_RANK, reason="builds collectives on the default communicator")
@@ -806,6 +822,13 @@ SECOND_ORDER = {
     "Tanh": (ng.tanh, (3, 4), "any"),
     "Sigmoid": (ng.sigmoid, (3, 4), "any"),
     "Gelu": (ng.gelu, (3, 4), "any"),
+    "Tan": (ng.tan, (3,), "unit"),
+    "Asin": (ng.asin, (3,), "unit"),
+    "Acos": (ng.acos, (3,), "unit"),
+    "Atan": (ng.atan, (3,), "any"),
+    "Sinh": (ng.sinh, (3,), "any"),
+    "Cosh": (ng.cosh, (3,), "any"),
+    "TopK": (lambda p: ng.topk(p * p * p, 2, 1)[0], (2, 4), "distinct"),
     "Exp": (ng.exp, (3,), "any"),
     "Log": (ng.log, (3,), "pos"),
     "Sqrt": (ng.sqrt, (3,), "pos"),
@@ -850,7 +873,7 @@ def test_fan_out_accumulates():
     y = x * x + ng.sin(x)
     g = ng.gradients(ng.sum(y), x)
     xx = data((4,))
-    np.testing.assert_allclose(RUNTIME.computation(g, x)(xx), 2 * xx + np.cos(xx))
+    np.testing.assert_allclose(RUNTIME.computation(g, x)(xx)[0], 2 * xx + np.cos(xx))
 
 
 def test_fan_out_through_shared_intermediates():
@@ -864,7 +887,7 @@ def test_fan_out_through_shared_intermediates():
     e = np.exp(xx)
     t = np.tanh(e)
     expected = 2 * e * e + e * t.sum() + e.sum() * (1 - t * t) * e
-    np.testing.assert_allclose(RUNTIME.computation(g, x)(xx), expected)
+    np.testing.assert_allclose(RUNTIME.computation(g, x)(xx)[0], expected)
 
 
 def test_missing_path_gives_zeros_of_the_right_shape():
@@ -887,7 +910,7 @@ def test_missing_path_float32():
     x = ng.parameter([3], np.float32, name="x")
     z = ng.parameter([4, 1], np.float32, name="z")
     gz = ng.gradients(ng.sum(x), z)
-    out = RUNTIME.computation(gz, z)(np.ones((4, 1), np.float32))
+    out = RUNTIME.computation(gz, z)(np.ones((4, 1), np.float32))[0]
     assert out.dtype == np.float32 and out.shape == (4, 1)
     assert not out.any()
 
@@ -926,7 +949,7 @@ def test_gradient_with_respect_to_an_intermediate_node():
     y = ng.sum(h * h * h)
     gh = ng.gradients(y, h)
     xx = data((3,))
-    np.testing.assert_allclose(RUNTIME.computation(gh, x)(xx), 3 * np.tanh(xx) ** 2)
+    np.testing.assert_allclose(RUNTIME.computation(gh, x)(xx)[0], 3 * np.tanh(xx) ** 2)
 
 
 def test_gradients_are_ordinary_nodes():
@@ -956,7 +979,7 @@ def test_gradients_are_ordinary_nodes():
     # Gradient nodes compose with other ops and can be named.
     step = ng.subtract(w, gw * 0.1, name="sgd_step")
     assert step.name == "sgd_step"
-    np.testing.assert_allclose(RUNTIME.computation(step, x, w)(xx, ww), ww - 0.1 * out_w)
+    np.testing.assert_allclose(RUNTIME.computation(step, x, w)(xx, ww)[0], ww - 0.1 * out_w)
 
 
 def test_gradient_is_the_same_for_float32():
@@ -966,7 +989,7 @@ def test_gradient_is_the_same_for_float32():
     assert g.dtype == np.float32
     xx = data((3, 4)).astype(np.float32)
     s = 1 / (1 + np.exp(-xx.astype(F64)))
-    np.testing.assert_allclose(RUNTIME.computation(g, x)(xx), weights((3, 4)) * s * (1 - s),
+    np.testing.assert_allclose(RUNTIME.computation(g, x)(xx)[0], weights((3, 4)) * s * (1 - s),
                                rtol=1e-5, atol=1e-6)
 
 
@@ -974,5 +997,5 @@ def test_gradient_with_respect_to_a_variable():
     w = ng.variable(np.array([1.0, -2.0, 3.0]), name="w")
     x = ng.parameter([3], F64, name="x")
     g = ng.gradients(ng.sum(w * w * x), w)
-    np.testing.assert_allclose(RUNTIME.computation(g, x)(np.array([1.0, 2.0, 3.0])),
+    np.testing.assert_allclose(RUNTIME.computation(g, x)(np.array([1.0, 2.0, 3.0]))[0],
                                [2.0, -8.0, 18.0])

@@ -21,7 +21,7 @@ def test_ngraph_docs_example():
     value_b = np.array([[5, 6], [7, 8]], dtype=np.float32)
     value_c = np.array([[9, 10], [11, 12]], dtype=np.float32)
 
-    result = computation(value_a, value_b, value_c)
+    result = computation(value_a, value_b, value_c)[0]
 
     assert isinstance(result, np.ndarray)
     assert result.dtype == np.float32
@@ -37,14 +37,14 @@ def test_runtime_defaults_to_cpu():
     p = ng.parameter([3], name="p")
     comp = runtime.computation(p * 2, p)
     assert isinstance(comp, ng.Computation)
-    np.testing.assert_array_equal(comp(np.arange(3, dtype=np.float32)), [0, 2, 4])
+    np.testing.assert_array_equal(comp(np.arange(3, dtype=np.float32))[0], [0, 2, 4])
 
 
 def test_one_node_gives_an_array_a_list_gives_a_list():
     p = ng.parameter([3], name="p")
     runtime = ng.runtime(backend_name="CPU")
     x = np.array([1, 2, 3], dtype=np.float32)
-    single = runtime.computation(p + 1, p)(x)
+    single = runtime.computation(p + 1, p)(x)[0]
     assert isinstance(single, np.ndarray)
     np.testing.assert_array_equal(single, x + 1)
     as_list = runtime.computation([p + 1], p)(x)
@@ -112,7 +112,7 @@ def test_parameter_as_the_only_result():
     p = ng.parameter([3], dtype=np.int32, name="p")
     comp = ng.runtime(backend_name="CPU").computation(p, p)
     x = np.array([4, 5, 6], dtype=np.int32)
-    out = comp(x)
+    out = comp(x)[0]
     assert isinstance(out, np.ndarray)
     np.testing.assert_array_equal(out, x)
 
@@ -123,12 +123,12 @@ def test_unused_parameter_and_parameter_order():
     unused = ng.parameter([5], name="unused")
     comp = ng.runtime(backend_name="CPU").computation(a - b, b, unused, a)  # call order
     x, y = np.array([10, 20], np.float32), np.array([1, 2], np.float32)
-    np.testing.assert_array_equal(comp(y, np.zeros(5, np.float32), x), x - y)
+    np.testing.assert_array_equal(comp(y, np.zeros(5, np.float32), x)[0], x - y)
 
 
 def test_constant_result_without_parameters():
     comp = ng.runtime(backend_name="CPU").computation(ng.constant(np.arange(4)) * 3)
-    out = comp()
+    out = comp()[0]
     np.testing.assert_array_equal(out, np.arange(4) * 3)
     assert out.dtype == np.int64
 
@@ -151,7 +151,7 @@ def test_repeated_calls_with_different_values():
     for _ in range(20):
         x = rng.standard_normal((4, 5)).astype(np.float32)
         y = rng.standard_normal(5).astype(np.float32)
-        out = comp(x, y)
+        out = comp(x, y)[0]
         np.testing.assert_allclose(out, np.maximum(x * y - 1, 0), rtol=1e-6, atol=1e-7)
         results.append((out, x, y))
     # Earlier results are not overwritten by later calls.
@@ -167,10 +167,10 @@ def test_intermediates_are_not_mixed_up_between_calls():
     node = ng.softmax(h + ng.reverse(h, 0) * ng.exp(-p), 1)
     comp = ng.runtime(backend_name="CPU").computation(node, p)
     x = np.random.default_rng(1).standard_normal((8, 8)).astype(np.float32)
-    first = comp(x)
+    first = comp(x)[0]
     comp(x * 3)
     comp(-x)
-    np.testing.assert_array_equal(comp(x), first)
+    np.testing.assert_array_equal(comp(x)[0], first)
 
 
 # ---------------------------------------------------------------------------- inputs
@@ -181,7 +181,7 @@ def test_contiguous_input_of_the_right_dtype_is_not_copied():
     comp = ng.runtime(backend_name="CPU").computation(ng.sum(p * 2, 1), p)
     x = np.random.default_rng(0).standard_normal((1000, 1000)).astype(np.float32)
     assert comp._convert(0, x) is x  # passed to the backend as is
-    np.testing.assert_allclose(comp(x), (x * 2).sum(1), rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(comp(x)[0], (x * 2).sum(1), rtol=1e-4, atol=1e-3)
     converted = comp._convert(0, x.astype(np.float64))  # other dtypes are converted
     assert converted.dtype == np.float32 and converted.flags.c_contiguous
 
@@ -192,13 +192,13 @@ def test_non_contiguous_inputs_are_converted():
     base = np.arange(24, dtype=np.float32).reshape(6, 4)
     strided = base[::2]  # every other row
     assert not strided.flags.c_contiguous
-    np.testing.assert_array_equal(comp(strided), strided)
+    np.testing.assert_array_equal(comp(strided)[0], strided)
     transposed = np.arange(12, dtype=np.float32).reshape(4, 3).T
-    np.testing.assert_array_equal(comp(transposed), transposed)
+    np.testing.assert_array_equal(comp(transposed)[0], transposed)
     fortran = np.asfortranarray(np.arange(12, dtype=np.float32).reshape(3, 4))
-    np.testing.assert_array_equal(comp(fortran), fortran)
+    np.testing.assert_array_equal(comp(fortran)[0], fortran)
     reversed_rows = np.arange(12, dtype=np.float32).reshape(3, 4)[::-1]
-    np.testing.assert_array_equal(comp(reversed_rows), reversed_rows)
+    np.testing.assert_array_equal(comp(reversed_rows)[0], reversed_rows)
 
 
 def test_lists_scalars_and_other_dtypes_are_converted():
@@ -224,14 +224,14 @@ def test_lists_scalars_and_other_dtypes_are_converted():
 def test_boolean_inputs():
     p = ng.parameter([3], dtype=bool, name="p")
     comp = ng.runtime(backend_name="CPU").computation(ng.logical_not(p), p)
-    np.testing.assert_array_equal(comp([True, False, True]), [False, True, False])
-    np.testing.assert_array_equal(comp(np.array([False, False, True])), [True, True, False])
+    np.testing.assert_array_equal(comp([True, False, True])[0], [False, True, False])
+    np.testing.assert_array_equal(comp(np.array([False, False, True]))[0], [True, True, False])
 
 
 def test_float64_into_float32_parameter():
     p = ng.parameter([3], name="p")
     comp = ng.runtime(backend_name="CPU").computation(p / 3, p)
-    out = comp(np.array([1.0, 2.0, 3.0]))
+    out = comp(np.array([1.0, 2.0, 3.0]))[0]
     assert out.dtype == np.float32
     np.testing.assert_allclose(out, np.array([1, 2, 3], np.float32) / np.float32(3))
 
@@ -335,7 +335,7 @@ def test_gil_is_released_while_running():
             start.wait(timeout=60)
             out = None
             for _ in range(3):
-                out = comp(x, y)
+                (out,) = comp(x, y)
             results[i] = out
         except BaseException as e:  # noqa: B036 - reported below
             errors.append(e)
@@ -360,7 +360,7 @@ def test_same_computation_from_two_threads():
 
     def work(i):
         for _ in range(5):
-            results[i] = comp(inputs[i])
+            results[i] = comp(inputs[i])[0]
 
     threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
     for t in threads:
@@ -393,7 +393,7 @@ def test_other_threads_run_while_a_computation_runs():
     t.start()
     try:
         before = len(ticks)
-        out = comp(x)
+        out = comp(x)[0]
         during = len(ticks) - before
     finally:
         done.set()

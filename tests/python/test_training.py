@@ -221,10 +221,10 @@ def test_swap_of_computed_updates_sees_old_values():
     b = ng.variable(np.array([3.0, 5.0]), name="b")
     # a <- a + b and b <- a * b both read the values from before the call.
     comp = RUNTIME.computation(ng.sum(a), updates=[(a, a + b), (b, a * b)])
-    assert comp() == 3.0
+    assert comp()[0] == 3.0
     np.testing.assert_array_equal(a.get_value(), [4, 7])
     np.testing.assert_array_equal(b.get_value(), [3, 10])
-    assert comp() == 11.0
+    assert comp()[0] == 11.0
     np.testing.assert_array_equal(a.get_value(), [7, 17])
     np.testing.assert_array_equal(b.get_value(), [12, 70])
 
@@ -252,10 +252,10 @@ def test_update_from_a_parameter_or_the_variable_itself():
     load(np.array([5.0, 6.0]))
     np.testing.assert_array_equal(w.get_value(), [5, 6])
     keep = RUNTIME.computation(ng.sum(w), updates=[(w, w)])
-    assert keep() == 11
+    assert keep()[0] == 11
     np.testing.assert_array_equal(w.get_value(), [5, 6])
     const = RUNTIME.computation(ng.sum(w), updates=[(w, np.array([7.0, 8.0]))])
-    assert const() == 11
+    assert const()[0] == 11
     np.testing.assert_array_equal(w.get_value(), [7, 8])
 
 
@@ -268,10 +268,10 @@ def test_a_variable_updated_twice_is_an_error():
 def test_counter_and_set_value_between_calls():
     count = ng.variable(np.array(0, np.int64), name="count")
     step = RUNTIME.computation(count + 0, updates=[(count, count + 1)])
-    assert [int(step()) for _ in range(4)] == [0, 1, 2, 3]
+    assert [int(step()[0]) for _ in range(4)] == [0, 1, 2, 3]
     assert count.get_value() == 4
     count.set_value(100)
-    assert int(step()) == 100
+    assert int(step()[0]) == 100
     assert count.get_value() == 101
 
 
@@ -283,7 +283,7 @@ def test_variable_shared_by_two_computations():
     add_one()
     double()
     np.testing.assert_array_equal(v.get_value(), [6.0])
-    np.testing.assert_array_equal(add_one(), [6.0])
+    np.testing.assert_array_equal(add_one()[0], [6.0])
     np.testing.assert_array_equal(v.get_value(), [7.0])
 
 
@@ -300,13 +300,13 @@ def test_training_step_updates_weights_without_host_round_trip():
     step = RUNTIME.computation(loss, x, y, updates=[(w, w - g * 0.1)])
     # The weights are no argument of the call: they stay in the runtime.
     assert [p.name for p in step.parameters] == ["x", "y"]
-    first = step(xs, ys)
+    first = step(xs, ys)[0]
     assert isinstance(first, np.ndarray) and first.shape == ()
     np.testing.assert_allclose(first, np.mean(ys ** 2))
     # One step of gradient descent, as NumPy computes it.
     expected = -0.1 * (2 / 32) * xs.T @ (0 - ys)
     np.testing.assert_allclose(w.get_value(), expected, rtol=1e-12)
-    losses = [float(step(xs, ys)) for _ in range(200)]
+    losses = [float(step(xs, ys)[0]) for _ in range(200)]
     assert losses[-1] < 1e-6 < first
     assert all(b <= a + 1e-15 for a, b in zip(losses, losses[1:]))
     np.testing.assert_allclose(w.get_value(), true_w, atol=1e-3)
@@ -505,7 +505,7 @@ def test_cross_entropy_integer_and_one_hot_labels_agree():
     # Soft labels are differentiable too: d loss / d target = -log_softmax / n.
     np.testing.assert_allclose(out[4], -log_softmax(logits_v) / 6, rtol=1e-12)
     # NumPy labels (constants) give the same value.
-    const = RUNTIME.computation(ng.softmax_cross_entropy(logits, labels_v), logits)(logits_v)
+    const = RUNTIME.computation(ng.softmax_cross_entropy(logits, labels_v), logits)(logits_v)[0]
     np.testing.assert_allclose(const, expected, rtol=1e-12)
 
 
@@ -523,7 +523,7 @@ def test_cross_entropy_is_stable_for_huge_logits(dtype):
     tol = 1e-5 if dtype == F32 else 1e-9
     np.testing.assert_allclose(out, [0.0, 1e4, np.log(2)], rtol=tol, atol=tol)
     np.testing.assert_allclose(grad, [[0, 0, 0], [1, -1, 0], [0, -0.5, 0.5]], atol=tol)
-    mean = RUNTIME.computation(ng.softmax_cross_entropy(logits, labels), logits, labels)(z, lab)
+    mean = RUNTIME.computation(ng.softmax_cross_entropy(logits, labels), logits, labels)(z, lab)[0]
     assert np.isfinite(mean)
 
 
@@ -582,7 +582,7 @@ def test_mean_squared_error_broadcasts_and_takes_arrays():
     p = ng.parameter([4, 3], F64, name="p")
     target = np.array([1.0, 2.0, 3.0])
     p_v = np.arange(12, dtype=F64).reshape(4, 3)
-    out = RUNTIME.computation(ng.mean_squared_error(p, target), p)(p_v)
+    out = RUNTIME.computation(ng.mean_squared_error(p, target), p)(p_v)[0]
     np.testing.assert_allclose(out, np.mean((p_v - target) ** 2))
     with pytest.raises(ValueError, match="reduction"):
         ng.mean_squared_error(p, target, reduction="median")
@@ -644,9 +644,9 @@ def train_mnist(split, optimizer, epochs=5, batch=64, target=0.92, seed=0):
         order = rng.permutation(len(train_x))[:n].reshape(-1, batch)
         epoch_loss = 0.0
         for idx in order:
-            epoch_loss += float(step(train_x[idx], train_y[idx]))
+            epoch_loss += float(step(train_x[idx], train_y[idx])[0])
         losses.append(epoch_loss / len(order))
-        accuracies.append(float(np.mean(predict(test_x) == test_y)))
+        accuracies.append(float(np.mean(predict(test_x)[0] == test_y)))
         if accuracies[-1] >= target:  # "within 5 epochs": stop once there
             break
     after = [w.get_value() for w in weights]

@@ -1,4 +1,5 @@
-// Element types of tensors: the five the core supports.
+// Element types of tensors. NGRAPH_ELEMENT_TYPES is the one list of them: the enum, names,
+// sizes, NumPy dtypes and every kernel's type dispatch come from it.
 #pragma once
 
 #include <cstddef>
@@ -9,7 +10,16 @@
 namespace ngraph {
 namespace element {
 
-enum class Type_t { undefined, boolean, f32, f64, i32, i64 };
+// X(enum name, C++ storage type, NumPy name).
+#define NGRAPH_ELEMENT_TYPES(X)                                                        \
+  X(boolean, char, "bool") X(f32, float, "float32") X(f64, double, "float64")            \
+  X(i32, int32_t, "int32") X(i64, int64_t, "int64") X(i8, int8_t, "int8")                 \
+  X(i16, int16_t, "int16") X(u8, uint8_t, "uint8") X(u16, uint16_t, "uint16")            \
+  X(u32, uint32_t, "uint32") X(u64, uint64_t, "uint64")
+
+#define NGRAPH_ELEMENT_ENUM(name, ctype, numpy) name,
+enum class Type_t { undefined, NGRAPH_ELEMENT_TYPES(NGRAPH_ELEMENT_ENUM) };
+#undef NGRAPH_ELEMENT_ENUM
 
 class Type {
  public:
@@ -19,9 +29,11 @@ class Type {
   constexpr Type_t get_type_enum() const { return m_type; }
   size_t size() const;
   bool is_real() const { return m_type == Type_t::f32 || m_type == Type_t::f64; }
-  bool is_integral() const { return m_type == Type_t::i32 || m_type == Type_t::i64; }
+  bool is_integral() const { return is_numeric() && !is_real(); }
+  bool is_signed() const { return is_real() || m_type == Type_t::i8 || m_type == Type_t::i16 ||
+                                  m_type == Type_t::i32 || m_type == Type_t::i64; }
   bool is_boolean() const { return m_type == Type_t::boolean; }
-  bool is_numeric() const { return is_real() || is_integral(); }
+  bool is_numeric() const { return m_type != Type_t::undefined && m_type != Type_t::boolean; }
   const std::string& get_type_name() const;
   const char* c_type_string() const;
 
@@ -29,8 +41,8 @@ class Type {
   constexpr bool operator!=(const Type& o) const { return m_type != o.m_type; }
   constexpr bool operator<(const Type& o) const { return m_type < o.m_type; }
 
-  // Accepts "f32", "float32", "float", "f64", "float64", "double", "i32", "int32",
-  // "i64", "int64", "boolean", "bool".
+  // Accepts the short names ("f32", "u8", "boolean"), the NumPy names ("float32", "uint8",
+  // "bool"), "float" and "double".
   static Type from_name(const std::string& name);
 
  private:
@@ -38,27 +50,20 @@ class Type {
 };
 
 inline constexpr Type undefined{Type_t::undefined};
-inline constexpr Type boolean{Type_t::boolean};
-inline constexpr Type f32{Type_t::f32};
-inline constexpr Type f64{Type_t::f64};
-inline constexpr Type i32{Type_t::i32};
-inline constexpr Type i64{Type_t::i64};
+#define NGRAPH_ELEMENT_CONSTANT(name, ctype, numpy) inline constexpr Type name{Type_t::name};
+NGRAPH_ELEMENT_TYPES(NGRAPH_ELEMENT_CONSTANT)
+#undef NGRAPH_ELEMENT_CONSTANT
 
 // Storage type of boolean tensors: one byte, 0 or 1.
 using boolean_t = char;
 
 template <typename T>
 constexpr Type from();
-template <>
-constexpr Type from<float>() { return f32; }
-template <>
-constexpr Type from<double>() { return f64; }
-template <>
-constexpr Type from<int32_t>() { return i32; }
-template <>
-constexpr Type from<int64_t>() { return i64; }
-template <>
-constexpr Type from<char>() { return boolean; }
+#define NGRAPH_ELEMENT_FROM(name, ctype, numpy) \
+  template <>                                     \
+  constexpr Type from<ctype>() { return name; }
+NGRAPH_ELEMENT_TYPES(NGRAPH_ELEMENT_FROM)
+#undef NGRAPH_ELEMENT_FROM
 template <>
 constexpr Type from<bool>() { return boolean; }
 
@@ -67,14 +72,13 @@ std::ostream& operator<<(std::ostream& out, const Type& t);
 // Calls f(T{}) with T the C++ storage type of `t`; throws for undefined.
 template <typename F>
 decltype(auto) dispatch(Type t, F&& f) {
+#define NGRAPH_ELEMENT_CASE(name, ctype, numpy) \
+  case Type_t::name: return f(ctype{});
   switch (t.get_type_enum()) {
-    case Type_t::boolean: return f(boolean_t{});
-    case Type_t::f32: return f(float{});
-    case Type_t::f64: return f(double{});
-    case Type_t::i32: return f(int32_t{});
-    case Type_t::i64: return f(int64_t{});
+    NGRAPH_ELEMENT_TYPES(NGRAPH_ELEMENT_CASE)
     default: break;
   }
+#undef NGRAPH_ELEMENT_CASE
   throw std::invalid_argument("element type 'undefined' has no storage type");
 }
 

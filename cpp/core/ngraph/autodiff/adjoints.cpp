@@ -84,13 +84,15 @@ Adjoints::Adjoints(const OutputVector& ys, const OutputVector& seeds) {
       }
     }
     if (!any || node->get_input_size() == 0) continue;
-    bool real = true;
+    // Only outputs that received a gradient must be real: TopK's indices output (integers)
+    // gets none when only its values are differentiated.
+    size_t integral = node->get_output_size();
     for (size_t o = 0; o < node->get_output_size(); ++o)
-      real = real && node->get_output_element_type(o).is_real();
-    if (!real) {
+      if (m_deltas.count(node->output(o)) && !node->get_output_element_type(o).is_real()) integral = o;
+    if (integral < node->get_output_size()) {
       m_blocked.emplace_back(node, "[" + node->get_type_name() + "] is not differentiable: its output (node " +
                                        node->get_name() + ") has element type " +
-                                       node->get_output_element_type(0).get_type_name());
+                                       node->get_output_element_type(integral).get_type_name());
       continue;
     }
     try {

@@ -56,7 +56,7 @@ void check_element_kind(const Node& node, size_t i, ElementKind kind) {
   const char* want = nullptr;
   switch (kind) {
     case ElementKind::numeric:
-      if (!t.is_numeric()) want = "a numeric type (f32, f64, i32, i64)";
+      if (!t.is_numeric()) want = "a numeric type (f32, f64, i8, i16, i32, i64, u8, u16, u32, u64)";
       break;
     case ElementKind::real:
       if (!t.is_real()) want = "a floating-point type (f32, f64)";
@@ -165,6 +165,37 @@ void Sin::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas)
 void Cos::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
   adj.add_delta(input_value(0), neg(mul(deltas[0], std::make_shared<Sin>(input_value(0)))));
 }
+void Tan::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
+  // 1 + tan^2
+  auto y = output(0);
+  adj.add_delta(input_value(0),
+                mul(deltas[0], std::make_shared<Add>(cst(y, 1.0), mul(y, y), np)));
+}
+namespace {
+// 1 / sqrt(1 - x^2), the derivative of asin (and minus that of acos).
+Output inverse_sqrt_one_minus_square(const Output& x) {
+  auto s = std::make_shared<Sqrt>(std::make_shared<Subtract>(cst(x, 1.0), mul(x, x), np));
+  return div(cst(x, 1.0), s);
+}
+}  // namespace
+void Asin::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
+  adj.add_delta(input_value(0), mul(deltas[0], inverse_sqrt_one_minus_square(input_value(0))));
+}
+void Acos::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
+  adj.add_delta(input_value(0),
+                neg(mul(deltas[0], inverse_sqrt_one_minus_square(input_value(0)))));
+}
+void Atan::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
+  // 1 / (1 + x^2)
+  Output x = input_value(0);
+  adj.add_delta(x, div(deltas[0], std::make_shared<Add>(cst(x, 1.0), mul(x, x), np)));
+}
+void Sinh::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
+  adj.add_delta(input_value(0), mul(deltas[0], std::make_shared<Cosh>(input_value(0))));
+}
+void Cosh::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
+  adj.add_delta(input_value(0), mul(deltas[0], std::make_shared<Sinh>(input_value(0))));
+}
 void Tanh::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
   // 1 - tanh^2
   auto y = output(0);
@@ -263,6 +294,12 @@ NGRAPH_REGISTER_OP(Log);
 NGRAPH_REGISTER_OP(Sqrt);
 NGRAPH_REGISTER_OP(Sin);
 NGRAPH_REGISTER_OP(Cos);
+NGRAPH_REGISTER_OP(Tan);
+NGRAPH_REGISTER_OP(Asin);
+NGRAPH_REGISTER_OP(Acos);
+NGRAPH_REGISTER_OP(Atan);
+NGRAPH_REGISTER_OP(Sinh);
+NGRAPH_REGISTER_OP(Cosh);
 NGRAPH_REGISTER_OP(Tanh);
 NGRAPH_REGISTER_OP(Sigmoid);
 NGRAPH_REGISTER_OP(Erf);

@@ -34,6 +34,31 @@ void OneHot::validate_and_infer_types() {
   set_output_type(0, get_input_element_type(0), m_shape);
 }
 
+TopK::TopK(const Output& arg, size_t k, size_t axis, bool compute_max,
+           element::Type index_element_type)
+    : Op<TopK>({arg}), m_k(k), m_axis(axis), m_compute_max(compute_max),
+      m_index_type(index_element_type) {
+  constructor_validate_and_infer_types();
+}
+
+void TopK::validate_and_infer_types() {
+  check_input_count(1);
+  check_element_kind(*this, 0, ElementKind::numeric);
+  const Shape& in = get_input_shape(0);
+  if (m_axis >= in.size())
+    fail(concat_message("axis ", m_axis, " is out of range for arg shape ", in));
+  if (m_k < 1 || m_k > in[m_axis])
+    fail(concat_message("k ", m_k, " must be between 1 and the size of axis ", m_axis,
+                        " of arg shape ", in, " (", in[m_axis], ")"));
+  if (m_index_type != element::i32 && m_index_type != element::i64)
+    fail_type(concat_message("index_element_type must be i32 or i64, got ", m_index_type));
+  Shape out = in;
+  out[m_axis] = m_k;
+  set_output_size(2);
+  set_output_type(0, get_input_element_type(0), out);
+  set_output_type(1, m_index_type, out);
+}
+
 // ------------------------------------------------------------------------ gradient rules
 
 namespace {
@@ -43,6 +68,27 @@ Output expand(const Output& v, const Shape& shape, const AxisSet& axes) {
   return std::make_shared<Broadcast>(v, shape, axes);
 }
 }  // namespace
+
+// Each value's gradient goes back to the element it came from: one_hot(indices) along a new
+// axis after `axis` (of the input's size), times the gradient broadcast along it, summed over
+// the k picks. The indices output has no gradient (it is integral).
+void TopK::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
+  if (autodiff::is_zeros(deltas[0])) return;
+  Output x = input_value(0);
+  const Shape& in = x.get_shape();
+  Shape picks = get_output_shape(0);  // in with axis of size k
+  Shape expanded = picks;
+  expanded.insert(expanded.begin() + static_cast<std::ptrdiff_t>(m_axis) + 1, in[m_axis]);
+  auto hot = std::make_shared<OneHot>(output(1), expanded, m_axis + 1);
+  // A Select, not a Convert of the integer mask: a constant for a gradient of this gradient.
+  element::Type t = x.get_element_type();
+  auto mask = std::make_shared<Select>(
+      std::make_shared<Equal>(hot, autodiff::scalar(output(1).get_element_type(), 1.0), np),
+      autodiff::scalar(t, 1.0), autodiff::scalar(t, 0.0), np);
+  auto spread = std::make_shared<Broadcast>(deltas[0], expanded, AxisSet{m_axis + 1});
+  adj.add_delta(x, std::make_shared<Sum>(std::make_shared<Multiply>(mask, spread),
+                                         AxisSet{m_axis}));
+}
 
 void Sum::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
   adj.add_delta(input_value(0), expand(deltas[0], get_input_shape(0), m_axes));
@@ -118,6 +164,7 @@ NGRAPH_REGISTER_OP(Product);
 NGRAPH_REGISTER_OP(Max);
 NGRAPH_REGISTER_OP(Min);
 NGRAPH_REGISTER_OP(ArgMax);
+NGRAPH_REGISTER_OP(TopK);
 NGRAPH_REGISTER_OP(ArgMin);
 NGRAPH_REGISTER_OP(Softmax);
 NGRAPH_REGISTER_OP(OneHot);

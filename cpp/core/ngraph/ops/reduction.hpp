@@ -102,6 +102,35 @@ class ArgMin : public IndexReduction<ArgMin> {
   using IndexReduction::IndexReduction;
 };
 
+// TopK(arg, k, axis, compute_max, index_element_type): the k largest (compute_max) or smallest
+// elements along `axis`, sorted (largest first, or smallest first), ties by the lower index.
+// Two outputs: 0 the values (arg's type), 1 their indices along `axis` (i32 or i64); both have
+// arg's shape with `axis` of size k. 1 <= k <= the axis' size.
+class TopK : public Op<TopK> {
+ public:
+  static constexpr const char* type_name = "TopK";
+  TopK() = default;
+  TopK(const Output& arg, size_t k, size_t axis, bool compute_max = true,
+       element::Type index_element_type = element::i64);
+  void validate_and_infer_types() override;
+  void visit_attributes(AttributeVisitor& v) override {
+    v.on("k", m_k);
+    v.on("axis", m_axis);
+    v.on("compute_max", m_compute_max);
+    v.on("index_element_type", m_index_type);
+  }
+  size_t get_k() const { return m_k; }
+  size_t get_axis() const { return m_axis; }
+  bool get_compute_max() const { return m_compute_max; }
+  void generate_adjoints(autodiff::Adjoints& adjoints, const OutputVector& deltas) override;
+
+ private:
+  size_t m_k = 1;
+  size_t m_axis = 0;
+  bool m_compute_max = true;
+  element::Type m_index_type = element::i64;
+};
+
 // Softmax(arg, axes): exp(x - max) / sum(exp(x - max)) over `axes`, for floats.
 class Softmax : public Op<Softmax> {
  public:

@@ -18,17 +18,15 @@ namespace runtime {
 namespace cpu {
 namespace {
 
-// Calls f(T{}) for the numeric storage types only.
+// Calls f(T{}) for the numeric storage types only (element::dispatch's list without boolean).
 template <typename F>
-decltype(auto) dispatch_numeric(const Node& node, element::Type t, F&& f) {
-  switch (t.get_type_enum()) {
-    case element::Type_t::f32: return f(float{});
-    case element::Type_t::f64: return f(double{});
-    case element::Type_t::i32: return f(int32_t{});
-    case element::Type_t::i64: return f(int64_t{});
-    default: break;
-  }
-  node.fail_type("CPU kernel has no implementation for element type " + t.get_type_name());
+Kernel dispatch_numeric(const Node& node, element::Type t, F&& f) {
+  if (!t.is_numeric())
+    node.fail_type("CPU kernel has no implementation for element type " + t.get_type_name());
+  return element::dispatch(t, [&](auto tag) -> Kernel {
+    if constexpr (std::is_same_v<decltype(tag), element::boolean_t>) return Kernel{};
+    else return f(tag);
+  });
 }
 
 // oneDNN's per-execution overhead (about a microsecond) is more than a loop over a few
@@ -179,19 +177,22 @@ NGRAPH_CPU_KERNEL("Divide", [](KernelContext& ctx) -> Kernel {
   if (ctx.output(0).elements() == 0) return [](const void* const*, void* const*) {};
   bool pythondiv = static_cast<const op::Divide&>(node).is_pythondiv();
   std::string name = node.get_name();
-  auto int_divide = [&](auto tag) -> Kernel {
+  return dispatch_numeric(node, t, [&](auto tag) -> Kernel {
     using T = decltype(tag);
-    return binary_loop<T, T>(ctx, [pythondiv, name](T a, T b) -> T {
+    if constexpr (!std::is_integral_v<T>) return Kernel{};  // reals: handled above
+    else return binary_loop<T, T>(ctx, [pythondiv, name](T a, T b) -> T {
       if (b == 0) throw std::domain_error("[Divide] integer division by zero in " + name);
-      // MIN / -1 traps and -MIN overflows: negate in unsigned arithmetic, which wraps to MIN.
-      if (b == -1) return static_cast<T>(0u - static_cast<std::make_unsigned_t<T>>(a));
-      T q = a / b;
-      if (pythondiv && (a % b != 0) && ((a < 0) != (b < 0))) --q;
-      return q;
+      if constexpr (std::is_signed_v<T>) {
+        // MIN / -1 traps and -MIN overflows: negate in unsigned arithmetic, which wraps to MIN.
+        if (b == -1) return static_cast<T>(0u - static_cast<std::make_unsigned_t<T>>(a));
+        T q = static_cast<T>(a / b);
+        if (pythondiv && (a % b != 0) && ((a < 0) != (b < 0))) --q;
+        return q;
+      } else {
+        return static_cast<T>(a / b);
+      }
     });
-  };
-  if (t == element::i32) return int_divide(int32_t{});
-  return int_divide(int64_t{});
+  });
 }, elementwise_layout(scalar::Divide::zero_preserving));
 
 NGRAPH_CPU_KERNEL("LogicalAnd", [](KernelContext& ctx) -> Kernel {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 
 namespace ngraph {
 namespace runtime {
@@ -157,16 +159,22 @@ void view_copy(const StridedLoop& loop, const char* src, char* dst) {
 Kernel make_view_copy(const Shape& shape, std::vector<std::ptrdiff_t> strides,
                       std::ptrdiff_t offset, size_t elem_size) {
   StridedLoop loop(shape, {to_signed(row_major_strides(shape)), std::move(strides)});
-  return [loop, offset, elem_size](const void* const* in, void* const* out) {
-    const char* src = static_cast<const char*>(in[0]) + offset * static_cast<std::ptrdiff_t>(elem_size);
-    char* dst = static_cast<char*>(out[0]);
-    switch (elem_size) {
-      case 1: view_copy<uint8_t>(loop, src, dst); break;
-      case 4: view_copy<uint32_t>(loop, src, dst); break;
-      case 8: view_copy<uint64_t>(loop, src, dst); break;
-      default: break;
-    }
+  // The element width decides the copy loop once, here: every element size has one.
+  auto copier = [&](auto tag) -> Kernel {
+    using W = decltype(tag);
+    return [loop, offset](const void* const* in, void* const* out) {
+      const char* src = static_cast<const char*>(in[0]) + offset * static_cast<std::ptrdiff_t>(sizeof(W));
+      view_copy<W>(loop, src, static_cast<char*>(out[0]));
+    };
   };
+  switch (elem_size) {
+    case 1: return copier(uint8_t{});
+    case 2: return copier(uint16_t{});
+    case 4: return copier(uint32_t{});
+    case 8: return copier(uint64_t{});
+    default: break;
+  }
+  throw std::logic_error("view copy of " + std::to_string(elem_size) + "-byte elements");
 }
 
 }  // namespace cpu

@@ -7,6 +7,7 @@
 #include "ngraph/runtime/cpu/fusion.hpp"
 #include "ngraph/runtime/cpu/kernel.hpp"
 #include "ngraph/runtime/cpu/layout.hpp"
+#include "ngraph/runtime/cpu/scalar_ops.hpp"
 
 namespace ngraph {
 namespace runtime {
@@ -131,13 +132,9 @@ Kernel gemm_kernel(KernelContext& ctx, const Gemm& g) {
     return [out_bytes](const void* const*, void* const* out) { std::memset(out[0], 0, out_bytes); };
   element::Type t = node.get_element_type();
   if (t == element::f32 && g.batch.size() + 2 <= DNNL_MAX_NDIMS) return dnnl_gemm(ctx, g);
-  switch (t.get_type_enum()) {
-    case element::Type_t::f32: return loop_gemm<float>(g);
-    case element::Type_t::f64: return loop_gemm<double>(g);
-    case element::Type_t::i32: return loop_gemm<int32_t>(g);
-    case element::Type_t::i64: return loop_gemm<int64_t>(g);
-    default: node.fail_type("CPU kernel has no implementation for element type " + t.get_type_name());
-  }
+  if (!t.is_numeric())
+    node.fail_type("CPU kernel has no implementation for element type " + t.get_type_name());
+  return element::dispatch(t, [&](auto tag) -> Kernel { return loop_gemm<decltype(tag)>(g); });
 }
 
 // Bias and ReLU after a loop GEMM (types oneDNN does not cover).
@@ -149,8 +146,8 @@ Kernel with_bias_relu(Kernel gemm, size_t m, size_t n, bool bias, bool relu) {
     const T* b = bias ? static_cast<const T*>(in[2]) : nullptr;
     for (size_t i = 0; i < m; ++i)
       for (size_t j = 0; j < n; ++j) {
-        T v = c[i * n + j] + (b ? b[j] : T(0));
-        c[i * n + j] = relu && v < T(0) ? T(0) : v;
+        T v = static_cast<T>(c[i * n + j] + (b ? b[j] : T(0)));
+        c[i * n + j] = relu && scalar::is_negative(v) ? T(0) : v;
       }
   };
 }
@@ -191,13 +188,10 @@ NGRAPH_CPU_KERNEL("CPUMatMulBias", [](KernelContext& ctx) -> Kernel {
   // k == 0 or other types: the plain GEMM (zeros when k == 0), then bias and ReLU.
   Kernel gemm = gemm_kernel(ctx, g);
   auto m = static_cast<size_t>(g.m), n = static_cast<size_t>(g.n);
-  switch (t.get_type_enum()) {
-    case element::Type_t::f32: return with_bias_relu<float>(gemm, m, n, bias, relu);
-    case element::Type_t::f64: return with_bias_relu<double>(gemm, m, n, bias, relu);
-    case element::Type_t::i32: return with_bias_relu<int32_t>(gemm, m, n, bias, relu);
-    case element::Type_t::i64: return with_bias_relu<int64_t>(gemm, m, n, bias, relu);
-    default: node.fail_type("CPU kernel has no implementation for element type " + t.get_type_name());
-  }
+  if (!t.is_numeric())
+    node.fail_type("CPU kernel has no implementation for element type " + t.get_type_name());
+  return element::dispatch(
+      t, [&](auto tag) -> Kernel { return with_bias_relu<decltype(tag)>(gemm, m, n, bias, relu); });
 }, matmul_bias_layout);
 
 NGRAPH_CPU_KERNEL("Dot", [](KernelContext& ctx) -> Kernel {

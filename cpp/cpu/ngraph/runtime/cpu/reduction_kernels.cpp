@@ -163,6 +163,50 @@ NGRAPH_CPU_KERNEL("ArgMin", [](KernelContext& ctx) -> Kernel {
   return index_reduction<false>(node, static_cast<const op::ArgMin&>(node).get_reduction_axis());
 });
 
+// TopK: per row along the axis, the k best (value, index) pairs by a partial sort; ties go to
+// the lower index, NaN counts as larger than any number (as in NumPy's sort).
+NGRAPH_CPU_KERNEL("TopK", [](KernelContext& ctx) -> Kernel {
+  const auto& node = static_cast<const op::TopK&>(ctx.node);
+  const Shape& in = node.get_input_shape(0);
+  size_t axis = node.get_axis(), k = node.get_k(), n = in[axis];
+  size_t outer = 1, inner = 1;
+  for (size_t d = 0; d < axis; ++d) outer *= in[d];
+  for (size_t d = axis + 1; d < in.size(); ++d) inner *= in[d];
+  bool is_max = node.get_compute_max();
+  bool i64 = node.get_output_element_type(1) == element::i64;
+  return element::dispatch(node.get_input_element_type(0), [&](auto tag) -> Kernel {
+    using T = decltype(tag);
+    return [outer, inner, n, k, is_max, i64](const void* const* i, void* const* o) {
+      const T* x = static_cast<const T*>(i[0]);
+      T* values = static_cast<T*>(o[0]);
+      std::vector<size_t> order(n);
+      auto before = [&](const T* p, size_t a, size_t b) {
+        T va = p[a * inner], vb = p[b * inner];
+        bool na = va != va, nb = vb != vb;  // NaN: the largest
+        if (na || nb) {
+          if (na && nb) return a < b;
+          return is_max ? na : nb;
+        }
+        if (va != vb) return is_max ? va > vb : va < vb;
+        return a < b;
+      };
+      for (size_t a = 0; a < outer; ++a)
+        for (size_t b = 0; b < inner; ++b) {
+          const T* p = x + a * n * inner + b;
+          for (size_t j = 0; j < n; ++j) order[j] = j;
+          std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k),
+                            order.end(), [&](size_t u, size_t v) { return before(p, u, v); });
+          for (size_t j = 0; j < k; ++j) {
+            size_t at = a * k * inner + j * inner + b;
+            values[at] = p[order[j] * inner];
+            if (i64) static_cast<int64_t*>(o[1])[at] = static_cast<int64_t>(order[j]);
+            else static_cast<int32_t*>(o[1])[at] = static_cast<int32_t>(order[j]);
+          }
+        }
+    };
+  });
+});
+
 NGRAPH_CPU_KERNEL("Softmax", [](KernelContext& ctx) -> Kernel {
   const Node& node = ctx.node;
   auto& s = static_cast<const op::Softmax&>(node);

@@ -32,6 +32,13 @@ struct Traits {
   static constexpr float alpha = 0.f;
 };
 
+// x < 0, false for unsigned types (where the comparison would always be false).
+template <typename T>
+constexpr bool is_negative(T x) {
+  if constexpr (std::is_signed_v<T>) return x < T(0);
+  else return false;
+}
+
 // ------------------------------------------------------------------------------------ unary
 
 struct Negative : Traits<false, true, true, algorithm::eltwise_linear> {
@@ -41,14 +48,14 @@ struct Negative : Traits<false, true, true, algorithm::eltwise_linear> {
 struct Abs : Traits<false, true, true, algorithm::eltwise_abs> {
   template <typename T> T operator()(T x) const {
     if constexpr (std::is_floating_point_v<T>) return std::fabs(x);
-    else return x < 0 ? static_cast<T>(-x) : x;
+    else return is_negative(x) ? static_cast<T>(-x) : x;
   }
 };
 struct Sign : Traits<false, false, true> {
   template <typename T> T operator()(T x) const {
     if constexpr (std::is_floating_point_v<T>)
       if (x != x) return x;  // NaN stays NaN
-    return static_cast<T>((x > 0) - (x < 0));
+    return static_cast<T>(static_cast<int>(x > T(0)) - static_cast<int>(is_negative(x)));
   }
 };
 struct Floor : Traits<false, false, true> {
@@ -61,11 +68,10 @@ struct Ceiling : Traits<false, false, true> {
     if constexpr (std::is_floating_point_v<T>) return std::ceil(x); else return x;
   }
 };
-// NaN propagates (x < 0 is false for NaN), as in NumPy and PyTorch.
-// Not oneDNN's eltwise_relu: it maps NaN to 0 (max(x, 0) with NaN lost); NaN propagates here,
-// as in NumPy and PyTorch.
+// Not oneDNN's eltwise_relu, which maps NaN to 0 (max(x, 0) with NaN lost): NaN propagates
+// here (x < 0 is false for NaN), as in NumPy and PyTorch.
 struct Relu : Traits<false, true, true> {
-  template <typename T> T operator()(T x) const { return x < T(0) ? T(0) : x; }
+  template <typename T> T operator()(T x) const { return is_negative(x) ? T(0) : x; }
 };
 struct Exp : Traits<true, true, false, algorithm::eltwise_exp> {
   template <typename T> T operator()(T x) const { return std::exp(x); }
@@ -83,6 +89,24 @@ struct Sin : Traits<true, false, true> {
 };
 struct Cos : Traits<true, false, false> {
   template <typename T> T operator()(T x) const { return std::cos(x); }
+};
+struct Tan : Traits<true, false, true> {
+  template <typename T> T operator()(T x) const { return std::tan(x); }
+};
+struct Asin : Traits<true, false, true> {
+  template <typename T> T operator()(T x) const { return std::asin(x); }
+};
+struct Acos : Traits<true, false, false> {
+  template <typename T> T operator()(T x) const { return std::acos(x); }
+};
+struct Atan : Traits<true, false, true> {
+  template <typename T> T operator()(T x) const { return std::atan(x); }
+};
+struct Sinh : Traits<true, false, true> {
+  template <typename T> T operator()(T x) const { return std::sinh(x); }
+};
+struct Cosh : Traits<true, false, false> {
+  template <typename T> T operator()(T x) const { return std::cosh(x); }
 };
 struct Tanh : Traits<true, true, true, algorithm::eltwise_tanh> {
   template <typename T> T operator()(T x) const { return std::tanh(x); }
@@ -129,12 +153,14 @@ struct Minimum : Traits<false, true, true> {
 };
 template <typename T>
 T int_power(T base, T exp) {
-  if (exp < 0) return base == 1 ? 1 : base == -1 ? ((exp % 2) ? -1 : 1) : 0;
+  if constexpr (std::is_signed_v<T>) {
+    if (exp < 0) return base == 1 ? 1 : base == -1 ? ((exp % 2) ? -1 : 1) : 0;
+  }
   T result = 1;
   while (exp) {
-    if (exp & 1) result *= base;
-    base *= base;
-    exp >>= 1;
+    if (exp & 1) result = static_cast<T>(result * base);
+    base = static_cast<T>(base * base);
+    exp = static_cast<T>(exp >> 1);
   }
   return result;
 }
@@ -177,7 +203,7 @@ struct Select : Traits<false, true, false> {
 // Unary ops: kernels registered from this list (elementwise_kernels.cpp).
 #define NGRAPH_CPU_UNARY_OPS(X) \
   X(Negative) X(Abs) X(Sign) X(Floor) X(Ceiling) X(Relu) X(Exp) X(Log) X(Sqrt) X(Sin) X(Cos) \
-  X(Tanh) X(Sigmoid) X(Erf) X(Gelu)
+  X(Tan) X(Asin) X(Acos) X(Atan) X(Sinh) X(Cosh) X(Tanh) X(Sigmoid) X(Erf) X(Gelu)
 // Binary arithmetic with NumPy broadcasting (Divide has its own kernel for integers).
 #define NGRAPH_CPU_BINARY_OPS(X) X(Add) X(Subtract) X(Multiply) X(Maximum) X(Minimum) X(Power)
 // Comparisons: boolean results.

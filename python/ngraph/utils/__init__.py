@@ -1,4 +1,6 @@
-"""Conversions between NumPy values and graph nodes."""
+"""Conversions between NumPy values and graph nodes (ngraph's helpers), and nGraph's
+``ngraph.utils`` package: ``types``, ``input_validation``, ``broadcasting``, ``reduction``,
+``decorators`` and ``node_factory``."""
 
 from __future__ import annotations
 
@@ -9,19 +11,30 @@ import numpy as np
 
 from ngraph import _ngraph
 from ngraph._ngraph import Node
+from ngraph.exceptions import NgraphTypeError, UserInputError
 
 NodeInput = Union[Node, int, float, np.ndarray]
 
 #: NumPy dtypes of the element types the core supports.
-SUPPORTED_DTYPES = (np.float32, np.float64, np.int32, np.int64, np.bool_)
+SUPPORTED_DTYPES = (
+    np.float32, np.float64, np.int8, np.int16, np.int32, np.int64,
+    np.uint8, np.uint16, np.uint32, np.uint64, np.bool_,
+)  # fmt: skip
+#: nGraph's short names of the element types.
+SHORT_NAMES = {
+    "f32": "float32", "f64": "float64", "i8": "int8", "i16": "int16", "i32": "int32",
+    "i64": "int64", "u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64",
+    "boolean": "bool",
+}  # fmt: skip
+_SUPPORTED = ("bool, float32, float64, int8, int16, int32, int64, uint8, uint16, uint32 or "
+              "uint64")
 
 
 def to_dtype(value: Any, what: str = "dtype") -> np.dtype:
     """A NumPy dtype from a dtype, a type (np.float32, float, int, bool) or a name
     ('float32', 'f32', 'i64', 'boolean')."""
-    names = {"f32": "float32", "f64": "float64", "i32": "int32", "i64": "int64", "boolean": "bool"}
     if isinstance(value, str):
-        value = names.get(value, value)
+        value = SHORT_NAMES.get(value, value)
     if value is float:
         value = np.float32
     elif value is int:
@@ -29,10 +42,10 @@ def to_dtype(value: Any, what: str = "dtype") -> np.dtype:
     try:
         dtype = np.dtype(value)
     except TypeError as e:
-        raise TypeError(f"{what}: {value!r} is not a dtype") from e
+        raise NgraphTypeError(f"{what}: {value!r} is not a dtype") from e
     if dtype.type not in SUPPORTED_DTYPES:
-        raise TypeError(
-            f"{what}: dtype {dtype} is not supported (use float32, float64, int32, int64 or bool)"
+        raise NgraphTypeError(
+            f"{what}: dtype {dtype} is not supported (use {_SUPPORTED})"
         )
     return dtype
 
@@ -41,15 +54,20 @@ def make_constant_node(value: Any, dtype: Any = None, name: str | None = None) -
     """A Constant node holding `value` (converted to `dtype` when given)."""
     raw = np.asarray(value)
     if raw.dtype.kind not in "biuf":  # None, strings, objects, complex: not silently NaN
-        raise TypeError(
+        raise NgraphTypeError(
             f"[Constant] value {value!r} is not a number, boolean or array of them "
             f"(dtype {raw.dtype})"
         )
-    array = raw if dtype is None else np.asarray(value, dtype=to_dtype(dtype))
+    if dtype is None:
+        array = raw
+    else:
+        try:
+            array = np.asarray(value, dtype=to_dtype(dtype, "[Constant] dtype"))
+        except (OverflowError, ValueError) as e:  # -1 as uint8, 300 as int8 (NumPy >= 2)
+            raise NgraphTypeError(f"[Constant] value {value!r} does not fit {dtype}: {e}") from None
     if dtype is None and array.dtype.type not in SUPPORTED_DTYPES:
-        raise TypeError(
-            f"[Constant] dtype {array.dtype} is not supported "
-            "(use float32, float64, int32, int64 or bool)"
+        raise NgraphTypeError(
+            f"[Constant] dtype {array.dtype} is not supported (use {_SUPPORTED})"
         )
     # Not np.ascontiguousarray: it turns a 0-d array (a scalar) into shape (1,).
     if not array.flags.c_contiguous:
@@ -73,10 +91,10 @@ def as_nodes(*values: NodeInput, op: str = "") -> list[Node]:
     for v in values:
         if not isinstance(v, Node) and dtype is not None:
             raw = np.asarray(v)
-            if raw.dtype.kind == "f" and dtype.kind in "ib" and not np.array_equal(
+            if raw.dtype.kind == "f" and dtype.kind in "iub" and not np.array_equal(
                 raw.astype(dtype), raw
             ):
-                raise TypeError(
+                raise NgraphTypeError(
                     f"[{op}] value {v!r} cannot be represented exactly as {dtype}; "
                     "convert the node or the value first"
                 )
@@ -94,7 +112,7 @@ def int_list(values: Iterable[Any], what: str) -> list[int]:
             out.append(int(v))
         return out
     except (TypeError, ValueError):
-        raise TypeError(f"{what} must be a sequence of integers, got {values!r}") from None
+        raise NgraphTypeError(f"{what} must be a sequence of integers, got {values!r}") from None
 
 
 def axis_list(axes: Any, rank: int, what: str) -> list[int]:
@@ -105,7 +123,7 @@ def axis_list(axes: Any, rank: int, what: str) -> list[int]:
     out = []
     for a in int_list(axes, what):
         if not -rank <= a < rank:
-            raise ValueError(f"{what}: axis {a} is out of range for rank {rank}")
+            raise UserInputError(f"{what}: axis {a} is out of range for rank {rank}")
         out.append(a + rank if a < 0 else a)
     return out
 
@@ -113,5 +131,5 @@ def axis_list(axes: Any, rank: int, what: str) -> list[int]:
 def shape_of(shape: Sequence[Any], what: str = "shape") -> list[int]:
     dims = int_list(shape, what)
     if any(d < 0 for d in dims):
-        raise ValueError(f"{what} must not have negative dimensions, got {list(shape)}")
+        raise UserInputError(f"{what} must not have negative dimensions, got {list(shape)}")
     return dims
