@@ -224,3 +224,57 @@ def test_deserialize_reads_a_file(tmp_path):
     function = ng.deserialize(path)
     np.testing.assert_array_equal(ng.runtime().computation(function)(
         np.array([-1, 0, 2], np.float32))[0], [0, 0, 2])
+
+
+def _mutations(doc):
+    """Paths into a JSON tree (lists of keys and indices) and the values they hold."""
+    out = []
+    stack = [((), doc)]
+    while stack:
+        path, value = stack.pop()
+        out.append((path, value))
+        if isinstance(value, dict):
+            stack.extend(((*path, k), v) for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend(((*path, i), v) for i, v in enumerate(value))
+    return out
+
+
+def test_tree_mutations_read_or_raise_serialization_errors():
+    """A seeded fuzzer over JSON values (tests/cpp/serializer_test.cpp mutates tokens): a
+    value replaced by another type, a huge or negative number, another node's name, or a
+    member deleted. Every document reads or raises SerializationError."""
+    a, b = ng.parameter([2, 3], name="a"), ng.parameter([3], name="b")
+    y, mean, _ = ng.batch_norm(1e-3, ng.constant(np.ones(3, np.float32)), b,
+                               ng.broadcast_to(a, [2, 3, 2], 0))
+    w = ng.variable(np.ones(3, np.float32), name="w")
+    step = ng.runtime().computation([ng.softmax(y, [1]), ng.argmax(mean, 0), ng.allreduce(a)],
+                                    a, b, updates=[(w, w + b)])
+    base = json.loads(step.serialize())
+    names = [op["name"] for op in base[0]["ops"]]
+    replacements = [None, True, -1, 0, 2**31, 2**63, 2**64, 1e308, -0.5, "", "f32", "Add",
+                    [], [-1], [2**40, 2**40], {}, {"node": names[0], "index": 9}, *names]
+    rng = np.random.default_rng(5)
+    read = rejected = 0
+    for _ in range(400):
+        doc = json.loads(json.dumps(base))
+        for _ in range(int(rng.integers(1, 3))):
+            paths = _mutations(doc)
+            path, _value = paths[int(rng.integers(len(paths)))]
+            if not path:
+                continue
+            parent = doc
+            for key in path[:-1]:
+                parent = parent[key]
+            if isinstance(parent, dict) and rng.random() < 0.2:
+                del parent[path[-1]]
+            else:
+                parent[path[-1]] = replacements[int(rng.integers(len(replacements)))]
+        try:
+            function = ng.deserialize(json.dumps(doc))
+            read += 1
+            assert ng.serialize(ng.deserialize(ng.serialize(function))) == ng.serialize(function)
+        except ng.SerializationError as e:
+            rejected += 1
+            assert str(e).startswith("deserialize: ")
+    assert rejected > 100 and read > 0
