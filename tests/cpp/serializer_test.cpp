@@ -81,6 +81,18 @@ TEST(json, errors_name_the_position) {
   EXPECT_THROW(json::write(json::Value::string("\xff")), json::Error);
 }
 
+TEST(json, large_documents_read_in_linear_time) {
+  // Duplicate keys are found with a hash set: 50,000 members, not 10^9 comparisons.
+  std::string text = "{";
+  for (int i = 0; i < 50000; ++i) text += (i ? ",\"k" : "\"k") + std::to_string(i) + "\":[1]";
+  text += "}";
+  auto v = json::parse(text);
+  EXPECT_EQ(v.members().size(), 50000u);
+  EXPECT_EQ(json::write(v), text);
+  EXPECT_TRUE(contains(json_error(text.substr(0, text.size() - 1) + ",\"k7\":0}"),
+                       "duplicate key \"k7\""));
+}
+
 // ------------------------------------------------------------------------------- helpers
 
 std::shared_ptr<op::Parameter> param(element::Type t, const Shape& s) {

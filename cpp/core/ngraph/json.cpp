@@ -5,52 +5,37 @@
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
+#include <unordered_set>
 
 namespace ngraph {
 namespace json {
 
 Value Value::boolean(bool b) {
-  Value v;
-  v.m_kind = Kind::boolean;
+  Value v(Kind::boolean);
   v.m_bool = b;
   return v;
 }
 
-Value Value::integer(int64_t i) {
-  Value v;
-  v.m_kind = Kind::number;
-  v.m_text = std::to_string(i);
-  return v;
-}
+Value Value::integer(int64_t i) { return Value(Kind::number, std::to_string(i)); }
 
 Value Value::real(double d) {
   if (!std::isfinite(d)) throw Error("JSON numbers are finite; cannot write " + std::to_string(d));
   char buf[64];
   // The shortest text that reads back as the same double.
   auto r = std::to_chars(buf, buf + sizeof buf, d);
-  Value v;
-  v.m_kind = Kind::number;
-  v.m_text.assign(buf, r.ptr);
-  return v;
+  return Value(Kind::number, std::string(buf, r.ptr));
 }
 
-Value Value::string(std::string s) {
-  Value v;
-  v.m_kind = Kind::string;
-  v.m_text = std::move(s);
-  return v;
-}
+Value Value::string(std::string s) { return Value(Kind::string, std::move(s)); }
 
 Value Value::array(Array items) {
-  Value v;
-  v.m_kind = Kind::array;
+  Value v(Kind::array);
   v.m_array = std::move(items);
   return v;
 }
 
 Value Value::object(Object members) {
-  Value v;
-  v.m_kind = Kind::object;
+  Value v(Kind::object);
   v.m_object = std::move(members);
   return v;
 }
@@ -152,10 +137,7 @@ class Parser {
     switch (m_text[m_pos]) {
       case '{': v = parse_object(depth + 1); break;
       case '[': v = parse_array(depth + 1); break;
-      case '"':
-        v.m_kind = Value::Kind::string;
-        v.m_text = parse_string();
-        break;
+      case '"': v = Value::string(parse_string()); break;
       case 't': v = literal("true", Value::boolean(true)); break;
       case 'f': v = literal("false", Value::boolean(false)); break;
       case 'n': v = literal("null", Value()); break;
@@ -182,63 +164,52 @@ class Parser {
       fail("nesting deeper than " + std::to_string(m_limits.max_depth) + " levels");
   }
 
-  Value parse_array(size_t depth) {
+  // At an opening bracket: true when the container is empty (its closing bracket read).
+  bool open(char close, size_t depth) {
     check_depth(depth);
-    ++m_pos;  // [
-    Value v = Value::array();
+    ++m_pos;
     skip_space();
-    if (at(']')) {
-      ++m_pos;
-      return v;
-    }
-    while (true) {
+    if (!at(close)) return false;
+    ++m_pos;
+    return true;
+  }
+
+  // After an item: true at ',' (another item follows), false at `close` (read).
+  bool more(char close, const char* after) {
+    skip_space();
+    if (at(',') || at(close)) return m_text[m_pos++] == ',';
+    fail(std::string("expected ',' or '") + close + "' after " + after + ", found " +
+         describe_here());
+  }
+
+  Value parse_array(size_t depth) {
+    Value v = Value::array();
+    if (open(']', depth)) return v;
+    do {
       skip_space();
       v.m_array.push_back(parse_value(depth));
-      skip_space();
-      if (at(',')) {
-        ++m_pos;
-        continue;
-      }
-      if (at(']')) {
-        ++m_pos;
-        return v;
-      }
-      fail("expected ',' or ']' after an array item, found " + describe_here());
-    }
+    } while (more(']', "an array item"));
+    return v;
   }
 
   Value parse_object(size_t depth) {
-    check_depth(depth);
-    ++m_pos;  // {
     Value v = Value::object();
-    skip_space();
-    if (at('}')) {
-      ++m_pos;
-      return v;
-    }
-    while (true) {
+    if (open('}', depth)) return v;
+    std::unordered_set<std::string> keys;  // duplicates in linear time, whatever the size
+    do {
       skip_space();
       size_t key_pos = m_pos;
       if (!at('"')) fail("expected a string key, found " + describe_here());
       std::string key = parse_string();
-      if (v.find(key)) fail_at(key_pos, "duplicate key \"" + key + "\"");
+      if (!keys.insert(key).second) fail_at(key_pos, "duplicate key \"" + key + "\"");
       skip_space();
       if (!at(':')) fail("expected ':' after the key \"" + key + "\", found " + describe_here());
       ++m_pos;
       skip_space();
       Value item = parse_value(depth);
       v.m_object.emplace_back(std::move(key), std::move(item));
-      skip_space();
-      if (at(',')) {
-        ++m_pos;
-        continue;
-      }
-      if (at('}')) {
-        ++m_pos;
-        return v;
-      }
-      fail("expected ',' or '}' after an object member, found " + describe_here());
-    }
+    } while (more('}', "an object member"));
+    return v;
   }
 
   Value parse_number() {
@@ -265,10 +236,7 @@ class Parser {
       if (at('+') || at('-')) ++m_pos;
       if (digits() == 0) fail("expected a digit in the exponent, found " + describe_here());
     }
-    Value v;
-    v.m_kind = Value::Kind::number;
-    v.m_text.assign(m_text.substr(start, m_pos - start));
-    return v;
+    return Value(Value::Kind::number, std::string(m_text.substr(start, m_pos - start)));
   }
 
   unsigned hex4() {
@@ -429,36 +397,22 @@ void write_value(std::ostream& out, const Value& v, size_t indent, size_t level)
     case Value::Kind::boolean: out << (v.as_bool() ? "true" : "false"); return;
     case Value::Kind::number: out << v.text(); return;
     case Value::Kind::string: write_string(out, v.text()); return;
-    case Value::Kind::array: {
-      if (v.items().empty()) {
-        out << "[]";
-        return;
-      }
-      out << '[';
-      for (size_t i = 0; i < v.items().size(); ++i) {
-        if (i) out << ',';
-        newline(level + 1);
-        write_value(out, v.items()[i], indent, level + 1);
-      }
-      newline(level);
-      out << ']';
-      return;
-    }
+    case Value::Kind::array:
     case Value::Kind::object: {
-      if (v.members().empty()) {
-        out << "{}";
-        return;
-      }
-      out << '{';
-      for (size_t i = 0; i < v.members().size(); ++i) {
+      bool is_array = v.is(Value::Kind::array);
+      size_t n = is_array ? v.items().size() : v.members().size();
+      out << (is_array ? '[' : '{');
+      for (size_t i = 0; i < n; ++i) {
         if (i) out << ',';
         newline(level + 1);
-        write_string(out, v.members()[i].first);
-        out << (indent ? ": " : ":");
-        write_value(out, v.members()[i].second, indent, level + 1);
+        if (!is_array) {
+          write_string(out, v.members()[i].first);
+          out << (indent ? ": " : ":");
+        }
+        write_value(out, is_array ? v.items()[i] : v.members()[i].second, indent, level + 1);
       }
-      newline(level);
-      out << '}';
+      if (n) newline(level);
+      out << (is_array ? ']' : '}');
       return;
     }
   }

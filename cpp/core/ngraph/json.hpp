@@ -71,6 +71,7 @@ class Value {
 
  private:
   friend class Parser;
+  explicit Value(Kind kind, std::string text = {}) : m_kind(kind), m_text(std::move(text)) {}
   Kind m_kind = Kind::null;
   bool m_bool = false;
   std::string m_text;
