@@ -102,7 +102,7 @@ class Computation(_ngraph.ComputationBase):
         back into a Function that ``runtime.computation`` compiles."""
         from ngraph.serializer import serialize  # noqa: PLC0415
 
-        return serialize(self.function, indent)
+        return serialize(self, indent)
 
     def __repr__(self) -> str:
         params = ", ".join(f"{p.name}: {p.element_type}{p.shape}" for p in self.parameters)

@@ -14,6 +14,7 @@ from typing import Any
 
 from ngraph import _ngraph
 from ngraph._ngraph import Function, Node, SerializationError
+from ngraph.runtime import Computation
 
 __all__ = ["serialize", "deserialize", "SerializationError"]
 
@@ -35,11 +36,14 @@ def _parameters_of(nodes: Sequence[Node]) -> list[Node]:
     return found
 
 
-def serialize(node_or_function: Node | Sequence[Node] | Function, indent: int = 0) -> str:
-    """JSON text of a Function, or of the graph computing a node (or list of nodes) from
-    the parameters it depends on, in the order it reaches them. ``indent`` > 0 writes one
-    member per line. Variable updates belong to a computation: use
-    ``Computation.serialize``."""
+def serialize(node_or_function: Node | Sequence[Node] | Function | Computation,
+              indent: int = 0) -> str:
+    """JSON text of a Function (or a Computation's), or of the graph computing a node (or
+    list of nodes) from the parameters it depends on, in the order it reaches them.
+    ``indent`` > 0 writes one member per line. Variable updates belong to a computation:
+    serialize the computation."""
+    if isinstance(node_or_function, Computation):
+        node_or_function = node_or_function.function
     if isinstance(node_or_function, Function):
         function = node_or_function
     else:

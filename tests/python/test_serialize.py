@@ -161,6 +161,7 @@ def test_training_step_round_trips():
     rt = ng.runtime()
     step = rt.computation(loss, x, y, updates=updates)
     text = step.serialize()
+    assert ng.serialize(step) == text
 
     function = ng.deserialize(text)
     variables = [n for n in function.get_ordered_ops() if isinstance(n, Variable)]
