@@ -223,16 +223,20 @@ std::map<std::string, Case> cases() {
     return function_of({std::make_shared<op::Convert>(param(F32, {4}), element::i32)});
   };
   c["Dot"] = [] {
-    return function_of({std::make_shared<op::Dot>(param(F32, {2, 3, 4}), param(F32, {3, 4, 5}), 2)});
+    return function_of(
+        {std::make_shared<op::Dot>(param(F32, {2, 3, 4}), param(F32, {3, 4, 5}), 2)});
   };
   c["MatMul"] = [] {
-    return function_of({std::make_shared<op::MatMul>(param(F32, {3, 2}), param(F32, {4, 3}), true, true)});
+    return function_of(
+        {std::make_shared<op::MatMul>(param(F32, {3, 2}), param(F32, {4, 3}), true, true)});
   };
   c["Broadcast"] = [] {
-    return function_of({std::make_shared<op::Broadcast>(param(F32, {3}), Shape{2, 3, 4}, AxisSet{0, 2})});
+    return function_of(
+        {std::make_shared<op::Broadcast>(param(F32, {3}), Shape{2, 3, 4}, AxisSet{0, 2})});
   };
   c["Reshape"] = [] {
-    return function_of({std::make_shared<op::Reshape>(param(F32, {2, 3, 4}), AxisVector{2, 0, 1}, Shape{4, 6})});
+    return function_of(
+        {std::make_shared<op::Reshape>(param(F32, {2, 3, 4}), AxisVector{2, 0, 1}, Shape{4, 6})});
   };
   c["Slice"] = [] {
     return function_of({std::make_shared<op::Slice>(param(F32, {5, 6}), Coordinate{1, 0},
@@ -471,6 +475,17 @@ TEST(serializer, writes_ngraphs_format) {
   EXPECT_EQ(serialize(deserialize(ss)), serialize(f));
 }
 
+TEST(serializer, writing_a_name_that_is_not_utf8_fails) {
+  auto x = param(F32, {2});
+  x->set_friendly_name("x\xff");
+  auto f = std::make_shared<Function>(OutputVector{x}, ParameterVector{x});
+  auto message = test::error_of<SerializationError>([&] { serialize(f); });
+  EXPECT_TRUE(contains(message, "serialize: cannot write a string that is not valid UTF-8"))
+      << message;
+  EXPECT_TRUE(contains(test::error_of<SerializationError>([] { serialize(nullptr); }),
+                       "the function is null"));
+}
+
 TEST(serializer, reads_ngraphs_spellings) {
   // C type names, results that are not Result ops, values as numbers.
   auto f = deserialize(R"([{"name":"g","parameters":["a"],"result":["n"],"ops":[
@@ -570,7 +585,8 @@ TEST(serializer, hostile_documents_raise_errors_naming_the_field) {
   std::string v = kValid;
   expect_rejected("[{", "JSON line 1, column 3");
   expect_rejected("{}", "the document (an array of functions): expected an array, got an object");
-  expect_rejected("[" + v.substr(1, v.size() - 2) + "," + v.substr(1), "array of one function, got 2");
+  expect_rejected("[" + v.substr(1, v.size() - 2) + "," + v.substr(1),
+                  "array of one function, got 2");
   // Each edit of the valid document and the error it must raise.
   struct Edit {
     const char* from;
@@ -711,7 +727,8 @@ const std::vector<std::string> kPool = {
     "-9223372036854775808", "18446744073709551615", "[]",  "{}",     "null",   "true",
     "false", "\"\"",   "\"f32\"", "\"boolean\"",    "\"i64\"", "\"nan\"", "\"inf\"", "\"Add\"",
     "\"Parameter\"",   "\"Constant\"", "\"GetOutputElement\"", "\"Result\"", "\"sum\"",
-    "\"numpy\"", "\"x\"", "[1,2]", "[-1]", "[1000000,1000000,1000000]", "{\"node\":\"a\",\"index\":1}",
+    "\"numpy\"", "\"x\"", "[1,2]", "[-1]", "[1000000,1000000,1000000]",
+    "{\"node\":\"a\",\"index\":1}",
     ",", ":", "[", "]", "{", "}",
 };
 
@@ -784,8 +801,9 @@ TEST(serializer, fuzzed_documents_read_or_raise_serialization_errors) {
       // Every message says where: the JSON position, the op, the function or the document.
       std::string m = e.what();
       bool located = false;
-      for (const char* where : {"deserialize: JSON line ", "deserialize: ops[", "deserialize: function",
-                                "deserialize: the document", "deserialize: expected an array of one"})
+      for (const char* where :
+           {"deserialize: JSON line ", "deserialize: ops[", "deserialize: function",
+            "deserialize: the document", "deserialize: expected an array of one"})
         located = located || test::starts_with(m, where);
       ASSERT_TRUE(located) << "case " << c << ": an error without its field: " << m << "\n" << doc;
     } catch (const std::exception& e) {

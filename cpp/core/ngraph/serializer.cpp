@@ -600,7 +600,8 @@ class Reader {
         inputs.push_back(output(w, ins->items()[i], "inputs[" + std::to_string(i) + "]"));
     }
     // Errors of the op's own rule ("[Add] element types ... must match") name the op.
-    std::shared_ptr<Node> node = guarded(w, obj, [&] { return build(w, type.text(), obj, inputs); });
+    std::shared_ptr<Node> node =
+        guarded(w, obj, [&] { return build(w, type.text(), obj, inputs); });
 
     for (size_t i = 0; i < node->get_output_size(); ++i) {
       size_t bytes = 0;

@@ -50,7 +50,8 @@ struct DeserializeOptions {
 
 // The function a document describes; throws SerializationError (never anything else for
 // bad input) naming the field.
-std::shared_ptr<Function> deserialize(const std::string& text, const DeserializeOptions& options = {});
+std::shared_ptr<Function> deserialize(const std::string& text,
+                                      const DeserializeOptions& options = {});
 std::shared_ptr<Function> deserialize(std::istream& in, const DeserializeOptions& options = {});
 
 }  // namespace ngraph
