@@ -98,6 +98,7 @@ from ngraph.fused import (
     unsqueeze,
 )
 from ngraph.runtime import Computation, Runtime, runtime
+from ngraph.serializer import SerializationError, deserialize, serialize
 from ngraph import autodiff, datasets, losses, optimizers
 from ngraph import nn
 from ngraph._ngraph import NoGradientError, Variable

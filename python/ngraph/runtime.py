@@ -128,6 +128,14 @@ class Computation(_ngraph.ComputationBase):
         self.executable = runtime.backend.compile(self.function)
         self._bind(self.executable, self._layout, False)
 
+    def serialize(self, indent: int = 0) -> str:
+        """JSON text of the compiled function (nGraph's ``Computation.serialize``): its ops,
+        its variable updates and the variables' current values. ``ng.deserialize`` reads it
+        back into a Function that ``runtime.computation`` compiles."""
+        from ngraph.serializer import serialize  # noqa: PLC0415
+
+        return serialize(self, indent)
+
     def __repr__(self) -> str:
         params = ", ".join(f"{p.name}: {p.element_type}{p.shape}" for p in self.parameters)
         return f"<Computation: {self.function.name or 'unnamed'}({params})>"

@@ -41,4 +41,5 @@ PYBIND11_MODULE(_ngraph, m) {
   ngraph::python::init_runtime(m);
   ngraph::python::init_training(m);
   ngraph::python::init_distributed(m);
+  ngraph::python::init_serializer(m);
 }

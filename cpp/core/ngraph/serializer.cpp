@@ -1,0 +1,716 @@
+#include "ngraph/serializer.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <set>
+#include <sstream>
+#include <type_traits>
+#include <unordered_map>
+
+#include "ngraph/json.hpp"
+#include "ngraph/ops/collective.hpp"
+#include "ngraph/ops/parameter.hpp"
+#include "ngraph/ops/variable.hpp"
+
+namespace ngraph {
+
+namespace {
+
+using json::Value;
+using Kind = json::Value::Kind;
+
+// Keys of an op's object that are not attributes; an op may not name an attribute so.
+const std::set<std::string>& structural_keys() {
+  static const std::set<std::string> keys = {"name",  "friendly_name", "op",
+                                             "inputs", "outputs",      "value",
+                                             "variable_id"};
+  return keys;
+}
+
+// ------------------------------------------------------------------- element types, sizes
+
+// Written as ngraph's names ("f32"); read in those, in every spelling element::Type accepts,
+// and in nGraph's C type names ("float", "int32_t", "char" for boolean).
+element::Type element_type_from_text(const std::string& text) {
+  if (text == "char") return element::boolean;
+  try {
+    return element::Type::from_name(text);
+  } catch (const std::invalid_argument&) {
+    if (text.size() > 2 && text.compare(text.size() - 2, 2, "_t") == 0)
+      return element::Type::from_name(text.substr(0, text.size() - 2));
+    throw;
+  }
+}
+
+// Bytes of a tensor of `shape` and `type`; false when the count overflows size_t.
+bool checked_bytes(const Shape& shape, element::Type type, size_t& bytes) {
+  size_t n = type.size();
+  for (size_t d : shape) {
+    if (d != 0 && n > std::numeric_limits<size_t>::max() / d) return false;
+    n *= d;
+  }
+  bytes = n;
+  return true;
+}
+
+// ------------------------------------------------------------------------ tensor values
+
+template <typename S>
+std::string value_text(S v) {
+  if constexpr (std::is_floating_point_v<S>) {
+    if (std::isnan(v)) return "nan";
+    if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+    char buf[64];
+    auto r = std::to_chars(buf, buf + sizeof buf, v);
+    return std::string(buf, r.ptr);
+  } else {
+    return std::to_string(+v);
+  }
+}
+
+// nGraph writes constant data as an array of strings, one string when all are equal.
+Value write_values(element::Type type, size_t count, const void* data) {
+  Value out = Value::array();
+  if (count == 0) return out;
+  bool all_equal = true;
+  size_t esize = type.size();
+  const char* bytes = static_cast<const char*>(data);
+  for (size_t i = 1; i < count && all_equal; ++i)
+    all_equal = std::memcmp(bytes, bytes + i * esize, esize) == 0;
+  size_t written = all_equal ? 1 : count;
+  element::dispatch(type, [&](auto tag) {
+    using S = decltype(tag);
+    if constexpr (std::is_arithmetic_v<S>) {
+      const S* p = static_cast<const S*>(data);
+      for (size_t i = 0; i < written; ++i) out.push_back(Value::string(value_text<S>(p[i])));
+    } else {
+      throw SerializationError("serialize: element type " + type.get_type_name() +
+                               " has no JSON value format");
+    }
+  });
+  return out;
+}
+
+// ------------------------------------------------------------------------------- errors
+
+// Where a reader is: the field path ("ops[3] 'Add_3' (Add)") and the document, to add the
+// line and column of the value at fault.
+struct Where {
+  const std::string* text;
+  std::string path;
+  [[noreturn]] void fail(const Value* at, const std::string& message) const {
+    std::string msg = "deserialize: " + path + (path.empty() ? "" : ": ") + message;
+    if (at) msg += " (" + json::position(*text, at->offset()) + ")";
+    throw SerializationError(msg);
+  }
+};
+
+// Runs `read`, turning any error but a SerializationError (an op's rule, an enum's name, a
+// negative size) into one that names the field.
+template <typename F>
+auto guarded(const Where& w, const Value& at, F&& read) -> decltype(read()) {
+  try {
+    return read();
+  } catch (const SerializationError&) {
+    throw;
+  } catch (const std::exception& e) {
+    w.fail(&at, e.what());
+  }
+}
+
+std::string got(const Value& v) {
+  if (v.is(Kind::number) || v.is(Kind::boolean)) {
+    std::string t = v.is(Kind::number) ? v.text() : (v.as_bool() ? "true" : "false");
+    if (t.size() > 40) t = t.substr(0, 40) + "...";
+    return std::string(v.kind_name()) + " (" + t + ")";
+  }
+  return v.kind_name();
+}
+
+const Value& expect(const Where& w, const Value& v, Kind kind, const std::string& what) {
+  if (!v.is(kind))
+    w.fail(&v, what + ": expected " + Value::kind_name(kind) + ", got " + got(v));
+  return v;
+}
+
+const Value& member(const Where& w, const Value& obj, const std::string& key, Kind kind) {
+  const Value* v = obj.find(key);
+  if (!v) w.fail(&obj, "missing \"" + key + "\"");
+  return expect(w, *v, kind, "\"" + key + "\"");
+}
+
+void check_keys(const Where& w, const Value& obj, const std::set<std::string>& allowed,
+                const std::set<std::string>& used = {}) {
+  for (const auto& [key, value] : obj.members())
+    if (!allowed.count(key) && !used.count(key)) {
+      std::string known;
+      for (const auto* set : {&allowed, &used})
+        for (const auto& k : *set) known += (known.empty() ? "" : ", ") + k;
+      w.fail(&value, "unknown key \"" + key + "\" (expected: " + known + ")");
+    }
+}
+
+template <typename S>
+bool parse_scalar(const std::string& text, S& out) {
+  if constexpr (std::is_floating_point_v<S>) {
+    if (text == "nan" || text == "-nan") return out = std::numeric_limits<S>::quiet_NaN(), true;
+    if (text == "inf") return out = std::numeric_limits<S>::infinity(), true;
+    if (text == "-inf") return out = -std::numeric_limits<S>::infinity(), true;
+    auto r = std::from_chars(text.data(), text.data() + text.size(), out);
+    return r.ec == std::errc() && r.ptr == text.data() + text.size();
+  } else {
+    using Wide = std::conditional_t<std::is_signed_v<S>, int64_t, uint64_t>;
+    Wide w{};
+    auto r = std::from_chars(text.data(), text.data() + text.size(), w);
+    if (r.ec != std::errc() || r.ptr != text.data() + text.size()) return false;
+    if (w < static_cast<Wide>(std::numeric_limits<S>::min()) ||
+        w > static_cast<Wide>(std::numeric_limits<S>::max()))
+      return false;
+    out = static_cast<S>(w);
+    return true;
+  }
+}
+
+// Fills `data` (count elements of `type`) from a JSON array of `count` values or of one
+// value for all; values are strings (nGraph) or numbers, booleans true/false or 0/1.
+void read_values(const Where& w, const Value& v, element::Type type, size_t count, void* data) {
+  expect(w, v, Kind::array, "\"value\"");
+  size_t given = v.items().size();
+  if (given != count && !(given == 1 && count > 0))
+    w.fail(&v, "\"value\" has " + std::to_string(given) + " elements for " +
+                   std::to_string(count) + " (give all, or one for all)");
+  element::dispatch(type, [&](auto tag) {
+    using S = decltype(tag);
+    if constexpr (std::is_arithmetic_v<S>) {
+      S* out = static_cast<S*>(data);
+      for (size_t i = 0; i < given; ++i) {
+        const Value& item = v.items()[i];
+        S x{};
+        bool ok = false;
+        if (type == element::boolean) {
+          const std::string& t = item.text();
+          if (item.is(Kind::boolean)) x = item.as_bool(), ok = true;
+          else if (item.is(Kind::string) || item.is(Kind::number))
+            ok = t == "0" || t == "1" || t == "true" || t == "false",
+            x = static_cast<S>(t == "1" || t == "true");
+        } else if (item.is(Kind::string) || item.is(Kind::number)) {
+          ok = parse_scalar<S>(item.text(), x);
+          if (ok && item.is(Kind::number) && std::is_floating_point_v<S> && std::isinf(x))
+            ok = false;  // 1e999 as a number is an error; write "inf"
+        }
+        if (!ok)
+          w.fail(&item, "\"value\"[" + std::to_string(i) + "]: " + got(item) +
+                            (item.is(Kind::string) ? " '" + item.text().substr(0, 40) + "'" : "") +
+                            " is not a " + type.get_type_name() + " value");
+        out[i] = x;
+      }
+      for (size_t i = given; i < count; ++i) out[i] = out[0];
+    } else {
+      w.fail(&v, "element type " + type.get_type_name() + " has no JSON value format");
+    }
+  });
+}
+
+// --------------------------------------------------------------------- attribute visitors
+
+// Writes the attributes a node visits as members of its object.
+class AttributeWriter : public AttributeVisitor {
+ public:
+  AttributeWriter(Value& obj, const Node& node) : m_obj(obj), m_node(node) {}
+  using AttributeVisitor::on;
+  void on(const std::string& name, bool& v) override { add(name, Value::boolean(v)); }
+  void on(const std::string& name, int64_t& v) override { add(name, Value::integer(v)); }
+  void on(const std::string& name, double& v) override {
+    // JSON numbers are finite: NaN and infinities are written as the strings "nan", "inf".
+    add(name, std::isfinite(v) ? Value::real(v) : Value::string(value_text(v)));
+  }
+  void on(const std::string& name, std::string& v) override { add(name, Value::string(v)); }
+  void on(const std::string& name, element::Type& v) override {
+    add(name, Value::string(v.get_type_name()));
+  }
+  void on(const std::string& name, std::vector<int64_t>& v) override {
+    Value a = Value::array();
+    for (auto x : v) a.push_back(Value::integer(x));
+    add(name, std::move(a));
+  }
+
+ private:
+  void add(const std::string& name, Value v) {
+    if (structural_keys().count(name) || m_obj.find(name))
+      throw SerializationError("serialize: op " + m_node.get_type_name() + " has an attribute '" +
+                               name + "' that clashes with another member of its object");
+    m_obj.set(name, std::move(v));
+  }
+  Value& m_obj;
+  const Node& m_node;
+};
+
+// Loads the attributes a node visits from its object; every attribute must be there.
+class AttributeReader : public AttributeVisitor {
+ public:
+  AttributeReader(const Where& w, const Value& obj) : m_where(w), m_obj(obj) {}
+  using AttributeVisitor::on;
+
+  void on(const std::string& name, bool& v) override {
+    v = get(name, Kind::boolean).as_bool();
+  }
+  void on(const std::string& name, int64_t& v) override { v = integer(name, get(name), ""); }
+  void on(const std::string& name, double& v) override {
+    const Value* item = find(name);
+    if (item->is(Kind::string) && parse_scalar<double>(item->text(), v)) return;
+    if (item->is(Kind::number) && item->to_double(v) && std::isfinite(v)) return;
+    fail(item, name, "expected a finite number or \"nan\", \"inf\", \"-inf\", got " + got(*item));
+  }
+  void on(const std::string& name, std::string& v) override {
+    v = get(name, Kind::string).text();
+  }
+  void on(const std::string& name, element::Type& v) override {
+    const Value& item = get(name, Kind::string);
+    try {
+      v = element_type_from_text(item.text());
+    } catch (const std::invalid_argument& e) {
+      fail(&item, name, e.what());
+    }
+  }
+  void on(const std::string& name, std::vector<int64_t>& v) override {
+    const Value& item = get(name, Kind::array);
+    v.clear();
+    for (size_t i = 0; i < item.items().size(); ++i)
+      v.push_back(integer(name, item.items()[i], "[" + std::to_string(i) + "]"));
+  }
+
+  const std::set<std::string>& used() const { return m_used; }
+
+ private:
+  [[noreturn]] void fail(const Value* at, const std::string& name, const std::string& msg) const {
+    m_where.fail(at, "attribute '" + name + "': " + msg);
+  }
+  const Value* find(const std::string& name) {
+    const Value* item = m_obj.find(name);
+    if (!item) m_where.fail(&m_obj, "missing attribute '" + name + "'");
+    m_used.insert(name);
+    return item;
+  }
+  const Value& get(const std::string& name) { return *find(name); }
+  const Value& get(const std::string& name, Kind kind) {
+    const Value* item = find(name);
+    if (!item->is(kind))
+      fail(item, name, std::string("expected ") + Value::kind_name(kind) + ", got " + got(*item));
+    return *item;
+  }
+  int64_t integer(const std::string& name, const Value& item, const std::string& index) {
+    int64_t x = 0;
+    if (!item.to_int64(x))
+      fail(&item, name + index, "expected an integer in the int64 range, got " + got(item));
+    return x;
+  }
+
+  const Where& m_where;
+  const Value& m_obj;
+  std::set<std::string> m_used;
+};
+
+// The element type and shape of a Constant or a variable, visited as Parameter's are.
+struct TensorHeader {
+  element::Type type = element::f32;
+  Shape shape;
+  void visit(AttributeVisitor& v) {
+    v.on("element_type", type);
+    v.on("shape", shape);
+  }
+};
+
+// ----------------------------------------------------------------------------- writing
+
+class Writer {
+ public:
+  Value function(const Function& f) {
+    NodeVector ops = f.get_ordered_ops();
+    for (const auto& node : ops) name_node(*node);
+    for (const auto& node : ops) {
+      if (auto* v = dynamic_cast<const op::Variable*>(node.get())) name_state(v->get_state());
+      if (auto* a = dynamic_cast<const op::Assign*>(node.get())) name_state(a->get_state());
+    }
+
+    Value fn = Value::object();
+    fn.set("name", Value::string(f.get_name()));
+    fn.set("parameters", names(NodeVector(f.get_parameters().begin(), f.get_parameters().end())));
+    fn.set("result", names(NodeVector(f.get_results().begin(), f.get_results().end())));
+    if (!f.get_sinks().empty()) fn.set("sinks", names(f.get_sinks()));
+    if (!m_states.empty()) {
+      Value vars = Value::array();
+      for (const auto& [state, id] : m_states) {
+        Value v = Value::object();
+        v.set("variable_id", Value::string(id));
+        TensorHeader h{state->get_element_type(), state->get_shape()};
+        AttributeWriter aw(v, *ops.front());
+        h.visit(aw);
+        v.set("value", write_values(h.type, shape_size(h.shape), state->read_buffer()));
+        vars.push_back(std::move(v));
+      }
+      fn.set("variables", std::move(vars));
+    }
+    Value arr = Value::array();
+    for (const auto& node : ops) arr.push_back(op(*node));
+    fn.set("ops", std::move(arr));
+    return fn;
+  }
+
+ private:
+  // The node's name, or "<name>_<k>" when an earlier node has it (friendly names need not be
+  // unique). Deterministic, so that a document read back writes the same names.
+  void name_node(const Node& n) {
+    std::string name = n.get_name();
+    for (size_t k = 1; m_used.count(name); ++k) name = n.get_name() + "_" + std::to_string(k);
+    m_used.insert(name);
+    m_names[&n] = name;
+  }
+
+  void name_state(const std::shared_ptr<VariableState>& s) {
+    for (const auto& entry : m_states)
+      if (entry.first == s) return;
+    std::string id = s->get_name().empty() ? "variable" : s->get_name();
+    if (s->get_name().empty() || m_state_ids.count(id)) {
+      std::string base = id;
+      for (size_t k = m_states.size(); m_state_ids.count(id = base + "_" + std::to_string(k));) ++k;
+    }
+    m_state_ids.insert(id);
+    m_states.emplace_back(s, id);
+  }
+
+  const std::string& state_id(const std::shared_ptr<VariableState>& s) const {
+    for (const auto& entry : m_states)
+      if (entry.first == s) return entry.second;
+    throw SerializationError("serialize: a variable's state is not in the function");
+  }
+
+  Value names(const NodeVector& nodes) const {
+    Value a = Value::array();
+    for (const auto& n : nodes) a.push_back(Value::string(m_names.at(n.get())));
+    return a;
+  }
+
+  Value op(const Node& n) {
+    const std::string& name = m_names.at(&n);
+    Value obj = Value::object();
+    obj.set("name", Value::string(name));
+    if (!n.get_friendly_name().empty() && n.get_friendly_name() != name)
+      obj.set("friendly_name", Value::string(n.get_friendly_name()));
+    obj.set("op", Value::string(n.get_type_name()));
+    if (n.get_input_size()) {
+      Value inputs = Value::array();
+      for (const auto& in : n.input_values()) {
+        const std::string& producer = m_names.at(in.get_node());
+        if (in.get_index() == 0) {
+          inputs.push_back(Value::string(producer));
+        } else {
+          Value ref = Value::object();
+          ref.set("node", Value::string(producer));
+          ref.set("index", Value::integer(static_cast<int64_t>(in.get_index())));
+          inputs.push_back(std::move(ref));
+        }
+      }
+      obj.set("inputs", std::move(inputs));
+    }
+    if (n.get_output_size()) {
+      Value outputs = Value::array();
+      for (size_t i = 0; i < n.get_output_size(); ++i)
+        outputs.push_back(Value::string(name + "_" + std::to_string(i)));
+      obj.set("outputs", std::move(outputs));
+    }
+    AttributeWriter aw(obj, n);
+    const_cast<Node&>(n).visit_attributes(aw);
+    if (auto* c = dynamic_cast<const op::Constant*>(&n))
+      obj.set("value", write_values(c->get_element_type(), shape_size(c->get_shape()),
+                                    c->get_data_ptr()));
+    if (auto* v = dynamic_cast<const op::Variable*>(&n))
+      obj.set("variable_id", Value::string(state_id(v->get_state())));
+    if (auto* a = dynamic_cast<const op::Assign*>(&n))
+      obj.set("variable_id", Value::string(state_id(a->get_state())));
+    return obj;
+  }
+
+  std::unordered_map<const Node*, std::string> m_names;
+  std::set<std::string> m_used;
+  std::vector<std::pair<std::shared_ptr<VariableState>, std::string>> m_states;
+  std::set<std::string> m_state_ids;
+};
+
+// ----------------------------------------------------------------------------- reading
+
+class Reader {
+ public:
+  Reader(const std::string& text, const DeserializeOptions& options)
+      : m_text(text), m_options(options) {}
+
+  std::shared_ptr<Function> document() {
+    Value doc;
+    try {
+      doc = json::parse(m_text, json::Limits{m_options.max_document_bytes, m_options.max_depth});
+    } catch (const json::Error& e) {
+      throw SerializationError(std::string("deserialize: ") + e.what());
+    }
+    Where top{&m_text, ""};
+    expect(top, doc, Kind::array, "the document (an array of functions)");
+    if (doc.items().size() != 1)
+      top.fail(&doc, "expected an array of one function, got " +
+                         std::to_string(doc.items().size()));
+    return function(doc.items()[0]);
+  }
+
+ private:
+  std::shared_ptr<Function> function(const Value& fn) {
+    Where w{&m_text, "function"};
+    expect(w, fn, Kind::object, "the function");
+    check_keys(w, fn, {"name", "parameters", "result", "sinks", "variables", "ops"});
+    std::string name = member(w, fn, "name", Kind::string).text();
+    w.path = "function '" + name + "'";
+    if (const Value* vars = fn.find("variables")) variables(w, *vars);
+    const Value& ops = member(w, fn, "ops", Kind::array);
+    for (size_t i = 0; i < ops.items().size(); ++i) op(i, ops.items()[i]);
+
+    ParameterVector params;
+    for (const auto& [ref, node] : references(w, fn, "parameters", true)) {
+      auto p = std::dynamic_pointer_cast<op::Parameter>(node);
+      if (!p) w.fail(ref, "\"parameters\": '" + ref->text() + "' is a " + node->get_type_name() +
+                              ", not a Parameter");
+      params.push_back(p);
+    }
+    OutputVector results;
+    const Value& rs = member(w, fn, "result", Kind::array);
+    for (size_t i = 0; i < rs.items().size(); ++i)
+      results.push_back(output(w, rs.items()[i], "\"result\"[" + std::to_string(i) + "]"));
+    NodeVector sinks;
+    if (fn.find("sinks"))
+      for (const auto& [ref, node] : references(w, fn, "sinks", false)) sinks.push_back(node);
+    return guarded(w, fn, [&] { return std::make_shared<Function>(results, sinks, params, name); });
+  }
+
+  std::vector<std::pair<const Value*, std::shared_ptr<Node>>> references(const Where& w,
+                                                                         const Value& fn,
+                                                                         const std::string& key,
+                                                                         bool required) {
+    std::vector<std::pair<const Value*, std::shared_ptr<Node>>> out;
+    const Value* list = fn.find(key);
+    if (!list && !required) return out;
+    if (!list) w.fail(&fn, "missing \"" + key + "\"");
+    expect(w, *list, Kind::array, "\"" + key + "\"");
+    for (size_t i = 0; i < list->items().size(); ++i) {
+      const Value& ref = list->items()[i];
+      std::string what = "\"" + key + "\"[" + std::to_string(i) + "]";
+      expect(w, ref, Kind::string, what);
+      out.emplace_back(&ref, node(w, ref, what));
+    }
+    return out;
+  }
+
+  std::shared_ptr<Node> node(const Where& w, const Value& ref, const std::string& what) {
+    auto it = m_nodes.find(ref.text());
+    if (it == m_nodes.end())
+      w.fail(&ref, what + " refers to '" + ref.text() +
+                       "', which no earlier op defines (ops are listed inputs first)");
+    return it->second;
+  }
+
+  // A producer: "name" (output 0) or {"node": "name", "index": i}.
+  Output output(const Where& w, const Value& ref, const std::string& what) {
+    if (ref.is(Kind::string)) {
+      auto producer = node(w, ref, what);
+      // Checked here: a node built on a missing output fails inside its base constructor,
+      // where its own message cannot be formed (Node::set_arguments).
+      if (producer->get_output_size() == 0)
+        w.fail(&ref, what + ": '" + ref.text() + "' (" + producer->get_type_name() +
+                         ") has no outputs");
+      return Output(producer, 0);
+    }
+    if (!ref.is(Kind::object))
+      w.fail(&ref, what + ": expected a node name or {\"node\": name, \"index\": i}, got " +
+                       got(ref));
+    check_keys(w, ref, {"node", "index"});
+    auto producer = node(w, member(w, ref, "node", Kind::string), what);
+    const Value& index = member(w, ref, "index", Kind::number);
+    int64_t i = -1;
+    if (!index.to_int64(i) || i < 0 || static_cast<uint64_t>(i) >= producer->get_output_size())
+      w.fail(&index, what + ": output index " + index.text() + " is out of range for '" +
+                         ref.find("node")->text() + "' (" + producer->get_type_name() +
+                         "), which has " + std::to_string(producer->get_output_size()) +
+                         " outputs");
+    return Output(producer, static_cast<size_t>(i));
+  }
+
+  TensorHeader header(const Where& w, const Value& obj, AttributeReader& r) {
+    TensorHeader h;
+    h.visit(r);
+    size_t bytes = 0;
+    if (!checked_bytes(h.shape, h.type, bytes) || bytes > m_options.max_tensor_bytes)
+      w.fail(obj.find("shape"), "shape " + to_braces(h.shape) + " of " + h.type.get_type_name() +
+                                    " exceeds the limit of " +
+                                    std::to_string(m_options.max_tensor_bytes) + " bytes");
+    if (h.type == element::undefined) w.fail(obj.find("element_type"), "element type is undefined");
+    return h;
+  }
+
+  void variables(const Where& fw, const Value& vars) {
+    expect(fw, vars, Kind::array, "\"variables\"");
+    for (size_t i = 0; i < vars.items().size(); ++i) {
+      const Value& v = vars.items()[i];
+      Where w{&m_text, fw.path + ": variables[" + std::to_string(i) + "]"};
+      expect(w, v, Kind::object, "the variable");
+      const std::string& id = member(w, v, "variable_id", Kind::string).text();
+      w.path += " '" + id + "'";
+      if (m_states.count(id)) w.fail(v.find("variable_id"), "variable_id is listed twice");
+      m_states[id] = guarded(w, v, [&] {
+        AttributeReader r(w, v);
+        TensorHeader h = header(w, v, r);
+        check_keys(w, v, {"variable_id", "value"}, r.used());
+        auto state = std::make_shared<VariableState>(h.type, h.shape);
+        read_values(w, member(w, v, "value", Kind::array), h.type, shape_size(h.shape),
+                    state->read_buffer());
+        state->set_name(id);
+        return state;
+      });
+    }
+  }
+
+  std::shared_ptr<VariableState> state(const Where& w, const Value& obj) {
+    const Value& id = member(w, obj, "variable_id", Kind::string);
+    auto it = m_states.find(id.text());
+    if (it == m_states.end())
+      w.fail(&id, "variable_id '" + id.text() + "' is not among the function's \"variables\"");
+    return it->second;
+  }
+
+  void op(size_t index, const Value& obj) {
+    Where w{&m_text, "ops[" + std::to_string(index) + "]"};
+    expect(w, obj, Kind::object, "the op");
+    const std::string& name = member(w, obj, "name", Kind::string).text();
+    const Value& type = member(w, obj, "op", Kind::string);
+    w.path += " '" + name + "' (" + type.text() + ")";
+    if (m_nodes.count(name)) w.fail(obj.find("name"), "the name '" + name + "' is used twice");
+    if (!OpRegistry::get().contains(type.text()))
+      w.fail(&type, "unknown op '" + type.text() + "'");
+
+    OutputVector inputs;
+    if (const Value* ins = obj.find("inputs")) {
+      expect(w, *ins, Kind::array, "\"inputs\"");
+      for (size_t i = 0; i < ins->items().size(); ++i)
+        inputs.push_back(output(w, ins->items()[i], "inputs[" + std::to_string(i) + "]"));
+    }
+    // Errors of the op's own rule ("[Add] element types ... must match") name the op.
+    std::shared_ptr<Node> node =
+        guarded(w, obj, [&] { return build(w, type.text(), obj, inputs); });
+
+    for (size_t i = 0; i < node->get_output_size(); ++i) {
+      size_t bytes = 0;
+      if (!checked_bytes(node->get_output_shape(i), node->get_output_element_type(i), bytes))
+        w.fail(&obj, "output " + std::to_string(i) + " has shape " +
+                         to_braces(node->get_output_shape(i)) +
+                         ", whose size in bytes overflows");
+    }
+    if (const Value* outs = obj.find("outputs")) {
+      expect(w, *outs, Kind::array, "\"outputs\"");
+      for (const auto& o : outs->items()) expect(w, o, Kind::string, "\"outputs\" item");
+      if (outs->items().size() != node->get_output_size())
+        w.fail(outs, "\"outputs\" names " + std::to_string(outs->items().size()) +
+                         " outputs, but the op has " + std::to_string(node->get_output_size()));
+    }
+    if (const Value* friendly = obj.find("friendly_name"))
+      node->set_friendly_name(expect(w, *friendly, Kind::string, "\"friendly_name\"").text());
+    else
+      node->set_friendly_name(name);
+    m_nodes[name] = node;
+  }
+
+  std::shared_ptr<Node> build(const Where& w, const std::string& type, const Value& obj,
+                              const OutputVector& inputs) {
+    AttributeReader r(w, obj);
+    std::set<std::string> keys = {"name", "friendly_name", "op", "inputs", "outputs"};
+    auto expect_inputs = [&](size_t n) {
+      if (inputs.size() != n)
+        w.fail(&obj, "expects " + std::to_string(n) + " inputs, got " +
+                         std::to_string(inputs.size()));
+    };
+    std::shared_ptr<Node> node;
+    if (type == op::Constant::type_name) {
+      expect_inputs(0);
+      TensorHeader h = header(w, obj, r);
+      std::vector<char> data(std::max<size_t>(1, shape_size(h.shape) * h.type.size()));
+      read_values(w, member(w, obj, "value", Kind::array), h.type, shape_size(h.shape),
+                  data.data());
+      keys.insert("value");
+      node = std::make_shared<op::Constant>(h.type, h.shape, data.data());
+    } else if (type == op::Variable::type_name) {
+      expect_inputs(0);
+      TensorHeader h = header(w, obj, r);
+      auto s = state(w, obj);
+      keys.insert("variable_id");
+      if (h.type != s->get_element_type() || h.shape != s->get_shape())
+        w.fail(&obj, "the op says " + h.type.get_type_name() + to_braces(h.shape) +
+                         " but variable '" + s->get_name() + "' holds " +
+                         s->get_element_type().get_type_name() + to_braces(s->get_shape()));
+      node = std::make_shared<op::Variable>(s);
+    } else if (type == op::Assign::type_name) {
+      expect_inputs(1);
+      keys.insert("variable_id");
+      node = std::make_shared<op::Assign>(std::make_shared<op::Variable>(state(w, obj)), inputs[0]);
+    } else {
+      node = OpRegistry::get().create(type);
+      node->set_arguments(inputs);
+      node->visit_attributes(r);
+      check_keys(w, obj, keys, r.used());
+      // Collectives check ranks against their communicator (null: the default one).
+      if (auto* c = dynamic_cast<op::Collective*>(node.get()))
+        c->set_communicator(m_options.communicator);
+      node->validate_and_infer_types();
+      return node;
+    }
+    check_keys(w, obj, keys, r.used());
+    return node;
+  }
+
+  const std::string& m_text;
+  const DeserializeOptions& m_options;
+  std::unordered_map<std::string, std::shared_ptr<Node>> m_nodes;
+  std::map<std::string, std::shared_ptr<VariableState>> m_states;
+};
+
+}  // namespace
+
+std::string serialize(const std::shared_ptr<Function>& f, size_t indent) {
+  std::ostringstream os;
+  serialize(os, f, indent);
+  return os.str();
+}
+
+void serialize(std::ostream& out, const std::shared_ptr<Function>& f, size_t indent) {
+  if (!f) throw SerializationError("serialize: the function is null");
+  Value doc = Value::array();
+  doc.push_back(Writer().function(*f));
+  try {
+    json::write(out, doc, indent);
+  } catch (const json::Error& e) {
+    throw SerializationError(std::string("serialize: ") + e.what());
+  }
+}
+
+std::shared_ptr<Function> deserialize(const std::string& text, const DeserializeOptions& options) {
+  try {
+    return Reader(text, options).document();
+  } catch (const SerializationError&) {
+    throw;
+  } catch (const std::exception& e) {
+    // A last resort: every error of a document is raised above with its field.
+    throw SerializationError(std::string("deserialize: ") + e.what());
+  }
+}
+
+std::shared_ptr<Function> deserialize(std::istream& in, const DeserializeOptions& options) {
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return deserialize(ss.str(), options);
+}
+
+}  // namespace ngraph
