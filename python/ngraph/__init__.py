@@ -71,7 +71,7 @@ from ngraph.ops import (
     sum,
     tanh,
 )
-from ngraph.runtime import Computation, Runtime, runtime
+from ngraph.runtime import Computation, Runtime, backends, runtime
 from ngraph import autodiff, datasets, losses, optimizers
 from ngraph import nn
 from ngraph._ngraph import NoGradientError, Variable

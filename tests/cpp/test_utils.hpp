@@ -1,4 +1,5 @@
-// Helpers shared by the C++ suites: host values, running functions on the CPU backend,
+// Helpers shared by the C++ suites: host values, running functions on the CPU backend (and
+// on INTERPRETER, the reference it must agree with),
 // comparing results and checking error messages.
 #pragma once
 
@@ -89,10 +90,52 @@ inline std::vector<Value> run_function(const std::shared_ptr<Function>& f,
   return values;
 }
 
+// Runs `f` once on the INTERPRETER backend (the reference executor).
+inline std::vector<Value> run_on_interpreter(const std::shared_ptr<Function>& f,
+                                             const std::vector<Value>& inputs) {
+  static auto backend = runtime::Backend::create("INTERPRETER");
+  auto exe = backend->compile(f);
+  std::vector<std::shared_ptr<runtime::Tensor>> in, out;
+  for (const auto& v : inputs) {
+    in.push_back(backend->create_tensor(v.type, v.shape));
+    in.back()->write(v.bytes.data(), v.bytes.size());
+  }
+  for (const auto& r : f->get_results())
+    out.push_back(backend->create_tensor(r->get_element_type(), r->get_shape()));
+  exe->call(out, in);
+  std::vector<Value> values;
+  for (const auto& t : out) {
+    Value v{t->get_element_type(), t->get_shape(), std::vector<char>(t->get_size_in_bytes())};
+    t->read(v.bytes.data(), v.bytes.size());
+    values.push_back(std::move(v));
+  }
+  return values;
+}
+
+// Whether two values agree: the same bytes, or for floats within a relative tolerance of the
+// type's precision (NaN matching NaN).
+inline bool values_agree(const Value& a, const Value& b) {
+  if (a.type != b.type || a.shape != b.shape) return false;
+  if (!a.type.is_real()) return a.bytes == b.bytes;
+  double tol = a.type == element::f32 ? 1e-4 : 1e-10;
+  bool agree = true;
+  element::dispatch(a.type, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_floating_point_v<T>) {
+      std::vector<T> x = to_vector<T>(a), y = to_vector<T>(b);
+      for (size_t i = 0; i < x.size() && agree; ++i)
+        agree = (std::isnan(x[i]) && std::isnan(y[i])) || x[i] == y[i] ||
+                std::fabs(double(x[i]) - double(y[i])) <= tol * (1 + std::fabs(double(y[i])));
+    }
+  });
+  return agree;
+}
+
 using OpFactory = std::function<std::shared_ptr<Node>(const OutputVector&)>;
 
 // One Parameter per input, the op built on them, run with and without the passes (both must
-// agree byte for byte); returns the op's value.
+// agree byte for byte) and on the INTERPRETER backend (which must agree within the float
+// type's precision); returns the op's value.
 inline Value run_op_value(const OpFactory& make, const std::vector<Value>& inputs) {
   ParameterVector params;
   OutputVector args;
@@ -107,6 +150,8 @@ inline Value run_op_value(const OpFactory& make, const std::vector<Value>& input
   Value plain = run_function(f, inputs, false).at(0);
   EXPECT_EQ(optimized.bytes, plain.bytes)
       << "optimised and unoptimised runs differ for " << node->get_type_name();
+  EXPECT_TRUE(values_agree(optimized, run_on_interpreter(f, inputs).at(0)))
+      << "the CPU and INTERPRETER backends differ for " << node->description();
   EXPECT_EQ(optimized.shape, node->get_shape());
   return optimized;
 }
