@@ -16,31 +16,14 @@ using test::Value;
 
 namespace {
 
-std::shared_ptr<runtime::Backend> interpreter() {
-  static auto backend = runtime::Backend::create("INTERPRETER");
-  return backend;
-}
+std::shared_ptr<runtime::Backend> interpreter() { return test::interpreter_backend(); }
 
 std::vector<Value> run(const std::shared_ptr<runtime::Executable>& exe, const std::vector<Value>& inputs) {
-  std::vector<std::shared_ptr<runtime::Tensor>> in, out;
-  for (const auto& v : inputs) {
-    in.push_back(interpreter()->create_tensor(v.type, v.shape));
-    in.back()->write(v.bytes.data(), v.bytes.size());
-  }
-  for (const auto& r : exe->get_results())
-    out.push_back(interpreter()->create_tensor(r->get_element_type(), r->get_shape()));
-  exe->call(out, in);
-  std::vector<Value> values;
-  for (const auto& t : out) {
-    Value v{t->get_element_type(), t->get_shape(), std::vector<char>(t->get_size_in_bytes())};
-    t->read(v.bytes.data(), v.bytes.size());
-    values.push_back(std::move(v));
-  }
-  return values;
+  return test::run_executable(*interpreter(), *exe, inputs);
 }
 
 std::vector<Value> run(const std::shared_ptr<Function>& f, const std::vector<Value>& inputs) {
-  return run(interpreter()->compile(f), inputs);
+  return test::run_on_interpreter(f, inputs);
 }
 
 std::shared_ptr<op::Parameter> param(element::Type t, const Shape& s) {

@@ -65,22 +65,17 @@ inline std::shared_ptr<runtime::Backend> cpu_backend() {
   return backend;
 }
 
-// Compiles `f` on the CPU backend (with or without the graph passes) and runs it once.
-inline std::vector<Value> run_function(const std::shared_ptr<Function>& f,
-                                       const std::vector<Value>& inputs, bool optimize = true) {
-  auto backend = cpu_backend();
-  auto cpu = std::dynamic_pointer_cast<runtime::cpu::CPUBackend>(backend);
-  if (!cpu) throw std::logic_error("the CPU backend is not a CPUBackend");
-  auto exe = cpu->compile(f, runtime::cpu::CompileOptions{optimize});
+// Runs a compiled function once on host values, through the checked call path.
+inline std::vector<Value> run_executable(runtime::Backend& backend, runtime::Executable& exe,
+                                         const std::vector<Value>& inputs) {
   std::vector<std::shared_ptr<runtime::Tensor>> in, out;
   for (const auto& v : inputs) {
-    auto t = backend->create_tensor(v.type, v.shape);
-    t->write(v.bytes.data(), v.bytes.size());
-    in.push_back(t);
+    in.push_back(backend.create_tensor(v.type, v.shape));
+    in.back()->write(v.bytes.data(), v.bytes.size());
   }
-  for (const auto& r : f->get_results())
-    out.push_back(backend->create_tensor(r->get_element_type(), r->get_shape()));
-  exe->call(out, in);
+  for (const auto& r : exe.get_results())
+    out.push_back(backend.create_tensor(r->get_element_type(), r->get_shape()));
+  exe.call(out, in);
   std::vector<Value> values;
   for (const auto& t : out) {
     Value v{t->get_element_type(), t->get_shape(), std::vector<char>(t->get_size_in_bytes())};
@@ -90,26 +85,25 @@ inline std::vector<Value> run_function(const std::shared_ptr<Function>& f,
   return values;
 }
 
+// Compiles `f` on the CPU backend (with or without the graph passes) and runs it once.
+inline std::vector<Value> run_function(const std::shared_ptr<Function>& f,
+                                       const std::vector<Value>& inputs, bool optimize = true) {
+  auto backend = cpu_backend();
+  auto cpu = std::dynamic_pointer_cast<runtime::cpu::CPUBackend>(backend);
+  if (!cpu) throw std::logic_error("the CPU backend is not a CPUBackend");
+  return run_executable(*backend, *cpu->compile(f, runtime::cpu::CompileOptions{optimize}), inputs);
+}
+
+inline std::shared_ptr<runtime::Backend> interpreter_backend() {
+  static auto backend = runtime::Backend::create("INTERPRETER");
+  return backend;
+}
+
 // Runs `f` once on the INTERPRETER backend (the reference executor).
 inline std::vector<Value> run_on_interpreter(const std::shared_ptr<Function>& f,
                                              const std::vector<Value>& inputs) {
-  static auto backend = runtime::Backend::create("INTERPRETER");
-  auto exe = backend->compile(f);
-  std::vector<std::shared_ptr<runtime::Tensor>> in, out;
-  for (const auto& v : inputs) {
-    in.push_back(backend->create_tensor(v.type, v.shape));
-    in.back()->write(v.bytes.data(), v.bytes.size());
-  }
-  for (const auto& r : f->get_results())
-    out.push_back(backend->create_tensor(r->get_element_type(), r->get_shape()));
-  exe->call(out, in);
-  std::vector<Value> values;
-  for (const auto& t : out) {
-    Value v{t->get_element_type(), t->get_shape(), std::vector<char>(t->get_size_in_bytes())};
-    t->read(v.bytes.data(), v.bytes.size());
-    values.push_back(std::move(v));
-  }
-  return values;
+  auto backend = interpreter_backend();
+  return run_executable(*backend, *backend->compile(f), inputs);
 }
 
 // Whether two values agree: the same bytes, or for floats within a relative tolerance of the

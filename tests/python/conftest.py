@@ -19,7 +19,7 @@ import pytest
 BACKENDS = [b.strip() for b in os.environ.get("NGRAPH_TEST_BACKENDS", "CPU,INTERPRETER").split(",")
             if b.strip()]
 # Suites (module names) whose RUNTIME is each backend in turn.
-BACKEND_SUITES = {"test_ops", "test_gradients", "test_batch_norm", "test_nn"}
+BACKEND_SUITES = {"test_ops", "test_gradients", "test_batch_norm", "test_nn", "test_errors"}
 
 _runtimes: dict[str, ng.Runtime] = {}
 

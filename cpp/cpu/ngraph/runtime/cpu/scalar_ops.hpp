@@ -44,8 +44,13 @@ struct Abs : Traits<false, true, true, algorithm::eltwise_abs> {
     else return x < 0 ? static_cast<T>(-x) : x;
   }
 };
+// NaN stays NaN, as in NumPy (the INTERPRETER fuzzer's finding: it was 0).
 struct Sign : Traits<false, false, true> {
-  template <typename T> T operator()(T x) const { return static_cast<T>((x > 0) - (x < 0)); }
+  template <typename T> T operator()(T x) const {
+    if constexpr (std::is_floating_point_v<T>)
+      if (x != x) return x;
+    return static_cast<T>((x > 0) - (x < 0));
+  }
 };
 struct Floor : Traits<false, false, true> {
   template <typename T> T operator()(T x) const {

@@ -76,7 +76,7 @@ NGRAPH_INTERPRETER_KERNEL("MatMul", [](KernelCall& c) {
   for (size_t i = 0; i < rank; ++i) {
     size_t da = i + a_batch.size() < rank ? 1 : a_batch[i + a_batch.size() - rank];
     size_t db = i + b_batch.size() < rank ? 1 : b_batch[i + b_batch.size() - rank];
-    batch[i] = std::max(da, db);
+    batch[i] = da == 1 ? db : da;  // NumPy broadcasting: 1 stretches, 0 stays 0
   }
   g.a_of = broadcast_offsets(a_batch, batch);
   g.b_of = broadcast_offsets(b_batch, batch);
