@@ -95,3 +95,9 @@ def test_one_training_step_matches_cpu_and_numpy(world, comm):
         np.testing.assert_allclose(weights[backend][0], ref1, rtol=1e-10, atol=1e-12)
         np.testing.assert_allclose(weights[backend][1], ref2, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(weights["INTERPRETER"][0], weights["CPU"][0], rtol=1e-12, atol=1e-14)
+
+
+def test_broadcast_variables_on_the_interpreter(world, comm):
+    v = ng.variable(np.full(3, float(comm.rank)), name="v")
+    ng.distributed.broadcast_variables([v], root=1, comm=comm, backend_name="INTERPRETER")
+    np.testing.assert_array_equal(v.get_value(), np.ones(3))
