@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <set>
-#include <unordered_map>
 
 #include "ngraph/ops.hpp"
 
@@ -13,38 +11,16 @@ namespace interpreter {
 
 namespace {
 
-// 0: as early as possible (a Send starts and completes at the end of the call); 2: as late as
-// possible (a Recv blocks): ranks that exchange values in a ring never all wait in Recv.
-int urgency(const Node& node) {
-  const std::string& t = node.get_type_name();
-  return t == "Send" ? 0 : t == "Recv" ? 2 : 1;
-}
-
-// The function's ops in a topological order; ties keep the function's order, so every rank
-// runs the same graph's collectives in the same order.
+// The function's ops in a topological order (the same on every rank for the same graph), the
+// Sends first: a Send starts at once and completes at the end of the call, so ranks that
+// exchange values in a ring never all wait in a Recv before sending.
 NodeVector run_order(const Function& f) {
-  NodeVector ops = f.get_ordered_ops();
-  std::unordered_map<const Node*, size_t> index;
-  for (size_t i = 0; i < ops.size(); ++i) index[ops[i].get()] = i;
-  std::vector<size_t> missing(ops.size(), 0);
-  std::vector<std::vector<size_t>> users(ops.size());
-  for (size_t i = 0; i < ops.size(); ++i)
-    for (const auto& in : ops[i]->input_values()) {
-      users[index.at(in.get_node())].push_back(i);
-      ++missing[i];
-    }
-  std::set<std::pair<int, size_t>> ready;
-  for (size_t i = 0; i < ops.size(); ++i)
-    if (!missing[i]) ready.emplace(urgency(*ops[i]), i);
-  NodeVector order;
-  while (!ready.empty()) {
-    size_t i = ready.begin()->second;
-    ready.erase(ready.begin());
-    order.push_back(ops[i]);
-    for (size_t u : users[i])
-      if (--missing[u] == 0) ready.emplace(urgency(*ops[u]), u);
-  }
-  return order;
+  NodeVector roots(f.get_parameters().begin(), f.get_parameters().end());
+  for (const auto& sink : f.get_sinks())
+    if (sink->get_type_name() == "Send") roots.push_back(sink);
+  roots.insert(roots.end(), f.get_results().begin(), f.get_results().end());
+  roots.insert(roots.end(), f.get_sinks().begin(), f.get_sinks().end());
+  return topological_sort(roots);
 }
 
 }  // namespace
