@@ -25,6 +25,14 @@ T wrapping(T a, T b, F f) {
 }
 
 
+// x < 0, written so that unsigned types compile without a comparison that is always false.
+template <typename T>
+bool is_negative(T x) {
+  if constexpr (std::is_signed_v<T>) return x < T(0);
+  (void)x;
+  return false;
+}
+
 // ------------------------------------------------------------------------------- scalars
 
 struct Negative {
@@ -35,14 +43,13 @@ struct Negative {
 struct Abs {
   template <typename T> T operator()(T x) const {
     if constexpr (is_real_v<T>) return std::fabs(x);
-    else if constexpr (std::is_signed_v<T>) return x < 0 ? Negative{}(x) : x;
-    else return x;
+    else return is_negative(x) ? Negative{}(x) : x;
   }
 };
 struct Sign {
   template <typename T> T operator()(T x) const {
     if (is_nan(x)) return x;
-    return static_cast<T>((T(0) < x) - (x < T(0)));
+    return static_cast<T>((T(0) < x) - is_negative(x));
   }
 };
 struct Floor {
@@ -56,7 +63,7 @@ struct Ceiling {
   }
 };
 struct Relu {
-  template <typename T> T operator()(T x) const { return x < T(0) ? T(0) : x; }
+  template <typename T> T operator()(T x) const { return is_negative(x) ? T(0) : x; }
 };
 // The real-valued functions: instantiated for every type of the list, applied only to floats
 // (the ops' type rules allow nothing else).
@@ -254,7 +261,7 @@ NGRAPH_INTERPRETER_KERNEL("Divide", [](KernelCall& c) {
           continue;
         }
         T q = static_cast<T>(x / d);
-        if (pythondiv && x % d != 0 && ((x < 0) != (d < 0))) --q;
+        if (pythondiv && x % d != 0 && is_negative(x) != is_negative(d)) --q;
         y[i] = q;
       }
     }
