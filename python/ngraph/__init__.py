@@ -97,7 +97,7 @@ from ngraph.fused import (
     squeeze,
     unsqueeze,
 )
-from ngraph.runtime import Computation, Runtime, runtime
+from ngraph.runtime import Computation, Runtime, backends, runtime
 from ngraph.serializer import SerializationError, deserialize, serialize
 from ngraph import autodiff, datasets, losses, optimizers
 from ngraph import nn

@@ -226,10 +226,12 @@ def recv(shape: Sequence[int], dtype: Any, src: int, tag: int = 0, comm: Any = N
                  element_type=to_dtype(dtype, "[Recv] dtype"), src=int(src), tag=int(tag))
 
 
-def broadcast_variables(variables: Sequence[Node], root: int = 0, comm: Any = None) -> None:
+def broadcast_variables(variables: Sequence[Node], root: int = 0, comm: Any = None,
+                        backend_name: str = "CPU") -> None:
     """Sets every variable to its value on rank `root` (one compiled BroadcastDistributed
-    per variable, applied as in-place updates), so ranks start training from the same
-    weights. Collective: call it on every rank with the same variables."""
+    per variable, applied as in-place updates, run on the backend named), so ranks start
+    training from the same weights. Collective: call it on every rank with the same
+    variables."""
     from ngraph._ngraph import Variable  # noqa: PLC0415
     from ngraph.runtime import runtime  # noqa: PLC0415
 
@@ -240,4 +242,4 @@ def broadcast_variables(variables: Sequence[Node], root: int = 0, comm: Any = No
     if not variables:
         return
     updates = [(v, broadcast_distributed(v, root, comm)) for v in variables]
-    runtime().computation([], updates=updates)()
+    runtime(backend_name).computation([], updates=updates)()

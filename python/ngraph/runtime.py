@@ -14,8 +14,15 @@ from ngraph.utils import as_node
 
 
 def runtime(backend_name: str = "CPU") -> Runtime:
-    """A runtime on the named backend ("CPU")."""
+    """A runtime on the named backend: "CPU" (the compiler) or "INTERPRETER" (the reference
+    executor, one plain kernel per op: slow, for checking results). Another name raises
+    ValueError listing the registered backends."""
     return Runtime(backend_name)
+
+
+def backends() -> list[str]:
+    """The names ng.runtime accepts."""
+    return list(_ngraph.Backend.get_registered_devices())
 
 
 class Runtime:

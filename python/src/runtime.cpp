@@ -2,6 +2,7 @@
 #include "bindings.hpp"
 #include "ngraph/runtime/backend.hpp"
 #include "ngraph/runtime/cpu/cpu_backend.hpp"
+#include "ngraph/runtime/interpreter/int_backend.hpp"
 
 namespace py = pybind11;
 
@@ -154,12 +155,28 @@ runtime::cpu::CPUExecutable& as_cpu(runtime::Executable& e) {
   return *c;
 }
 
+// What both backends' executables report: the compiled function and the nodes run, in order.
+template <typename F>
+decltype(auto) on_executable(runtime::Executable& e, F&& f) {
+  if (auto* c = dynamic_cast<runtime::cpu::CPUExecutable*>(&e)) return f(*c);
+  if (auto* i = dynamic_cast<runtime::interpreter::INTExecutable*>(&e)) return f(*i);
+  throw py::type_error("not a CPU or INTERPRETER executable");
+}
+
 }  // namespace
 
 void init_runtime(py::module_& m) {
   m.def("set_num_threads", &runtime::cpu::set_num_threads, py::arg("n"),
         "Threads each rank's kernels use (default: cores / MPI ranks on this node).");
   m.def("get_num_threads", &runtime::cpu::get_num_threads);
+  m.def("interpreter_kernel_names",
+        [] { return runtime::interpreter::KernelRegistry::get().names(); },
+        "The ops the INTERPRETER backend has a kernel for.");
+  m.def("interpreter_element_types", [] {
+    std::vector<std::string> names;
+    for (auto t : runtime::interpreter::supported_element_types()) names.push_back(t.get_type_name());
+    return names;
+  }, "The element types the INTERPRETER backend's kernels are instantiated for.");
   py::class_<runtime::Backend, std::shared_ptr<runtime::Backend>>(m, "Backend")
       .def_static("create", &runtime::Backend::create, py::arg("type"))
       .def_static("get_registered_devices", &runtime::Backend::get_registered_devices)
@@ -201,7 +218,10 @@ void init_runtime(py::module_& m) {
            [](const runtime::Executable& e) {
              return NodeVector(e.get_results().begin(), e.get_results().end());
            })
-      .def_property_readonly("schedule", [](runtime::Executable& e) { return as_cpu(e).get_schedule(); },
+      .def_property_readonly("schedule",
+                             [](runtime::Executable& e) {
+                               return on_executable(e, [](auto& x) { return x.get_schedule(); });
+                             },
                              "The names of the nodes the executable runs, in order.")
       .def_property_readonly("arena_bytes", [](runtime::Executable& e) { return as_cpu(e).get_arena_bytes(); },
                              "Bytes of the planned buffer for intermediates.")
@@ -216,7 +236,10 @@ void init_runtime(py::module_& m) {
                              "One description per shared-memory region in use, e.g. '2 ranks on "
                              "1 node (2 per node), 3815936 bytes per rank'; empty before the "
                              "first call and when shared memory cannot be used.")
-      .def_property_readonly("function", [](runtime::Executable& e) { return as_cpu(e).get_function(); },
+      .def_property_readonly("function",
+                             [](runtime::Executable& e) {
+                               return on_executable(e, [](auto& x) { return x.get_function(); });
+                             },
                              "The optimised function that was compiled.")
       .def("set_profiling", [](runtime::Executable& e, bool on) { as_cpu(e).set_profiling(on); },
            py::arg("on"), "Time every step of every call (reset when switched).")

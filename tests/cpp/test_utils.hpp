@@ -1,4 +1,5 @@
-// Helpers shared by the C++ suites: host values, running functions on the CPU backend,
+// Helpers shared by the C++ suites: host values, running functions on the CPU backend (and
+// on INTERPRETER, the reference it must agree with),
 // comparing results and checking error messages.
 #pragma once
 
@@ -64,27 +65,17 @@ inline std::shared_ptr<runtime::Backend> cpu_backend() {
   return backend;
 }
 
-// Compiles `f` on the CPU backend with `options` and runs it once; the step list (one line per
-// step, see CPUExecutable::get_schedule) goes to `schedule` when given.
-inline std::vector<Value> run_compiled(const std::shared_ptr<Function>& f,
-                                       const std::vector<Value>& inputs,
-                                       const runtime::cpu::CompileOptions& options,
-                                       std::vector<std::string>* schedule = nullptr) {
-  auto backend = cpu_backend();
-  auto cpu = std::dynamic_pointer_cast<runtime::cpu::CPUBackend>(backend);
-  if (!cpu) throw std::logic_error("the CPU backend is not a CPUBackend");
-  auto exe = cpu->compile(f, options);
-  if (schedule)
-    *schedule = std::dynamic_pointer_cast<runtime::cpu::CPUExecutable>(exe)->get_schedule();
+// Runs a compiled function once on host values, through the checked call path.
+inline std::vector<Value> run_executable(runtime::Backend& backend, runtime::Executable& exe,
+                                         const std::vector<Value>& inputs) {
   std::vector<std::shared_ptr<runtime::Tensor>> in, out;
   for (const auto& v : inputs) {
-    auto t = backend->create_tensor(v.type, v.shape);
-    t->write(v.bytes.data(), v.bytes.size());
-    in.push_back(t);
+    in.push_back(backend.create_tensor(v.type, v.shape));
+    in.back()->write(v.bytes.data(), v.bytes.size());
   }
-  for (const auto& r : f->get_results())
-    out.push_back(backend->create_tensor(r->get_element_type(), r->get_shape()));
-  exe->call(out, in);
+  for (const auto& r : exe.get_results())
+    out.push_back(backend.create_tensor(r->get_element_type(), r->get_shape()));
+  exe.call(out, in);
   std::vector<Value> values;
   for (const auto& t : out) {
     Value v{t->get_element_type(), t->get_shape(), std::vector<char>(t->get_size_in_bytes())};
@@ -97,7 +88,25 @@ inline std::vector<Value> run_compiled(const std::shared_ptr<Function>& f,
 // Compiles `f` on the CPU backend (with or without the graph passes) and runs it once.
 inline std::vector<Value> run_function(const std::shared_ptr<Function>& f,
                                        const std::vector<Value>& inputs, bool optimize = true) {
-  return run_compiled(f, inputs, runtime::cpu::CompileOptions{optimize});
+  auto backend = cpu_backend();
+  auto cpu = std::dynamic_pointer_cast<runtime::cpu::CPUBackend>(backend);
+  if (!cpu) throw std::logic_error("the CPU backend is not a CPUBackend");
+  return run_executable(*backend, *cpu->compile(f, runtime::cpu::CompileOptions{optimize}), inputs);
+}
+
+// Compiles `f` on the CPU backend with `options` and runs it once; the step list (one line per
+// step, see CPUExecutable::get_schedule) goes to `schedule` when given.
+inline std::vector<Value> run_compiled(const std::shared_ptr<Function>& f,
+                                       const std::vector<Value>& inputs,
+                                       const runtime::cpu::CompileOptions& options,
+                                       std::vector<std::string>* schedule = nullptr) {
+  auto backend = cpu_backend();
+  auto cpu = std::dynamic_pointer_cast<runtime::cpu::CPUBackend>(backend);
+  if (!cpu) throw std::logic_error("the CPU backend is not a CPUBackend");
+  auto exe = cpu->compile(f, options);
+  if (schedule)
+    *schedule = std::dynamic_pointer_cast<runtime::cpu::CPUExecutable>(exe)->get_schedule();
+  return run_executable(*backend, *exe, inputs);
 }
 
 // How many steps of a schedule run the op `type` (a step line starts with "<type>_<id>").
@@ -107,10 +116,42 @@ inline size_t count_steps(const std::vector<std::string>& schedule, const std::s
   return n;
 }
 
+inline std::shared_ptr<runtime::Backend> interpreter_backend() {
+  static auto backend = runtime::Backend::create("INTERPRETER");
+  return backend;
+}
+
+// Runs `f` once on the INTERPRETER backend (the reference executor).
+inline std::vector<Value> run_on_interpreter(const std::shared_ptr<Function>& f,
+                                             const std::vector<Value>& inputs) {
+  auto backend = interpreter_backend();
+  return run_executable(*backend, *backend->compile(f), inputs);
+}
+
+// Whether two values agree: the same bytes, or for floats within a relative tolerance of the
+// type's precision (NaN matching NaN).
+inline bool values_agree(const Value& a, const Value& b) {
+  if (a.type != b.type || a.shape != b.shape) return false;
+  if (!a.type.is_real()) return a.bytes == b.bytes;
+  double tol = a.type == element::f32 ? 1e-4 : 1e-10;
+  bool agree = true;
+  element::dispatch(a.type, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_floating_point_v<T>) {
+      std::vector<T> x = to_vector<T>(a), y = to_vector<T>(b);
+      for (size_t i = 0; i < x.size() && agree; ++i)
+        agree = (std::isnan(x[i]) && std::isnan(y[i])) || x[i] == y[i] ||
+                std::fabs(double(x[i]) - double(y[i])) <= tol * (1 + std::fabs(double(y[i])));
+    }
+  });
+  return agree;
+}
+
 using OpFactory = std::function<std::shared_ptr<Node>(const OutputVector&)>;
 
 // One Parameter per input, the op built on them, run with and without the passes (both must
-// agree byte for byte); returns the op's value.
+// agree byte for byte) and on the INTERPRETER backend (which must agree within the float
+// type's precision); returns the op's value.
 inline Value run_op_value(const OpFactory& make, const std::vector<Value>& inputs) {
   ParameterVector params;
   OutputVector args;
@@ -125,6 +166,8 @@ inline Value run_op_value(const OpFactory& make, const std::vector<Value>& input
   Value plain = run_function(f, inputs, false).at(0);
   EXPECT_EQ(optimized.bytes, plain.bytes)
       << "optimised and unoptimised runs differ for " << node->get_type_name();
+  EXPECT_TRUE(values_agree(optimized, run_on_interpreter(f, inputs).at(0)))
+      << "the CPU and INTERPRETER backends differ for " << node->description();
   EXPECT_EQ(optimized.shape, node->get_shape());
   return optimized;
 }

@@ -125,6 +125,30 @@ def test_every_core_op_has_a_python_function():
     assert STRUCTURAL_OPS <= set(_ngraph.op_names())
 
 
+# Ops whose values the executables provide themselves (no kernel on any backend).
+EXECUTABLE_VALUES = STRUCTURAL_OPS | {"Variable", "Assign"}
+
+
+def test_every_core_op_has_an_interpreter_kernel():
+    """INTERPRETER, the reference executor, runs every op: adding an op to the core without
+    its reference kernel (cpp/interpreter) fails here."""
+    kernels = set(_ngraph.interpreter_kernel_names())
+    missing = sorted(set(_ngraph.op_names()) - EXECUTABLE_VALUES - kernels)
+    assert not missing, f"core ops without an INTERPRETER kernel: {missing}"
+    stale = sorted(kernels - set(_ngraph.op_names()))
+    assert not stale, f"INTERPRETER kernels for ops the core does not have: {stale}"
+
+
+def test_interpreter_runs_every_element_type():
+    assert set(_ngraph.interpreter_element_types()) == {"boolean", "f32", "f64", "i32", "i64"}
+
+
+def test_both_backends_are_registered_and_unknown_names_list_them():
+    assert {"CPU", "INTERPRETER"} <= set(ng.backends())
+    with pytest.raises(ValueError, match=r"unknown backend 'CPU2' \(registered: .*INTERPRETER"):
+        ng.runtime("CPU2")
+
+
 @pytest.mark.parametrize("op", sorted(OP_FUNCTIONS))
 def test_python_function_exists_and_is_exported(op):
     name = OP_FUNCTIONS[op]

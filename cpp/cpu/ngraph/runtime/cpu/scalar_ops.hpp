@@ -51,6 +51,7 @@ struct Abs : Traits<false, true, true, algorithm::eltwise_abs> {
     else return is_negative(x) ? static_cast<T>(-x) : x;
   }
 };
+// NaN stays NaN, as in NumPy (the INTERPRETER fuzzer's finding: it was 0).
 struct Sign : Traits<false, false, true> {
   template <typename T> T operator()(T x) const {
     if constexpr (std::is_floating_point_v<T>)

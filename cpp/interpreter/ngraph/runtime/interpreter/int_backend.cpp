@@ -1,0 +1,148 @@
+#include "ngraph/runtime/interpreter/int_backend.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "ngraph/ops.hpp"
+
+namespace ngraph {
+namespace runtime {
+namespace interpreter {
+
+namespace {
+
+// The function's ops in a topological order (the same on every rank for the same graph), the
+// Sends first: a Send starts at once and completes at the end of the call, so ranks that
+// exchange values in a ring never all wait in a Recv before sending.
+NodeVector run_order(const Function& f) {
+  NodeVector roots(f.get_parameters().begin(), f.get_parameters().end());
+  for (const auto& sink : f.get_sinks())
+    if (sink->get_type_name() == "Send") roots.push_back(sink);
+  roots.insert(roots.end(), f.get_results().begin(), f.get_results().end());
+  roots.insert(roots.end(), f.get_sinks().begin(), f.get_sinks().end());
+  return topological_sort(roots);
+}
+
+}  // namespace
+
+INTExecutable::INTExecutable(std::shared_ptr<Function> function)
+    : m_function(function->clone()) {
+  m_parameters = m_function->get_parameters();
+  m_results = m_function->get_results();
+  for (const auto& node : run_order(*m_function)) {
+    const std::string& type = node->get_type_name();
+    if (type == "Parameter") {
+      auto* p = static_cast<op::Parameter*>(node.get());
+      m_values[node->output(0)] = {Source::input, m_function->get_parameter_index(p)};
+    } else if (type == "Constant") {
+      m_values[node->output(0)] = {Source::constant, 0,
+                                   static_cast<op::Constant&>(*node).get_data_ptr()};
+    } else if (type == "Variable") {
+      auto* state = static_cast<op::Variable&>(*node).get_state().get();
+      m_values[node->output(0)] = {Source::variable, 0, nullptr, state};
+    } else if (type == "Result") {
+      m_values[node->output(0)] = m_values.at(node->input_value(0));
+    } else if (type == "Assign") {
+      m_updates.push_back(std::static_pointer_cast<op::Assign>(node));
+    } else {
+      const Kernel* kernel = KernelRegistry::get().find(type);
+      if (!kernel)
+        throw ngraph_error("[INTERPRETER] no kernel for op " + type + " (node " +
+                           node->get_name() + ")");
+      Step step{node, kernel, node->input_values(), {}};
+      for (size_t o = 0; o < node->get_output_size(); ++o) {
+        step.outputs.push_back(m_buffers.size());
+        m_values[node->output(o)] = {Source::computed, m_buffers.size()};
+        m_buffers.emplace_back(shape_size(node->get_output_shape(o)) *
+                               node->get_output_element_type(o).size());
+      }
+      m_steps.push_back(std::move(step));
+      // The collectives each communicator runs, in order, for the check that every rank
+      // runs the same ones (point-to-point ops have no signature: they pair up per rank).
+      auto* coll = dynamic_cast<op::Collective*>(node.get());
+      if (coll && !coll->collective_signature().empty()) {
+        auto it = std::find_if(m_collectives.begin(), m_collectives.end(), [&](const Collectives& c) {
+          return c.comm == coll->get_communicator();
+        });
+        if (it == m_collectives.end())
+          it = m_collectives.insert(m_collectives.end(), {coll->get_communicator(), {}, {}});
+        it->signature.push_back(coll->collective_signature());
+        it->labels.push_back(node->get_name());
+      }
+    }
+  }
+}
+
+const void* INTExecutable::value_ptr(const Output& v, const void* const* inputs) const {
+  const Value& value = m_values.at(v);
+  switch (value.source) {
+    case Source::input: return inputs[value.index];
+    case Source::constant: return value.data;
+    case Source::variable: return value.variable->read_buffer();
+    case Source::computed: return m_buffers[value.index].data();
+  }
+  return nullptr;
+}
+
+void INTExecutable::call_raw(void* const* outputs, const void* const* inputs) {
+  std::lock_guard<std::mutex> lock(m_mutex);
+  auto mode = distributed::get_check_mode();
+  if (mode == distributed::CheckMode::always ||
+      (mode == distributed::CheckMode::first && !m_checked_once)) {
+    std::string where = "graph '" +
+                        (m_function->get_name().empty() ? std::string("unnamed") : m_function->get_name()) + "'";
+    for (auto& c : m_collectives) c.comm->check_same_collectives(c.signature, c.labels, where);
+    m_checked_once = true;
+  }
+  m_call.clear();
+  try {
+    for (auto& step : m_steps) {
+      KernelCall call{*step.node, {}, {}, m_call};
+      for (const auto& in : step.inputs) call.in.push_back(value_ptr(in, inputs));
+      for (size_t slot : step.outputs) call.out.push_back(m_buffers[slot].data());
+      (*step.kernel)(call);
+    }
+  } catch (...) {
+    try {
+      m_call.finish();  // started sends must not be abandoned
+    } catch (...) {
+    }
+    throw;
+  }
+  m_call.finish();
+  for (size_t r = 0; r < m_results.size(); ++r) {
+    size_t bytes = shape_size(m_results[r]->get_shape()) * m_results[r]->get_element_type().size();
+    if (bytes) std::memcpy(outputs[r], value_ptr(m_results[r]->input_value(0), inputs), bytes);
+  }
+  // Updates last: every read in the call saw the values from before it, and a call that
+  // failed changed no variable. The new values are copied out first: one update may read the
+  // variable another one writes.
+  std::vector<std::vector<char>> updated;
+  for (const auto& assign : m_updates) {
+    auto* value = static_cast<const char*>(value_ptr(assign->input_value(0), inputs));
+    updated.emplace_back(value, value + assign->get_state()->byte_size());
+  }
+  for (size_t u = 0; u < m_updates.size(); ++u) m_updates[u]->get_state()->set(updated[u].data());
+}
+
+std::vector<std::string> INTExecutable::get_schedule() const {
+  std::vector<std::string> names;
+  for (const auto& step : m_steps) names.push_back(step.node->get_name());
+  return names;
+}
+
+std::shared_ptr<Executable> INTBackend::compile(std::shared_ptr<Function> function) {
+  if (!function) throw std::invalid_argument("[INTERPRETER] compile: function is null");
+  return std::make_shared<INTExecutable>(std::move(function));
+}
+
+namespace {
+const bool registered = [] {
+  Backend::register_backend("INTERPRETER", [] { return std::make_shared<INTBackend>(); });
+  return true;
+}();
+}  // namespace
+
+}  // namespace interpreter
+}  // namespace runtime
+}  // namespace ngraph

@@ -1,0 +1,71 @@
+// The INTERPRETER backend: a reference executor. Compiling keeps a copy of the function and
+// looks up one kernel per op; a call walks the ops in topological order and runs each kernel
+// on plain row-major buffers (a std::vector per output). No graph passes, fusion, oneDNN,
+// layouts or memory planning: its results define what every op computes, and the CPU backend
+// is tested against it (Backend::create("INTERPRETER"), ng.runtime("INTERPRETER")).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "ngraph/ops/collective.hpp"
+#include "ngraph/ops/variable.hpp"
+#include "ngraph/runtime/backend.hpp"
+#include "ngraph/runtime/interpreter/kernel.hpp"
+
+namespace ngraph {
+namespace runtime {
+namespace interpreter {
+
+class INTExecutable : public Executable {
+ public:
+  explicit INTExecutable(std::shared_ptr<Function> function);
+  void call_raw(void* const* outputs, const void* const* inputs) override;
+
+  // The compiled copy of the function, and the names of the nodes run, in order.
+  const std::shared_ptr<Function>& get_function() const { return m_function; }
+  std::vector<std::string> get_schedule() const;
+
+ private:
+  enum class Source { computed, input, constant, variable };
+  struct Value {
+    Source source = Source::computed;
+    size_t index = 0;  // input index or step output slot
+    const void* data = nullptr;  // constant data, or the variable's state
+    VariableState* variable = nullptr;
+  };
+  struct Step {
+    std::shared_ptr<Node> node;
+    const Kernel* kernel;
+    std::vector<Output> inputs;
+    std::vector<size_t> outputs;  // slots in m_buffers
+  };
+  struct Collectives {  // one communicator's collectives, in run order, for the rank check
+    std::shared_ptr<distributed::Communicator> comm;
+    std::vector<std::string> signature, labels;
+  };
+
+  const void* value_ptr(const Output& v, const void* const* inputs) const;
+
+  std::shared_ptr<Function> m_function;
+  std::map<Output, Value> m_values;
+  std::vector<std::vector<char>> m_buffers;
+  std::vector<Step> m_steps;
+  std::vector<std::shared_ptr<op::Assign>> m_updates;
+  std::vector<Collectives> m_collectives;
+  bool m_checked_once = false;
+  CallState m_call;
+  std::mutex m_mutex;
+};
+
+class INTBackend : public Backend {
+ public:
+  std::shared_ptr<Executable> compile(std::shared_ptr<Function> function) override;
+};
+
+}  // namespace interpreter
+}  // namespace runtime
+}  // namespace ngraph
