@@ -25,7 +25,13 @@ namespace interpreter {
   X(f32, float)                             \
   X(f64, double)                            \
   X(i32, int32_t)                           \
-  X(i64, int64_t)
+  X(i64, int64_t)                           \
+  X(i8, int8_t)                             \
+  X(i16, int16_t)                           \
+  X(u8, uint8_t)                            \
+  X(u16, uint16_t)                          \
+  X(u32, uint32_t)                          \
+  X(u64, uint64_t)
 
 // The element types of NGRAPH_INTERPRETER_ELEMENT_TYPES, for tests and error messages.
 const std::vector<element::Type>& supported_element_types();

@@ -1,8 +1,11 @@
 // Reference reductions: Sum, Product, Max, Min over axis sets, ArgMax and ArgMin along one
 // axis, and Softmax. Sums of floats accumulate in double; Max and Min propagate NaN (as
 // NumPy does), an empty Max/Min is the lowest/highest value of the type.
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include "ngraph/ops.hpp"
 #include "ngraph/runtime/interpreter/kernel.hpp"
@@ -88,6 +91,38 @@ NGRAPH_INTERPRETER_KERNEL("ArgMax", [](KernelCall& c) {
 });
 NGRAPH_INTERPRETER_KERNEL("ArgMin", [](KernelCall& c) {
   index_reduction<false>(c, static_cast<const op::ArgMin&>(c.node).get_reduction_axis());
+});
+
+// TopK: each row along the axis sorted (stably) best first, the first k kept with their
+// indices. Best: largest (compute_max) or smallest; NaN counts as larger than any number, as
+// in NumPy's sort.
+NGRAPH_INTERPRETER_KERNEL("TopK", [](KernelCall& c) {
+  const auto& node = static_cast<const op::TopK&>(c.node);
+  const Shape& in = node.get_input_shape(0);
+  size_t axis = node.get_axis(), k = node.get_k(), n = in[axis];
+  size_t outer = 1, inner = 1;
+  for (size_t d = 0; d < axis; ++d) outer *= in[d];
+  for (size_t d = axis + 1; d < in.size(); ++d) inner *= in[d];
+  bool is_max = node.get_compute_max(), i64 = node.get_output_element_type(1) == element::i64;
+  dispatch(c.node, node.get_input_element_type(0), [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = c.input<T>(0);
+    auto larger = [](T a, T b) { return is_nan(b) ? false : is_nan(a) || a > b; };
+    for (size_t a = 0; a < outer; ++a)
+      for (size_t b = 0; b < inner; ++b) {
+        std::vector<std::pair<T, size_t>> row;
+        for (size_t j = 0; j < n; ++j) row.emplace_back(x[(a * n + j) * inner + b], j);
+        std::stable_sort(row.begin(), row.end(), [&](const auto& u, const auto& v) {
+          return is_max ? larger(u.first, v.first) : larger(v.first, u.first);
+        });
+        for (size_t j = 0; j < k; ++j) {
+          size_t at = (a * k + j) * inner + b;
+          c.output<T>(0)[at] = row[j].first;
+          if (i64) c.output<int64_t>(1)[at] = static_cast<int64_t>(row[j].second);
+          else c.output<int32_t>(1)[at] = static_cast<int32_t>(row[j].second);
+        }
+      }
+  });
 });
 
 // exp(x - max) / sum(exp(x - max)) over the axes, in double.
