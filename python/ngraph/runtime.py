@@ -167,8 +167,10 @@ class Computation(_ngraph.ComputationBase):
         if value.shape != shape:
             raise UserInputError(f"argument {i} ({p.name}) expects shape {shape} ({dtype}), "
                              f"got shape {value.shape}")
-        if not value.flags.c_contiguous:
-            value = np.ascontiguousarray(value)
+        # The kernels read the buffer in place: C order and aligned for the dtype (a view at an
+        # odd byte offset is C-contiguous but unaligned).
+        if not (value.flags.c_contiguous and value.flags.aligned):
+            value = np.require(value, dtype, ["C_CONTIGUOUS", "ALIGNED"])
         return value
 
     # __call__ is ComputationBase's (C++); it comes here when an argument needs converting.

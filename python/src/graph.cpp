@@ -20,6 +20,12 @@ element::Type element_type_of(const py::dtype& dtype, const char* what) {
   if (name == numpy) return element::t;
   NGRAPH_ELEMENT_TYPES(NGRAPH_FROM_NUMPY)
 #undef NGRAPH_FROM_NUMPY
+  // A byte-swapped form of a supported type is refused by name, not read as raw bytes.
+  if (dtype.attr("byteorder").cast<std::string>() == ">" || dtype.attr("byteorder").cast<std::string>() == "<") {
+    auto native = py::str(dtype.attr("newbyteorder")("=")).cast<std::string>();
+    throw py::type_error(std::string(what) + ": dtype " + name + " has non-native byte order; convert it, e.g. " +
+                         "array.astype(\"" + native + "\")");
+  }
   throw py::type_error(std::string(what) + ": dtype " + name + " is not supported (" +
                        supported_dtypes() + ")");
 }

@@ -201,6 +201,34 @@ def test_non_contiguous_inputs_are_converted():
     np.testing.assert_array_equal(comp(reversed_rows)[0], reversed_rows)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64, np.uint16])
+def test_unaligned_contiguous_inputs_are_converted(dtype):
+    """A C-contiguous view at an odd byte offset (unaligned) is copied to aligned memory, not
+    refused with an internal error."""
+    p = ng.parameter([2, 3], dtype, name="p")
+    comp = ng.runtime(backend_name="CPU").computation(p + p, p)
+    itemsize = np.dtype(dtype).itemsize
+    raw = np.zeros(6 * itemsize + 1, np.uint8)
+    unaligned = raw[1:].view(dtype).reshape(2, 3)
+    unaligned[...] = np.arange(6).reshape(2, 3)
+    assert unaligned.flags.c_contiguous and not unaligned.flags.aligned
+    np.testing.assert_array_equal(comp(unaligned)[0], 2 * np.arange(6).reshape(2, 3))
+
+
+def test_big_endian_arrays_are_converted_or_refused_by_name():
+    """Arguments in non-native byte order are converted to the values they hold; constants and
+    variables refuse them naming the byte order (they used to read the raw bytes: [1, 2, 3]
+    as >f4 became 4.6e-41, ...)."""
+    big = np.array([1, 2, 3], dtype=">f4")
+    p = ng.parameter([3], np.float32)
+    np.testing.assert_array_equal(ng.runtime().computation(p * 1, p)(big)[0], [1, 2, 3])
+    for make in (ng.constant, ng.optimizers.variable):
+        with pytest.raises(TypeError, match=r"non-native byte order.*astype\(\"float32\"\)"):
+            make(big)
+    native = big.astype("float32")
+    np.testing.assert_array_equal(ng.runtime().computation(ng.constant(native))()[0], [1, 2, 3])
+
+
 def test_lists_scalars_and_other_dtypes_are_converted():
     p = ng.parameter([2, 2], name="p")
     s = ng.parameter([], name="s")
