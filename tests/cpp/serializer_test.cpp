@@ -654,8 +654,8 @@ TEST(serializer, hostile_documents_raise_errors_naming_the_field) {
       {"\"parameters\":[\"a\",\"b\"]", "\"parameters\":[\"a\",\"a\"]",
        "is listed twice"},
       {"[2,3]", "[4294967296,4294967296,16]",
-       "ops[0] 'a' (Parameter): output 0 has shape {4294967296,4294967296,16}, whose size in "
-       "bytes overflows"},
+       "ops[0] 'a' (Parameter): [Parameter] output 0 of shape {4294967296,4294967296,16} and "
+       "type f32 has more bytes than fit in 64 bits"},
       {"[2,3]", "[2,-3]",
        "attribute 'shape' must not be negative"},
       {"[2,3]", "[2,1e3]",

@@ -331,3 +331,14 @@ def test_errors_in_one_thread_do_not_break_another_computation():
             bad(np.array([1, 0], np.int32))
         np.testing.assert_array_equal(good(np.array([1, 0], np.int32))[0], [2, 0])
     np.testing.assert_array_equal(bad(np.array([3, 4], np.int32))[0], [1, 1])
+
+
+@pytest.mark.parametrize("shape", [[2**31, 2**31], [2**32, 2**32], [2**62, 4], [2**40, 2**40]])
+def test_sizes_that_overflow_are_refused_when_the_graph_is_built(shape):
+    """An element count or byte size beyond 64 bits is an error naming the op and the shape
+    where the node is made (it used to compile to a 128-byte buffer and crash, or return 0)."""
+    s = ng.parameter([], np.float32)
+    with pytest.raises(ValueError, match=r"\[Broadcast\].*more bytes than fit in 64 bits"):
+        ng.sum(ng.broadcast(s, shape) * 2)
+    with pytest.raises(ValueError, match=r"\[Parameter\].*more bytes than fit in 64 bits"):
+        ng.parameter(shape, np.float32)

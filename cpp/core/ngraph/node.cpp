@@ -137,6 +137,12 @@ void Node::fail_type(const std::string& message) const {
 void Node::set_output_size(size_t n) { m_outputs.resize(n); }
 
 void Node::set_output_type(size_t i, element::Type type, const Shape& shape) {
+  // Every value's size is checked where it is made: a count or byte size that wraps around
+  // would otherwise compile to a tiny buffer.
+  size_t bytes = 0;
+  if (!checked_byte_size(shape, type.size(), bytes))
+    fail(concat_message("output ", i, " of shape ", shape, " and type ", type.get_type_name(),
+                        " has more bytes than fit in 64 bits"));
   if (i >= m_outputs.size()) m_outputs.resize(i + 1);
   m_outputs[i] = OutputDesc{type, shape};
 }

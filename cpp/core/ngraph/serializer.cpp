@@ -45,16 +45,6 @@ element::Type element_type_from_text(const std::string& text) {
   }
 }
 
-// Bytes of a tensor of `shape` and `type`; false when the count overflows size_t.
-bool checked_bytes(const Shape& shape, element::Type type, size_t& bytes) {
-  size_t n = type.size();
-  for (size_t d : shape) {
-    if (d != 0 && n > std::numeric_limits<size_t>::max() / d) return false;
-    n *= d;
-  }
-  bytes = n;
-  return true;
-}
 
 // ------------------------------------------------------------------------ tensor values
 
@@ -545,7 +535,7 @@ class Reader {
     TensorHeader h;
     h.visit(r);
     size_t bytes = 0;
-    if (!checked_bytes(h.shape, h.type, bytes) || bytes > m_options.max_tensor_bytes)
+    if (!checked_byte_size(h.shape, h.type.size(), bytes) || bytes > m_options.max_tensor_bytes)
       w.fail(obj.find("shape"), "shape " + to_braces(h.shape) + " of " + h.type.get_type_name() +
                                     " exceeds the limit of " +
                                     std::to_string(m_options.max_tensor_bytes) + " bytes");
@@ -602,14 +592,7 @@ class Reader {
     // Errors of the op's own rule ("[Add] element types ... must match") name the op.
     std::shared_ptr<Node> node =
         guarded(w, obj, [&] { return build(w, type.text(), obj, inputs); });
-
-    for (size_t i = 0; i < node->get_output_size(); ++i) {
-      size_t bytes = 0;
-      if (!checked_bytes(node->get_output_shape(i), node->get_output_element_type(i), bytes))
-        w.fail(&obj, "output " + std::to_string(i) + " has shape " +
-                         to_braces(node->get_output_shape(i)) +
-                         ", whose size in bytes overflows");
-    }
+    // Output sizes that overflow are refused by the node itself (Node::set_output_type).
     if (const Value* outs = obj.find("outputs")) {
       expect(w, *outs, Kind::array, "\"outputs\"");
       for (const auto& o : outs->items()) expect(w, o, Kind::string, "\"outputs\" item");

@@ -37,6 +37,9 @@ class AxisSet : public std::set<size_t> {
 };
 
 size_t shape_size(const Shape& s);
+// The bytes of a row-major tensor of `s` with elements of `element_size` bytes; false (and
+// `bytes` unchanged) when the element count or the byte size does not fit in size_t.
+bool checked_byte_size(const Shape& s, size_t element_size, size_t& bytes);
 // Row-major strides in elements.
 Strides row_major_strides(const Shape& s);
 
