@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "ngraph/runtime/deferred.hpp"
+
 namespace ngraph {
 namespace runtime {
 namespace cpu {
@@ -67,19 +69,7 @@ void CallState::reset(bool verified, const std::vector<distributed::SharedRegion
   shared_regions = regions;
 }
 
-void CallState::finish() {
-  std::exception_ptr first;
-  auto deferred = std::move(m_deferred);
-  m_deferred.clear();
-  for (auto& f : deferred) {
-    try {
-      f();
-    } catch (...) {
-      if (!first) first = std::current_exception();
-    }
-  }
-  if (first) std::rethrow_exception(first);
-}
+void CallState::finish() { run_deferred(m_deferred); }
 
 StridedLoop::StridedLoop(const Shape& shape,
                          const std::vector<std::vector<std::ptrdiff_t>>& strides) {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "ngraph/runtime/deferred.hpp"
+
 namespace ngraph {
 namespace runtime {
 namespace interpreter {
@@ -15,19 +17,7 @@ const std::vector<element::Type>& supported_element_types() {
   return types;
 }
 
-void CallState::finish() {
-  std::exception_ptr first;
-  auto deferred = std::move(m_deferred);
-  m_deferred.clear();
-  for (auto& f : deferred) {
-    try {
-      f();
-    } catch (...) {
-      if (!first) first = std::current_exception();
-    }
-  }
-  if (first) std::rethrow_exception(first);
-}
+void CallState::finish() { run_deferred(m_deferred); }
 
 KernelRegistry& KernelRegistry::get() {
   static KernelRegistry registry;
