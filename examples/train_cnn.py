@@ -49,15 +49,15 @@ class CNN:
         return self.module.state_updates()
 
 
-def augment(images, rng):
-    """Random horizontal flips and shifts of up to 2 pixels (edges repeated): each image of
-    the global batch, decided by `rng`."""
+def augment(images, rng, positions, total):
+    """Random horizontal flips and shifts of up to 2 pixels (edges repeated): `rng` decides
+    for each of the `total` images of the global batch; `images` are those at `positions`."""
     n, _, h, w = images.shape
-    flip = rng.random(n) < 0.5
+    flip = (rng.random(total) < 0.5)[positions]
     out = images.copy()
     out[flip] = out[flip][..., ::-1]
     padded = np.pad(out, ((0, 0), (0, 0), (2, 2), (2, 2)), mode="edge")
-    dy, dx = rng.integers(0, 5, n), rng.integers(0, 5, n)
+    dy, dx = rng.integers(0, 5, total)[positions], rng.integers(0, 5, total)[positions]
     for k in range(n):
         out[k] = padded[k, :, dy[k]:dy[k] + h, dx[k]:dx[k] + w]
     return out
@@ -68,7 +68,7 @@ def parse_args(argv=None):
         "Data-parallel MNIST/Fashion-MNIST CNN training with ngraph "
         "(run under mpirun for several ranks).",
         epochs=10,
-        lr=0.05,
+        default_lrs={"sgd": 0.1, "momentum": 0.05, "adam": 0.001},
         batch_size=64,
         weight_decay=5e-4,
         output_dir="out/train_cnn",
@@ -86,12 +86,7 @@ def parse_args(argv=None):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    try:
-        train_mnist.train(args, CNN, augment if args.augment else None)
-    except ng.datasets.DatasetError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    return 0
+    return train_mnist.run(args, CNN, augment if args.augment else None)
 
 
 if __name__ == "__main__":

@@ -8,10 +8,13 @@ with synchronous data-parallel SGD: every rank computes gradients on its own sha
 global batch, the gradients are summed across ranks by an AllReduce inside the graph, and
 forward, backward, AllReduce and the optimizer update are one compiled computation.
 
-Each epoch every rank takes a disjoint shard of a shuffled order that is the same on all
-ranks (seeded, reshuffled per epoch); the last, partial batch is trained on too. Initial
-weights come from rank 0. Rank 0 shows progress, writes the log, a checkpoint that --resume
-continues from, and a PNG of the loss and accuracy curves.
+Each epoch ng.data.DistributedSampler gives every rank an equal, disjoint shard of a
+shuffled order that is the same on all ranks (seeded, reshuffled per epoch); the last,
+partial batch is trained on too. Initial weights come from rank 0. Rank 0 shows progress
+(a tqdm bar where tqdm is installed) and writes into --output-dir: checkpoint.npz (ng.save:
+weights, optimizer state, epoch, history, settings; --resume continues from it, and a larger
+--epochs extends a run), train.log (the settings and a line per epoch), summary.json and,
+where matplotlib is installed, training.png (pip install 'ngraph[plot]').
 
 By default it trains on Fashion-MNIST from Debian's dataset-fashion-mnist package
 (/usr/share/datasets/fashion-mnist). A directory with only the 10k test split (like the
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -47,7 +51,15 @@ def build_parser(
     p.add_argument(
         "--batch-size", type=int, default=128, help="global batch size, split across the ranks"
     )
-    p.add_argument("--lr", type=float, default=0.05, help="learning rate")
+    default_lrs = defaults.pop("default_lrs", DEFAULT_LR)
+    p.add_argument(
+        "--lr",
+        type=float,
+        default=None,
+        help="learning rate (default by optimizer: "
+        + ", ".join(f"{k} {v:g}" for k, v in default_lrs.items())
+        + ")",
+    )
     p.add_argument(
         "--optimizer",
         choices=["sgd", "momentum", "adam"],
@@ -90,8 +102,17 @@ def build_parser(
     )
     p.add_argument("--no-plot", action="store_true", help="do not write the PNG")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.set_defaults(**defaults)
+    p.set_defaults(default_lrs=default_lrs, **defaults)
     return p
+
+
+#: --lr when it is not given, by --optimizer (train_cnn.py passes its own).
+DEFAULT_LR = {"sgd": 0.1, "momentum": 0.05, "adam": 0.001}
+
+
+class UsageError(Exception):
+    """A bad option or an option that does not fit the run (the data, the number of ranks,
+    the checkpoint): main prints it on one line and exits with status 2, as argparse does."""
 
 
 def check_args(p, argv=None):
@@ -105,8 +126,18 @@ def check_args(p, argv=None):
     for name in ("epochs", "batch_size"):
         if getattr(args, name) <= 0:
             p.error(f"--{name.replace('_', '-')} must be positive")
-    if args.lr <= 0:
-        p.error("--lr must be positive")
+    if args.lr is None:
+        args.lr = args.default_lrs[args.optimizer]
+    if not (math.isfinite(args.lr) and args.lr > 0):
+        p.error(f"--lr must be a positive number, got {args.lr}")
+    if not (math.isfinite(args.weight_decay) and args.weight_decay >= 0):
+        p.error(f"--weight-decay must be >= 0, got {args.weight_decay}")
+    if args.weight_decay and args.optimizer == "adam":
+        p.error("--weight-decay applies to sgd and momentum, not adam")
+    for name in ("max_train", "stop_after"):
+        if getattr(args, name) < 0:
+            p.error(f"--{name.replace('_', '-')} must be >= 0, got {getattr(args, name)}")
+    del args.default_lrs
     return args
 
 
@@ -136,16 +167,11 @@ def load_data(data_dir: str, max_train: int = 0):
     return x_train, y_train, x_test, y_test
 
 
-def epoch_order(n: int, seed: int, epoch: int) -> np.ndarray:
-    """The shuffled order of epoch `epoch`: the same on every rank, and on a resumed run."""
-    return np.random.default_rng([seed, epoch]).permutation(n)
-
-
-def shard(batch: np.ndarray, rank: int, size: int) -> np.ndarray:
-    """Rank `rank`'s part of a global batch: contiguous, sizes differing by at most one, so
-    a partial last batch is spread over the ranks rather than dropped."""
-    bounds = np.linspace(0, len(batch), size + 1).astype(int)
-    return batch[bounds[rank] : bounds[rank + 1]]
+def eval_part(n: int, rank: int, size: int) -> slice:
+    """Rank `rank`'s contiguous part of the test set: every example counted exactly once
+    (a sampler's padding would count some twice)."""
+    bounds = np.linspace(0, n, size + 1).astype(int)
+    return slice(bounds[rank], bounds[rank + 1])
 
 
 # ------------------------------------------------------------------------------ model
@@ -196,7 +222,7 @@ def make_optimizer(name: str, lr, weight_decay: float = 0.0):
     if name == "momentum":
         return ng.optimizers.SGD(lr, momentum=0.9, weight_decay=weight_decay)
     if weight_decay:
-        raise ValueError("--weight-decay applies to sgd and momentum, not adam")
+        raise UsageError("--weight-decay applies to sgd and momentum, not adam")
     return ng.optimizers.Adam(lr)
 
 
@@ -297,19 +323,38 @@ def broadcast_int(value: int, comm) -> int:
     return int(ng.runtime().computation(ng.broadcast_distributed(c, 0, comm=comm))()[0])
 
 
+
 # ---------------------------------------------------------------- progress, checkpoint
 
 
 class Progress:
-    """A progress bar on a terminal, a line every 25% otherwise (rank 0 only)."""
+    """Rank 0's progress: a tqdm bar where tqdm is installed and stderr is a terminal, else
+    a bar drawn with \\r on a terminal, or a line every 25% when stderr is not one."""
 
     def __init__(self, enabled: bool):
         self.enabled = enabled
         self.tty = sys.stderr.isatty()
         self._next_mark = 0.25
+        self._bar = None
+        try:
+            import tqdm  # noqa: PLC0415
+
+            self._tqdm = tqdm.tqdm if self.tty else None
+        except ImportError:
+            self._tqdm = None
 
     def update(self, epoch, epochs, done, total, loss, rate):
         if not self.enabled:
+            return
+        if self._tqdm is not None:
+            if self._bar is None:
+                self._bar = self._tqdm(total=total, desc=f"epoch {epoch}/{epochs}",
+                                       unit="samples", unit_scale=True, leave=True)
+            self._bar.update(done - self._bar.n)
+            self._bar.set_postfix(loss=f"{loss:.4f}", refresh=False)
+            if done == total:
+                self._bar.close()
+                self._bar = None
             return
         frac = done / total
         text = (
@@ -328,61 +373,76 @@ class Progress:
             self._next_mark = 0.25
 
 
+class Log:
+    """train.log in --output-dir (rank 0): the settings, a line per epoch, the result;
+    appended to by a resumed run. Every line is also printed."""
+
+    def __init__(self, path: str | None):
+        self.path = path
+
+    def __call__(self, line: str, echo: bool = True) -> None:
+        if echo:
+            print(line, flush=True)
+        if self.path:
+            with open(self.path, "a") as f:
+                f.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {line}\n")
+
+
 def checkpoint_path(output_dir: str) -> str:
     return os.path.join(output_dir, "checkpoint.npz")
 
 
-def save_checkpoint(path, variables, epoch, history, args):
-    tmp = path + ".tmp.npz"
-    arrays = {f"var/{v.name}": v.get_value() for v in variables}
-    meta = {"epoch": epoch, "history": history, "args": config(args)}
-    np.savez(tmp, meta=np.array(json.dumps(meta)), **arrays)
-    os.replace(tmp, path)
-
-
 def config(args):
-    """The settings a resumed run must share with the original."""
+    """The settings a resumed run must share with the original (--epochs may grow)."""
     return {
         "model": getattr(args, "model", None),
+        "width": getattr(args, "width", None),
         "hidden": args.hidden,
         "optimizer": args.optimizer,
         "batch_size": args.batch_size,
         "lr": args.lr,
         "weight_decay": args.weight_decay,
         "schedule": args.schedule,
-        "epochs": args.epochs,
         "seed": args.seed,
         "data_dir": os.path.abspath(args.data_dir),
         "max_train": args.max_train,
+        "augment": getattr(args, "augment", None),
     }
 
 
-def load_checkpoint(path, variables, args):
+def option(key: str) -> str:
+    return "--" + key.replace("_", "-")
+
+
+def resume_point(path: str, args):
+    """(epoch, history) of the checkpoint at `path`, after checking that it fits this run:
+    raises UsageError naming the file and each setting that differs, with both values."""
     if not os.path.exists(path):
-        raise FileNotFoundError(f"--resume: no checkpoint at {path}")
-    with np.load(path) as f:
-        meta = json.loads(str(f["meta"]))
-        if meta["args"] != config(args):
-            raise ValueError(
-                f"--resume: {path} was written with {meta['args']}, this run uses {config(args)}"
-            )
-        for v in variables:
-            key = f"var/{v.name}"
-            if key not in f:
-                raise ValueError(f"--resume: {path} has no value for {v.name}")
-            v.set_value(f[key])
-    return meta["epoch"], meta["history"]
+        raise UsageError(f"--resume: no checkpoint at {path} (run once without --resume, or "
+                         "pass the --output-dir of the run to continue)")
+    meta = ng.load(path).metadata
+    saved = meta.get("settings", {})
+    differ = [f"{option(k)} {saved.get(k)!r} there, {v!r} here"
+              for k, v in config(args).items() if saved.get(k) != v]
+    if differ:
+        raise UsageError(f"--resume: {path} was written with other settings: "
+                         + "; ".join(differ) + " (pass the same, or another --output-dir)")
+    epoch = int(meta["epoch"])
+    if args.epochs < epoch:
+        raise UsageError(f"--resume: {path} has already trained {epoch} epochs, more than "
+                         f"--epochs {args.epochs}")
+    return epoch, meta["history"]
 
 
-def plot(history, path):
+def plot(history, path) -> bool:
+    """Writes the loss and accuracy curves to `path`; False when matplotlib is absent."""
     try:
         import matplotlib  # noqa: PLC0415
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt  # noqa: PLC0415
     except ImportError:
-        print("matplotlib is not installed: no plot written (pip install matplotlib)")
-        return
+        return False
     epochs = [h["epoch"] for h in history]
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
     a.plot(epochs, [h["train_loss"] for h in history], marker="o")
@@ -395,23 +455,35 @@ def plot(history, path):
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+    return True
 
 
 # -------------------------------------------------------------------------------- main
 
 
+def agree_or_raise(lead_error: Exception | None, comm) -> None:
+    """Rank 0's error (or None) becomes an error on every rank, so none waits for it."""
+    failed = broadcast_int(int(lead_error is not None), comm) if comm.size > 1 else int(
+        lead_error is not None)
+    if lead_error is not None:
+        raise lead_error
+    if failed:
+        raise UsageError("stopped: rank 0 reported an error")
+
+
 def train(args, make_model=None, augment=None) -> dict:
     """Trains `make_model(args)` (default: the MLP of --hidden) as the module docstring says.
-    `augment(images, rng)`, if given, transforms each global batch's training images; its
-    generator is seeded by (seed, epoch, batch), so every rank count sees the same images."""
+    `augment(images, rng, positions, total)`, if given, transforms this rank's part of each
+    global batch: `positions` are its images' places in the global batch of `total`, and
+    `rng` is seeded by (seed, epoch, batch), so every rank count sees the same images."""
     comm = ng.distributed.init()
     rank, size = comm.rank, comm.size
     lead = rank == 0
     x_train, y_train, x_test, y_test = load_data(args.data_dir, args.max_train)
-    if args.batch_size < size:
-        raise ValueError(
-            f"--batch-size {args.batch_size} is smaller than the number of ranks ({size})"
-        )
+    if args.batch_size % size:
+        raise UsageError(f"--batch-size {args.batch_size} (the global batch) must be a multiple "
+                         f"of the number of ranks ({size})")
+    local_batch = args.batch_size // size
 
     model = make_model(args) if make_model else MLP([784, *args.hidden, 10], args.seed)
     x_train = x_train.reshape(-1, *model.input_shape)
@@ -419,124 +491,142 @@ def train(args, make_model=None, augment=None) -> dict:
     lr = ng.variable(np.float32(args.lr), name="learning_rate")  # set each epoch
     optimizer = make_optimizer(args.optimizer, lr, args.weight_decay)
     trainer = Trainer(model, optimizer, comm)
+    sampler = ng.data.DistributedSampler(len(x_train), rank, size, seed=args.seed)
+    n, steps = len(x_train), -(-len(sampler) // local_batch)
     # Build every step shape once so the optimizer state exists before a resume restores it.
-    n = len(x_train)
-    batch_sizes = {min(args.batch_size, n)}
-    if n % args.batch_size:
-        batch_sizes.add(n % args.batch_size)
-    for b in sorted(batch_sizes):
-        trainer.prepare(len(shard(np.arange(b), rank, size)), b)
-    variables = model.params + list(model.buffers) + optimizer.state_variables
+    for b in sorted({min(local_batch, len(sampler)), len(sampler) % local_batch} - {0}):
+        trainer.prepare(b, b * size)
+    variables = model.params + list(model.buffers)
+    path = checkpoint_path(args.output_dir)
+
+    start_epoch, history, error = 0, [], None
     if lead:
-        os.makedirs(args.output_dir, exist_ok=True)
+        try:
+            if args.resume:
+                start_epoch, history = resume_point(path, args)
+                ng.load(path, variables, optimizer)
+            os.makedirs(args.output_dir, exist_ok=True)
+        except OSError as e:
+            error = UsageError(f"--output-dir {args.output_dir}: cannot create it ({e})")
+        except (UsageError, ng.CheckpointError) as e:
+            error = e
+    agree_or_raise(error, comm)
+    start_epoch = broadcast_int(start_epoch, comm) if size > 1 else start_epoch
+    every = variables + optimizer.state_variables
+    ng.distributed.broadcast_variables(every, root=0, comm=comm)  # ranks start equal
+    agreement = Agreement(len(every), comm)
+    check_same_weights(every, agreement)
 
-    start_epoch, history = 0, []
-    if args.resume:
+    last_epoch = min(args.epochs, args.stop_after) if args.stop_after else args.epochs
+    if start_epoch >= last_epoch:
         if lead:
-            start_epoch, history = load_checkpoint(
-                checkpoint_path(args.output_dir), variables, args
-            )
-        start_epoch = broadcast_int(start_epoch, comm)
-    ng.distributed.broadcast_variables(variables, root=0, comm=comm)  # ranks start equal
-    agreement = Agreement(len(variables), comm)
-    check_same_weights(variables, agreement)
-
+            print(f"nothing to train: {path} has all {start_epoch} epochs of --epochs "
+                  f"{args.epochs} (pass a larger --epochs to continue); nothing written",
+                  flush=True)
+        return {"ranks": size, "epochs": args.epochs, "history": history, "written": []}
+    log = Log(os.path.join(args.output_dir, "train.log") if lead else None)
     progress = Progress(lead and not args.quiet)
     if lead:
-        print(
+        log(
             f"ngraph {ng.__version__}: {size} rank(s), {model.description}, "
-            f"{args.optimizer} lr {args.lr} ({args.schedule}), global batch "
-            f"{args.batch_size}, "
-            f"{n} training / {len(x_test)} test examples from {args.data_dir}",
-            flush=True,
+            f"{args.optimizer} lr {args.lr:g} ({args.schedule}), global batch "
+            f"{args.batch_size}, {n} training / {len(x_test)} test examples from "
+            f"{args.data_dir}"
         )
+        log("settings: " + json.dumps({**config(args), "epochs": args.epochs}), echo=False)
+        if args.resume:
+            log(f"resumed from {path} after epoch {start_epoch}")
+
     t_start = time.perf_counter()
     train_time, trained = 0.0, 0
-    test_shard = shard(np.arange(len(x_test)), rank, size)
-    last_epoch = min(args.epochs, args.stop_after) if args.stop_after else args.epochs
+    test_part = eval_part(len(x_test), rank, size)
+    written = []
     for epoch in range(start_epoch, last_epoch):
-        order = epoch_order(n, args.seed, epoch)
+        sampler.set_epoch(epoch)
+        mine = sampler.indices()
         lr.set_value(np.float32(learning_rate(args, epoch)))
         t0 = time.perf_counter()
-        losses = []
-        for i, start in enumerate(range(0, n, args.batch_size)):
-            batch = order[start : start + args.batch_size]
-            mine = shard(np.arange(len(batch)), rank, size)
+        loss_sum = 0.0
+        for i in range(steps):
+            batch = mine[i * local_batch : (i + 1) * local_batch]
+            global_batch = len(batch) * size
             x = x_train[batch]
             if augment is not None:
-                x = augment(x, np.random.default_rng([args.seed, epoch, i]))
-            losses.append(trainer.step(x[mine], y_train[batch][mine], len(batch)) * len(batch))
-            done = min(start + args.batch_size, n)
-            if i % 20 == 0 or done == n:
-                progress.update(
-                    epoch + 1,
-                    args.epochs,
-                    done,
-                    n,
-                    losses[-1] / len(batch),
-                    done / (time.perf_counter() - t0),
-                )
+                rng = np.random.default_rng([args.seed, epoch, i])
+                x = augment(x, rng, np.arange(rank, global_batch, size), global_batch)
+            loss = trainer.step(x, y_train[batch], global_batch)
+            loss_sum += loss * global_batch
+            done = min((i + 1) * args.batch_size, sampler.total_size)
+            if i % 20 == 0 or i == steps - 1:
+                progress.update(epoch + 1, args.epochs, done, sampler.total_size, loss,
+                                done / (time.perf_counter() - t0))
         epoch_time = time.perf_counter() - t0
         train_time += epoch_time
-        trained += n
-        check_same_weights(variables, agreement)
-        acc = trainer.correct(x_test[test_shard], y_test[test_shard]) / len(x_test)
+        trained += sampler.total_size
+        check_same_weights(every, agreement)
+        acc = trainer.correct(x_test[test_part], y_test[test_part]) / len(x_test)
         history.append(
             {
                 "epoch": epoch + 1,
-                "train_loss": float(np.sum(losses) / n),
+                "train_loss": loss_sum / sampler.total_size,
                 "test_accuracy": acc,
                 "epoch_time_s": epoch_time,
             }
         )
         if lead:
-            print(
+            log(
                 f"epoch {epoch + 1}/{args.epochs}: loss {history[-1]['train_loss']:.4f}, "
                 f"test accuracy {100 * acc:.2f}%, {epoch_time:.2f} s, "
-                f"{n / epoch_time:,.0f} samples/s",
-                flush=True,
+                f"{sampler.total_size / epoch_time:,.0f} samples/s"
             )
-            save_checkpoint(checkpoint_path(args.output_dir), variables, epoch + 1, history, args)
+            ng.save(path, variables, optimizer,
+                    metadata={"epoch": epoch + 1, "history": history, "settings": config(args)})
+            written = ["checkpoint.npz"]
     wall = time.perf_counter() - t_start
     summary = {
         "ranks": size,
         "epochs": args.epochs,
-        "test_accuracy": history[-1]["test_accuracy"] if history else None,
+        "test_accuracy": history[-1]["test_accuracy"],
         "wall_time_s": wall,
-        "throughput_samples_per_s": trained / train_time if train_time else None,
+        "throughput_samples_per_s": trained / train_time,
         "gradient_allreduce": trainer.gradient_allreduce(),
         "history": history,
     }
     if lead:
-        if not args.no_plot and history:
-            plot(history, os.path.join(args.output_dir, "training.png"))
         with open(os.path.join(args.output_dir, "summary.json"), "w") as f:
             json.dump(summary, f, indent=2)
-        thr = summary["throughput_samples_per_s"]
-        print(
+        written += ["summary.json", "train.log"]
+        plot_note = ""
+        if not args.no_plot:
+            if plot(history, os.path.join(args.output_dir, "training.png")):
+                written.append("training.png")
+            else:
+                plot_note = (" (no training.png: matplotlib is not installed; "
+                             "pip install 'ngraph[plot]' or matplotlib)")
+        log(
             f"done: test accuracy {100 * summary['test_accuracy']:.2f}%, wall time {wall:.1f} s, "
-            f"throughput {thr:,.0f} samples/s; gradients summed {summary['gradient_allreduce']}"
-            if thr
-            else "done: nothing left to train",
-            flush=True,
+            f"throughput {summary['throughput_samples_per_s']:,.0f} samples/s; gradients "
+            f"summed {summary['gradient_allreduce']}"
         )
-        print(
-            f"wrote {args.output_dir}/checkpoint.npz, summary.json"
-            + ("" if args.no_plot else ", training.png"),
-            flush=True,
-        )
+        print(f"wrote {', '.join(written)} in {args.output_dir}{plot_note}", flush=True)
+    summary["written"] = written
     summary["weights"] = {v.name: v.get_value() for v in model.params}
     return summary
 
 
-def main(argv=None) -> int:
-    args = parse_args(argv)
+def run(args, make_model=None, augment=None) -> int:
+    """Trains; errors in the options, the data or the checkpoint are one line on stderr and
+    exit status 2, as argparse's."""
     try:
-        train(args)
-    except ng.datasets.DatasetError as e:
-        print(f"error: {e}", file=sys.stderr)
+        train(args, make_model, augment)
+    except (UsageError, ng.DatasetError, ng.CheckpointError) as e:
+        print(f"{os.path.basename(sys.argv[0])}: error: {e}", file=sys.stderr)
         return 2
     return 0
+
+
+def main(argv=None) -> int:
+    return run(parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -8,7 +8,16 @@ arrays. The API follows the Python API of Intel nGraph.
 from ngraph import _ngraph
 from ngraph._ngraph import Function, Node, get_num_threads, set_num_threads
 from ngraph import exceptions
-from ngraph.exceptions import NgraphError, NgraphTypeError, UserInputError
+from ngraph.exceptions import (
+    CheckpointError,
+    DatasetError,
+    DistributedError,
+    NgraphError,
+    NgraphTypeError,
+    NoGradientError,
+    SerializationError,
+    UserInputError,
+)
 from ngraph.ops import (
     absolute,
     acos,
@@ -98,17 +107,17 @@ from ngraph.fused import (
     unsqueeze,
 )
 from ngraph.runtime import Computation, Runtime, backends, runtime
-from ngraph.serializer import SerializationError, deserialize, serialize
-from ngraph import autodiff, datasets, losses, optimizers
+from ngraph.serializer import deserialize, serialize
+from ngraph import autodiff, checkpoint, data, datasets, losses, optimizers
 from ngraph import nn
-from ngraph._ngraph import NoGradientError, Variable
+from ngraph._ngraph import Variable
+from ngraph.checkpoint import load, save
 from ngraph import impl, utils
 from ngraph.autodiff import gradients
 from ngraph.losses import log_softmax, mean, mean_squared_error, softmax_cross_entropy
 from ngraph.optimizers import variable
 
 grad = gradients
-NoGradientError.__module__ = "ngraph"
 
 abs = absolute
 ceil = ceiling

@@ -8,11 +8,17 @@ dataset-fashion-mnist location. Errors name the file and what is wrong with it.
 from __future__ import annotations
 
 import gzip
+import math
 import os
 import zlib
 from typing import NamedTuple
 
 import numpy as np
+
+from ngraph.exceptions import DatasetError
+
+__all__ = ["DatasetError", "load_idx", "load_split", "check_labels", "mnist", "flatten",
+           "MNIST", "Split", "DEFAULT_FASHION_MNIST", "NUM_CLASSES"]
 
 #: Where Debian's dataset-fashion-mnist package installs Fashion-MNIST.
 DEFAULT_FASHION_MNIST = "/usr/share/datasets/fashion-mnist"
@@ -27,8 +33,8 @@ _IDX_TYPES = {
 }
 
 
-class DatasetError(ValueError):
-    """A dataset file is missing, truncated or corrupt."""
+#: The number of classes of MNIST and Fashion-MNIST.
+NUM_CLASSES = 10
 
 
 def load_idx(path: str) -> np.ndarray:
@@ -56,13 +62,13 @@ def load_idx(path: str) -> np.ndarray:
         raise DatasetError(f"{path}: truncated header ({len(data)} of {header} bytes)")
     shape = tuple(int.from_bytes(data[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim))
     dtype = _IDX_TYPES[type_code]
-    expected = int(np.prod(shape)) * dtype.itemsize
+    expected = math.prod(shape) * dtype.itemsize  # Python ints: no overflow on huge headers
     body = len(data) - header
     if body != expected:
         what = "truncated" if body < expected else "too long"
         raise DatasetError(
-            f"{path}: {what}: header says shape {shape} of {dtype} ({expected} bytes of data), "
-            f"file has {body}"
+            f"{path}: {what}: header says shape {shape} of {dtype.name} ({expected} bytes of "
+            f"data), file has {body} after the {header}-byte header ({len(data)} bytes in all)"
         )
     return np.frombuffer(data, dtype=dtype, offset=header).reshape(shape).astype(
         dtype.newbyteorder("="), copy=False
@@ -107,9 +113,21 @@ def load_split(directory: str, split: str) -> Split:
     if labels.ndim != 1 or labels.shape[0] != images.shape[0]:
         raise DatasetError(f"{lbl_path}: {labels.shape[0] if labels.ndim else 0} labels for "
                            f"{images.shape[0]} images in {img_path}")
-    if labels.size and labels.max() > 9:
-        raise DatasetError(f"{lbl_path}: label {int(labels.max())} is out of range 0..9")
+    check_labels(labels, lbl_path)
     return Split(images, labels.astype(np.int64))
+
+
+def check_labels(labels: np.ndarray, path: str, num_classes: int = NUM_CLASSES) -> None:
+    """Refuses labels that are not unsigned integers below `num_classes`, naming `path`,
+    the first bad value and its index."""
+    if labels.dtype.kind != "u":
+        raise DatasetError(
+            f"{path}: labels must be unsigned integers (IDX type 0x08), got {labels.dtype}")
+    bad = np.flatnonzero(labels >= num_classes)
+    if bad.size:
+        raise DatasetError(
+            f"{path}: label {int(labels[bad[0]])} at index {int(bad[0])} is out of range "
+            f"0..{num_classes - 1} ({bad.size} such labels)")
 
 
 def mnist(path: str = DEFAULT_FASHION_MNIST, splits=("train", "test")) -> MNIST:

@@ -4,9 +4,26 @@ Errors of user input subclass both ``NgraphError`` and the built-in exception th
 written without ngraph in mind catches: a node whose shapes do not fit its op, a bad argument
 or a wrong value in a call raise ``UserInputError`` (a ``ValueError``); a wrong element type or
 argument type raises ``NgraphTypeError`` (a ``TypeError``).
+
+The exceptions the C++ core raises (``NoGradientError``, ``SerializationError``,
+``DistributedError``) live in the extension module but are published here, so they print,
+pickle and are caught as ``ngraph.exceptions.<Name>`` (each is also ``ngraph.<Name>``).
 """
 
 from __future__ import annotations
+
+from ngraph._ngraph import DistributedError, NoGradientError, SerializationError
+
+__all__ = [
+    "NgraphError",
+    "UserInputError",
+    "NgraphTypeError",
+    "CheckpointError",
+    "DatasetError",
+    "NoGradientError",
+    "SerializationError",
+    "DistributedError",
+]
 
 
 class NgraphError(Exception):
@@ -21,5 +38,21 @@ class NgraphTypeError(NgraphError, TypeError):
     """An element type or argument of the wrong type."""
 
 
-for _cls in (NgraphError, UserInputError, NgraphTypeError):
+class CheckpointError(NgraphError, ValueError):
+    """A checkpoint file (``ng.load``) is missing, truncated or corrupt, or does not match the
+    variables it is loaded into (names, shapes, dtypes), or holds NaN/Inf values."""
+
+
+class DatasetError(NgraphError, ValueError):
+    """A dataset file is missing, truncated or corrupt, or holds values it must not (labels
+    that are negative, fractional or not below the number of classes)."""
+
+
+# NoGradientError (a ValueError), SerializationError (a ValueError) and DistributedError (a
+# RuntimeError) are made by pybind11 in ngraph._ngraph; pickle finds a class by __module__
+# and __qualname__, so they must name this module, where they are attributes.
+for _cls in (NgraphError, UserInputError, NgraphTypeError, CheckpointError, DatasetError,
+             NoGradientError, SerializationError, DistributedError):
     _cls.__module__ = "ngraph.exceptions"
+    _cls.__qualname__ = _cls.__name__
+del _cls

@@ -84,3 +84,42 @@ def test_shared_mnist_digits():
     assert list(labels[:5]) == [7, 2, 1, 0, 4]  # the well-known first test digits
     x = ng.datasets.flatten(images[:3])
     assert x.shape == (3, 784) and x.dtype == np.float32 and 0 <= x.min() and x.max() <= 1
+
+
+@pytest.mark.parametrize("labels,pattern", [
+    (np.array([1, -1, 2], np.int8), r"labels must be unsigned integers \(IDX type 0x08\), "
+                                    r"got int8"),
+    (np.array([1.0, 3.7], np.float32), r"labels must be unsigned integers .* got float32"),
+    (np.array([1, 2, 10, 3, 200], np.uint8), r"label 10 at index 2 is out of range 0\.\.9 "
+                                             r"\(2 such labels\)"),
+])
+def test_bad_labels_are_refused_naming_the_file_and_value(tmp_path, labels, pattern):
+    codes = {np.uint8: 0x08, np.int8: 0x09, np.float32: 0x0D}
+    n = len(labels)
+    write_idx(tmp_path / "t10k-images-idx3-ubyte", np.zeros((n, 28, 28), np.uint8))
+    header = bytes([0, 0, codes[labels.dtype.type], 1]) + n.to_bytes(4, "big")
+    (tmp_path / "t10k-labels-idx1-ubyte").write_bytes(
+        header + labels.astype(labels.dtype.newbyteorder(">")).tobytes())
+    with pytest.raises(DatasetError, match=r"t10k-labels-idx1-ubyte: " + pattern):
+        ng.datasets.mnist(str(tmp_path))
+
+
+def test_huge_header_dimensions_name_the_file_dims_and_size(tmp_path):
+    p = tmp_path / "huge.idx"
+    header = bytes([0, 0, 0x0D, 3]) + b"".join(d.to_bytes(4, "big") for d in
+                                              (2**32 - 1, 2**32 - 1, 2**32 - 1))
+    p.write_bytes(header + b"\x00" * 16)
+    with pytest.raises(DatasetError, match=(
+            r"huge\.idx: truncated: header says shape \(4294967295, 4294967295, 4294967295\) "
+            r"of float32 \(316912649\d+ bytes of data\), file has 16 after the 16-byte header "
+            r"\(32 bytes in all\)")):
+        load_idx(str(p))
+
+
+def test_dataset_error_is_public_and_pickles():
+    import pickle
+
+    assert ng.DatasetError is DatasetError and issubclass(DatasetError, (ValueError,
+                                                                        ng.NgraphError))
+    e = pickle.loads(pickle.dumps(DatasetError("f.idx: bad")))
+    assert type(e) is DatasetError and repr(e) == "DatasetError('f.idx: bad')"

@@ -1,6 +1,11 @@
 """Errors: bad graphs are refused when built, with messages naming the op and the shapes;
 run-time errors raise and leave the computation usable."""
 
+import concurrent.futures
+import multiprocessing
+import pickle
+import traceback
+
 import ngraph as ng
 import numpy as np
 import pytest
@@ -342,3 +347,53 @@ def test_sizes_that_overflow_are_refused_when_the_graph_is_built(shape):
         ng.sum(ng.broadcast(s, shape) * 2)
     with pytest.raises(ValueError, match=r"\[Parameter\].*more bytes than fit in 64 bits"):
         ng.parameter(shape, np.float32)
+
+
+# ------------------------------------------------------------- public exception names
+
+PUBLIC_EXCEPTIONS = ["NgraphError", "UserInputError", "NgraphTypeError", "CheckpointError",
+                     "DatasetError", "NoGradientError", "SerializationError", "DistributedError"]
+
+
+@pytest.mark.parametrize("name", PUBLIC_EXCEPTIONS)
+def test_exceptions_have_public_names_and_pickle(name):
+    """Every exception prints, is caught and pickles as ngraph.exceptions.<Name> (also
+    ngraph.<Name>), never as the extension module ngraph._ngraph."""
+    cls = getattr(ng.exceptions, name)
+    assert getattr(ng, name) is cls
+    assert f"{cls.__module__}.{cls.__qualname__}" == f"ngraph.exceptions.{name}"
+    e = cls("what went wrong")
+    assert repr(e) == f"{name}('what went wrong')"
+    back = pickle.loads(pickle.dumps(e))
+    assert type(back) is cls and back.args == ("what went wrong",)
+
+
+def _raise_no_gradient():
+    x = ng.parameter([2], np.float32, name="x")
+    ng.gradients(ng.argmax(x, 0, np.int64), [x])
+
+
+def _raise_serialization():
+    ng.deserialize("{not json")
+
+
+def _raise_in_worker(which):
+    """Raised in a worker process: the exception comes back through pickle."""
+    try:
+        {"no_gradient": _raise_no_gradient, "serialization": _raise_serialization}[which]()
+    except Exception as e:
+        return e
+    return None
+
+
+@pytest.mark.parametrize("which,name", [("no_gradient", "NoGradientError"),
+                                        ("serialization", "SerializationError")])
+def test_exceptions_from_the_core_print_under_public_names(which, name):
+    e = _raise_in_worker(which)
+    assert type(e) is getattr(ng, name), e
+    text = "".join(traceback.format_exception_only(type(e), e))
+    assert text.startswith(f"ngraph.exceptions.{name}: ") and "_ngraph" not in text
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context(
+            "spawn")) as pool:
+        back = pool.submit(_raise_in_worker, which).result(timeout=120)
+    assert type(back) is type(e) and str(back).split("(node")[0] == str(e).split("(node")[0]
