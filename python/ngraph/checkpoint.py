@@ -162,7 +162,7 @@ def _fsync_directory(directory: str) -> None:
 
 
 def _crc(value: np.ndarray) -> int:
-    return zlib.crc32(np.asarray(value, order="C").tobytes())
+    return zlib.crc32(np.asarray(value, order="C"))  # the array's buffer, not a copy
 
 
 # ------------------------------------------------------------------------------ load

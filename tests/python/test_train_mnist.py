@@ -279,3 +279,26 @@ with open({str(tmp_path)!r} + f"/rank{{comm.rank}}.txt", "w") as f:  # not a sha
     results = [(tmp_path / f"rank{r}.txt").read_text() for r in range(2)]
     for r, text in enumerate(results):
         assert text.startswith(f"ERROR rank {r}: the weights differ between ranks (W0)"), text
+
+
+@needs_mnist
+@needs_mpi
+def test_two_ranks_resume_errors_end_every_rank(tmp_path):
+    """Under mpirun, rank 0 reads the checkpoint: a mismatch is a one-line error and every
+    rank exits (status 2), none waits for the others until the timeout."""
+    common = ["--data-dir", SHARED_MNIST, "--max-train", 200, "--epochs", 1, "--hidden", 16,
+              "--output-dir", tmp_path / "o"]
+    run(tmp_path, common, ranks=2)
+    cmd = [MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", "2", sys.executable,
+           str(SCRIPT), "--quiet", *map(str, common), "--resume", "--seed", "3"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=launch_env(
+        NGRAPH_DIST_TIMEOUT="120"), cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "--seed 0 there, 3 here" in proc.stderr and "Traceback" not in proc.stderr
+    cmd = [MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", "2", sys.executable,
+           str(SCRIPT), "--quiet", *map(str, common), "--batch-size", "63"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=launch_env(),
+                          cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "--batch-size 63 (the global batch) must be a multiple of the number of ranks (2)" in (
+        proc.stderr)
