@@ -203,20 +203,28 @@ def test_extend_epochs_on_resume_and_finished_runs(tmp_path):
 
 
 @needs_mnist
-def test_writes_only_what_it_says_and_the_log(tmp_path):
+@pytest.mark.parametrize("matplotlib", ["installed", "absent"])
+def test_writes_only_what_it_says_and_the_log(tmp_path, matplotlib):
     out = tmp_path / "o"
+    env = launch_env()
+    if matplotlib == "absent":  # a matplotlib package that cannot be imported hides the real one
+        blocker = tmp_path / "block" / "matplotlib"
+        blocker.mkdir(parents=True)
+        (blocker / "__init__.py").write_text("raise ImportError('hidden by the test')\n")
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(blocker.parent),
+                                                          env.get("PYTHONPATH")]))
+    else:
+        pytest.importorskip("matplotlib")
     cmd = [sys.executable, str(SCRIPT), "--quiet", "--data-dir", str(SHARED_MNIST),
            "--max-train", 300, "--epochs", 2, "--hidden", 16, "--output-dir", str(out)]
     proc = subprocess.run(list(map(str, cmd)), capture_output=True, text=True, timeout=300,
-                          env=launch_env(), cwd=tmp_path)
+                          env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     wrote = [line for line in proc.stdout.splitlines() if line.startswith("wrote ")]
     assert len(wrote) == 1, proc.stdout
     claimed = wrote[0][len("wrote "):].split(" in ")[0].split(", ")
     assert set(claimed) == {p.name for p in out.iterdir()}, (claimed, list(out.iterdir()))
-    try:
-        import matplotlib  # noqa: F401, PLC0415
-    except ImportError:
+    if matplotlib == "absent":
         assert "training.png" not in claimed
         assert "no training.png: matplotlib is not installed; pip install 'ngraph[plot]'" in (
             wrote[0])
@@ -227,58 +235,6 @@ def test_writes_only_what_it_says_and_the_log(tmp_path):
     assert sum("epoch 1/2: loss" in line for line in log) == 1
     assert sum("epoch 2/2: loss" in line for line in log) == 1
     assert "done: test accuracy" in log[-1]
-
-
-@needs_mnist
-def test_mnist_digits_accuracy(tmp_path):
-    """MNIST digits, 8k/2k split of the 10k set: at least 95% test accuracy."""
-    run(tmp_path, ["--data-dir", SHARED_MNIST, "--output-dir", tmp_path / "o"])
-    acc = summary(tmp_path / "o")["test_accuracy"]
-    assert acc >= 0.95, acc
-
-
-@needs_mpi
-@pytest.mark.skipif(not FASHION.exists(), reason="Debian's dataset-fashion-mnist is not installed")
-def test_fashion_mnist_two_ranks_accuracy(tmp_path):
-    """The README's main job: Fashion-MNIST, 5 epochs, mpirun -np 2: at least 88%."""
-    run(tmp_path, ["--output-dir", tmp_path / "o"], ranks=2, timeout=1800)
-    s = summary(tmp_path / "o")
-    assert s["ranks"] == 2 and s["epochs"] == 5
-    assert s["test_accuracy"] >= 0.88, s["test_accuracy"]
-    assert s["throughput_samples_per_s"] > 0
-
-
-@needs_mpi
-def test_weight_mismatch_between_ranks_is_an_error(tmp_path):
-    script = tmp_path / "mismatch.py"
-    script.write_text(f"""
-import sys
-sys.path.insert(0, {str(ROOT / 'examples')!r})
-import numpy as np
-import ngraph as ng
-import train_mnist as t
-comm = ng.distributed.init(abort_on_error=False)
-w = ng.variable(np.ones(3, np.float32), name="W0")
-b = ng.variable(np.zeros(2, np.float32), name="b0")
-agreement = t.Agreement(2, comm)
-t.check_same_weights([w, b], agreement)          # equal: no error
-if comm.rank == 1:
-    w.set_value(np.array([1, 2, 3], np.float32))
-try:
-    t.check_same_weights([w, b], agreement)
-    result = "NO ERROR"
-except RuntimeError as e:
-    result = f"ERROR {{e}}"
-with open({str(tmp_path)!r} + f"/rank{{comm.rank}}.txt", "w") as f:  # not a shared stdout
-    f.write(result)
-""")
-    proc = subprocess.run([MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", "2",
-                           sys.executable, str(script)], capture_output=True, text=True,
-                          timeout=300, env=launch_env())
-    assert proc.returncode == 0, proc.stderr
-    results = [(tmp_path / f"rank{r}.txt").read_text() for r in range(2)]
-    for r, text in enumerate(results):
-        assert text.startswith(f"ERROR rank {r}: the weights differ between ranks (W0)"), text
 
 
 @needs_mnist
