@@ -123,3 +123,15 @@ def test_dataset_error_is_public_and_pickles():
                                                                         ng.NgraphError))
     e = pickle.loads(pickle.dumps(DatasetError("f.idx: bad")))
     assert type(e) is DatasetError and repr(e) == "DatasetError('f.idx: bad')"
+
+
+def test_dimensions_whose_product_overflows_64_bits(tmp_path):
+    """2**31 * 2**31 * 4 is 0 in int64: the old check passed a file with no data, and
+    reshape raised a bare ValueError."""
+    p = tmp_path / "wrap.idx"
+    p.write_bytes(bytes([0, 0, 0x08, 3]) + b"".join(d.to_bytes(4, "big") for d in
+                                                   (2**31, 2**31, 4)))
+    with pytest.raises(DatasetError, match=r"wrap\.idx: truncated: header says shape "
+                                           r"\(2147483648, 2147483648, 4\) of uint8 "
+                                           r"\(18446744073709551616 bytes of data\), file has 0 "):
+        load_idx(str(p))
