@@ -1,8 +1,8 @@
 """Checkpoints: ``ng.save`` and ``ng.load`` of variables and an optimizer's state.
 
-A checkpoint is one file: a ZIP archive (uncompressed) holding ``checkpoint.json`` (the
-format version, every array's name, shape, dtype and CRC-32, the optimizer's type and the
-caller's metadata) and one ``.npy`` entry per array. It is written atomically: to a
+A checkpoint is one file: a ZIP archive (uncompressed) holding one ``.npy`` entry per array
+and ``checkpoint.json`` (the format version, every array's name, shape, dtype and the CRC-32
+of its entry, the optimizer's type and the caller's metadata). It is written atomically: to a
 temporary file in the same directory, flushed and fsync'd, renamed over `path`, and the
 directory fsync'd; on any exception (KeyboardInterrupt included) the temporary file is
 removed, so an interrupted save leaves the previous checkpoint intact and nothing else.
@@ -16,7 +16,6 @@ raises :class:`CheckpointError` naming the file and what is wrong.
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import os
 import secrets
@@ -113,14 +112,8 @@ def save(path: str | os.PathLike, variables: Variables, optimizer=None,
         "optimizer_type": None if optimizer is None else type(optimizer).__name__,
         "metadata": meta_json,
     }
-    arrays = []
-    for section, vars_ in named.items():
-        header[section] = []
-        for i, (name, v) in enumerate(vars_.items()):
-            value = np.asarray(v.get_value(), order="C")  # keeps scalars 0-d
-            header[section].append({"name": name, "shape": list(value.shape),
-                                    "dtype": value.dtype.str, "crc32": _crc(value)})
-            arrays.append((_entry(section, i), value))
+    entries = [(section, i, name, v) for section, vars_ in named.items()
+               for i, (name, v) in enumerate(vars_.items())]
     if os.path.isdir(path):
         raise CheckpointError(f"{path}: is a directory")
     directory = os.path.dirname(os.path.abspath(path))
@@ -130,10 +123,18 @@ def save(path: str | os.PathLike, variables: Variables, optimizer=None,
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         with os.fdopen(fd, "wb") as f:
             with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED, allowZip64=True) as z:
-                z.writestr(_HEADER, json.dumps(header, indent=1))
-                for name, value in arrays:
-                    with z.open(name, "w", force_zip64=value.nbytes > 2**31) as entry:
+                for section in named:
+                    header[section] = []
+                for section, i, name, v in entries:
+                    value = np.asarray(v.get_value(), order="C")  # keeps scalars 0-d
+                    with z.open(_entry(section, i), "w",
+                                force_zip64=value.nbytes > 2**31) as entry:
                         np.lib.format.write_array(entry, value, allow_pickle=False)
+                    # The entry's CRC-32, computed while writing: one pass over the data.
+                    header[section].append(
+                        {"name": name, "shape": list(value.shape), "dtype": value.dtype.str,
+                         "crc32": z.getinfo(_entry(section, i)).CRC})
+                z.writestr(_HEADER, json.dumps(header, indent=1))
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -159,10 +160,6 @@ def _fsync_directory(directory: str) -> None:
         pass
     finally:
         os.close(fd)
-
-
-def _crc(value: np.ndarray) -> int:
-    return zlib.crc32(np.asarray(value, order="C"))  # the array's buffer, not a copy
 
 
 # ------------------------------------------------------------------------------ load
@@ -228,21 +225,42 @@ def _check_header(path: str, header) -> None:
 
 
 def _read_array(path: str, z: zipfile.ZipFile, entry: str, info: dict) -> np.ndarray:
+    """The array of `entry`, read straight into its own buffer; zipfile checks the entry's
+    CRC-32 when the last byte is read, and the header's record of it is checked here."""
     name = info["name"]
     try:
-        data = z.read(entry)  # checks the ZIP's own CRC too
+        zinfo = z.getinfo(entry)
     except KeyError:
         raise CheckpointError(f"{path}: the data of {name} ({entry}) is missing") from None
+    if zinfo.CRC != info["crc32"]:
+        raise CheckpointError(f"{path}: {name} fails its checksum (CRC-32 {zinfo.CRC:08x} in "
+                              f"the archive, {info['crc32']:08x} in the header): corrupt "
+                              "checkpoint")
     try:
-        value = np.lib.format.read_array(io.BytesIO(data), allow_pickle=False)
+        with z.open(zinfo) as f:
+            version = np.lib.format.read_magic(f)
+            read_header = {(1, 0): np.lib.format.read_array_header_1_0,
+                           (2, 0): np.lib.format.read_array_header_2_0}.get(version)
+            if read_header is None:
+                raise ValueError(f".npy format version {version}")
+            shape, fortran, dtype = read_header(f)
+            if list(shape) != list(info["shape"]) or dtype.str != info["dtype"]:
+                raise CheckpointError(
+                    f"{path}: {name} is {dtype} {list(shape)} in the archive but "
+                    f"{np.dtype(info['dtype'])} {info['shape']} in its header: corrupt "
+                    "checkpoint")
+            if dtype.hasobject:
+                raise ValueError("Python objects")
+            value = np.empty(shape, dtype, order="F" if fortran else "C")
+            buffer = memoryview(value.reshape(-1, order="A")).cast("B")
+            got = f.readinto(buffer) if value.nbytes else 0
+            if got != value.nbytes or f.read(1):
+                raise ValueError(f"{got} data bytes for {value.nbytes}, or more")
+    except zipfile.BadZipFile as e:
+        raise CheckpointError(f"{path}: {name} fails its checksum: corrupt checkpoint "
+                              f"({e})") from None
     except (ValueError, EOFError) as e:
         raise CheckpointError(f"{path}: the data of {name} is corrupt ({e})") from None
-    if list(value.shape) != list(info["shape"]) or value.dtype.str != info["dtype"]:
-        raise CheckpointError(f"{path}: {name} is {value.dtype} {list(value.shape)} in the "
-                              f"archive but {np.dtype(info['dtype'])} {info['shape']} in its "
-                              "header: corrupt checkpoint")
-    if _crc(value) != info["crc32"]:
-        raise CheckpointError(f"{path}: {name} fails its checksum: corrupt checkpoint")
     return value
 
 

@@ -324,3 +324,17 @@ def test_sigint_during_save_leaves_no_temporary(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         ng.save(tmp_path / "ck.npz", model())
     assert os.listdir(tmp_path) == []
+
+
+def test_header_checksum_must_match_the_entry(tmp_path):
+    path = tmp_path / "ck.npz"
+    ng.save(path, model())
+
+    def other_crc(h):
+        h["variables"][1]["crc32"] ^= 1
+        return h
+
+    _rewrite(path, header=other_crc)
+    with pytest.raises(ng.CheckpointError, match=r"ck\.npz: b fails its checksum \(CRC-32 "
+                                                 r"[0-9a-f]{8} in the archive"):
+        ng.load(path)
