@@ -49,13 +49,14 @@ def build_parser(
     )
     p.add_argument("--epochs", type=int, default=5, help="passes over the training set")
     p.add_argument(
-        "--batch-size", type=int, default=128, help="global batch size, split across the ranks"
+        "--batch-size", type=int, default=128,
+        help="global batch size, split across the ranks (a multiple of their number)"
     )
     default_lrs = defaults.pop("default_lrs", DEFAULT_LR)
     p.add_argument(
         "--lr",
         type=float,
-        default=None,
+        default=argparse.SUPPRESS,  # (its default depends on --optimizer)
         help="learning rate (default by optimizer: "
         + ", ".join(f"{k} {v:g}" for k, v in default_lrs.items())
         + ")",
@@ -126,7 +127,7 @@ def check_args(p, argv=None):
     for name in ("epochs", "batch_size"):
         if getattr(args, name) <= 0:
             p.error(f"--{name.replace('_', '-')} must be positive")
-    if args.lr is None:
+    if getattr(args, "lr", None) is None:
         args.lr = args.default_lrs[args.optimizer]
     if not (math.isfinite(args.lr) and args.lr > 0):
         p.error(f"--lr must be a positive number, got {args.lr}")
