@@ -88,6 +88,12 @@ def build_parser(
         default=0,
         help="stop after this many epochs, as if interrupted (for testing --resume)",
     )
+    p.add_argument(
+        "--backend",
+        choices=["mpi", "ccl"],
+        default=None,
+        help="communicator backend: Open MPI or oneCCL (default: $NGRAPH_DIST_BACKEND, else mpi)",
+    )
     p.add_argument("--no-plot", action="store_true", help="do not write the PNG")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(**defaults)
@@ -404,7 +410,7 @@ def train(args, make_model=None, augment=None) -> dict:
     """Trains `make_model(args)` (default: the MLP of --hidden) as the module docstring says.
     `augment(images, rng)`, if given, transforms each global batch's training images; its
     generator is seeded by (seed, epoch, batch), so every rank count sees the same images."""
-    comm = ng.distributed.init()
+    comm = ng.distributed.init(backend=getattr(args, "backend", None))
     rank, size = comm.rank, comm.size
     lead = rank == 0
     x_train, y_train, x_test, y_test = load_data(args.data_dir, args.max_train)
@@ -444,7 +450,8 @@ def train(args, make_model=None, augment=None) -> dict:
     progress = Progress(lead and not args.quiet)
     if lead:
         print(
-            f"ngraph {ng.__version__}: {size} rank(s), {model.description}, "
+            f"ngraph {ng.__version__}: {size} rank(s) ({ng.distributed.backend()}), "
+            f"{model.description}, "
             f"{args.optimizer} lr {args.lr} ({args.schedule}), global batch "
             f"{args.batch_size}, "
             f"{n} training / {len(x_test)} test examples from {args.data_dir}",
