@@ -263,10 +263,17 @@ CCLCommunicator::CCLCommunicator(std::shared_ptr<MPICommunicator> mpi)
   try {
     m_impl->comm.emplace(result.get());
   } catch (const std::exception& e) {
-    throw DistributedError(what + ": rank " + std::to_string(r) + ": oneCCL error: " + e.what() + " (" +
+    const char* provider = std::getenv("FI_PROVIDER");
+    throw DistributedError(what + ": rank " + std::to_string(r) + ": oneCCL error: " + e.what() +
+                           " (libfabric provider FI_PROVIDER=" + (provider ? provider : "") + "; " +
                            kInstallHint + ")");
   }
   m_name += ", size " + std::to_string(n);
+  // A oneCCL communicator must go while oneCCL is still there: the default communicator (a
+  // static of ngraph_core) would otherwise be destroyed after oneCCL's own statics at exit.
+  // Registered after oneCCL started, this handler runs before those are destroyed.
+  static std::once_flag release_at_exit;
+  std::call_once(release_at_exit, [] { std::atexit([] { set_default_communicator(nullptr); }); });
 }
 
 CCLCommunicator::~CCLCommunicator() {
