@@ -232,7 +232,8 @@ class Trainer:
         if self.comm.size == 1:
             return "locally (one rank)"
         regions = [r for step in self._steps.values() for r in step.executable.shared_memory]
-        return f"in shared memory ({regions[0]})" if regions else "over MPI"
+        over = "oneCCL" if ng.distributed.backend() == "ccl" else "MPI"
+        return f"in shared memory ({regions[0]})" if regions else f"over {over}"
 
     def _compile_step(self, local_batch: int, global_batch: int):
         x = ng.parameter([local_batch, *self.model.input_shape], name="x")

@@ -107,6 +107,11 @@ void init_ccl_once(MPICommunicator& mpi) {
     set_default_env("CCL_ATL_TRANSPORT", "ofi");
     set_default_env("FI_PROVIDER", "tcp");
     set_default_env("CCL_PROCESS_LAUNCHER", "none");
+    // oneCCL's worker thread spins while it waits; where ranks share cores that takes them
+    // from the ranks still computing (a 2-rank training step ran at half speed). Yield
+    // instead, as ngraph's own waits back off (set CCL_SPIN_COUNT/CCL_YIELD to choose).
+    set_default_env("CCL_SPIN_COUNT", "100");
+    set_default_env("CCL_YIELD", "sched_yield");
     const char* lr = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
     const char* ls = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
     if (lr && ls) {
