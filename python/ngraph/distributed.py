@@ -14,6 +14,7 @@ communicator's timeout instead of hanging.
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 import time
@@ -76,7 +77,7 @@ def _current_backend() -> str:
 def _ccl_module():
     """ngraph._ngraph_ccl, or DistributedError saying what to build or install."""
     try:
-        from ngraph import _ngraph_ccl  # noqa: PLC0415
+        module = importlib.import_module("ngraph._ngraph_ccl")
     except ModuleNotFoundError as e:
         if e.name != "ngraph._ngraph_ccl":
             raise
@@ -90,7 +91,7 @@ def _ccl_module():
             f"backend 'ccl': the oneCCL library cannot be loaded: {e}. Install it into this "
             "environment with: pip install oneccl-cpu==2021.15.2 (see docs/distributed.md, "
             "section 'oneCCL backend')") from None
-    return _ngraph_ccl
+    return module
 
 
 def _on_backend(ours: Communicator, name: str) -> Communicator:
