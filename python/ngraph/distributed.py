@@ -126,6 +126,8 @@ def as_communicator(comm: Any, backend: str | None = None) -> Communicator:
     (wrapped once per backend, as a duplicate, on `backend`, default ``backend()``; wrapping
     is collective over its ranks), or None for the default one."""
     if comm is None:
+        if not _initialized and _current_backend() == "ccl":
+            _ccl_module()  # loading it makes the default (world) communicator a oneCCL one
         return _ngraph.get_default_communicator()
     if isinstance(comm, Communicator):
         return comm
@@ -201,7 +203,7 @@ def is_initialized() -> bool:
 
 def communicator() -> Communicator:
     """The default communicator (created on first use: see ``init``)."""
-    return _ngraph.get_default_communicator()
+    return as_communicator(None)
 
 
 def rank() -> int:

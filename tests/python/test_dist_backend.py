@@ -4,6 +4,9 @@ job needs no oneCCL communicator, and a build without oneCCL says how to get it.
 from __future__ import annotations
 
 import importlib.util
+import shutil
+import subprocess
+import sys
 
 import ngraph as ng
 import pytest
@@ -53,3 +56,33 @@ def test_one_process_on_oneccl_is_the_local_communicator():
     comm = ng.distributed.init(backend="ccl")
     assert ng.distributed.backend() == "ccl"
     assert comm.size == 1 and comm.rank == 0
+
+
+NO_INIT = """
+import numpy as np
+import ngraph as ng
+x = ng.parameter([3], np.float32)
+f = ng.runtime().computation(ng.allreduce(x, "sum"), x)
+c = ng.distributed.communicator()
+(out,) = f(np.full(3, c.rank + 1.0, np.float32))
+assert "oneCCL" in c.name, c.name
+np.testing.assert_array_equal(out, np.full(3, 3.0, np.float32))
+print("ok", c.rank)
+"""
+
+
+@pytest.mark.skipif(not HAVE_CCL or shutil.which("mpirun") is None,
+                    reason="needs ngraph with oneCCL and mpirun")
+def test_environment_alone_makes_the_default_communicator_oneccl(tmp_path):
+    """NGRAPH_DIST_BACKEND=ccl without init: the ops' default communicator is oneCCL's."""
+    from test_train_mnist import launch_env
+
+    script = tmp_path / "no_init.py"
+    script.write_text(NO_INIT)
+    cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2", sys.executable,
+           str(script)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
+                          env=launch_env(NGRAPH_DIST_BACKEND="ccl", NGRAPH_DIST_TIMEOUT="120"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert sorted(line for line in proc.stdout.splitlines() if line.startswith("ok")) == [
+        "ok 0", "ok 1"]
