@@ -4,7 +4,8 @@ one collective over contiguously planned buffers, in memory the two ranks share)
 collective's own time is read from the executable's per-step profile; the same collective
 over MPI (NGRAPH_SHM=0, as between hosts) beside it. Against them: mpi4py's Allreduce on a
 NumPy buffer of the same bytes; the C reference (allreduce_mpi.c) runs as its own job
-(run_all.py puts them side by side).
+(run_all.py puts them side by side). When ngraph has the oneCCL backend, the same collective
+on it (NGRAPH_SHM=0: all of it on oneCCL) is a row of its own, interleaved with the others.
 
     mpirun -np 2 python bench/allreduce.py [--smoke]
 """
@@ -68,8 +69,8 @@ def main(argv=None):
     # memory (the default on one node) and over MPI (NGRAPH_SHM=0, as between hosts).
     gs = [ng.parameter(p.shape, name=f"g{i}") for i, p in enumerate(params)]
 
-    def make_probe():
-        sums = [ng.allreduce(g * 1.0, "sum") for g in gs]
+    def make_probe(on=None):
+        sums = [ng.allreduce(g * 1.0, "sum", comm=on) for g in gs]
         probe = ng.runtime().computation(
             [ng.slice(ng.reshape(s, [int(np.prod(s.shape))]), [0], [1]) for s in sums], *gs)
         (kp,) = [i for i, n in enumerate(probe.executable.schedule) if "AllReduce" in n]
@@ -78,6 +79,13 @@ def main(argv=None):
     probes = {"shm": make_probe()}
     os.environ["NGRAPH_SHM"] = "0"
     probes["mpi"] = make_probe()
+    try:
+        ccl = ng.distributed.as_communicator(MPI.COMM_WORLD, backend="ccl")
+    except ng.distributed.DistributedError as e:  # built without oneCCL
+        if comm.rank == 0:
+            print(f"no oneCCL row: {e}")
+    else:
+        probes["ccl"] = make_probe(ccl)
     del os.environ["NGRAPH_SHM"]
     gv = [rng.random(p.shape, dtype=np.float32) for p in params]
     for probe, _ in probes.values():
@@ -122,6 +130,7 @@ def main(argv=None):
               "shared_memory": probes["shm"][0].executable.shared_memory,
               "ngraph_s": statistics.median(alone["shm"]),
               "ngraph_mpi_s": statistics.median(alone["mpi"]),
+              "ngraph_ccl_s": statistics.median(alone["ccl"]) if "ccl" in alone else None,
               "ngraph_in_training_step_s": statistics.median(in_graph),
               "step_s": statistics.median(calls), "mpi4py_s": t_mpi4py,
               "mpi4py_per_array_s": t_mpi4py_each,

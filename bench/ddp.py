@@ -1,6 +1,7 @@
 """Data-parallel training throughput (run under mpirun -np N): ngraph's compiled step with
 the in-graph AllReduce against PyTorch DistributedDataParallel with the gloo backend, the
-same MLP, per-rank batch and SGD update, one thread per rank, interleaved repeats.
+same MLP, per-rank batch and SGD update, one thread per rank, interleaved repeats; with the
+oneCCL backend built, the same ngraph step on it (`ngraph_ccl`) as well.
 
     mpirun -np 2 python bench/ddp.py [--model 784-600-10] [--batch 64] [--smoke]
 """
@@ -73,6 +74,13 @@ def main(argv=None):
     x = rng.random((batch, sizes[0]), dtype=np.float32)
     y = rng.integers(0, sizes[-1], batch).astype(np.int64)
     fns = {"ngraph": ngraph_step(sizes, batch, world, x, y, comm)}
+    if world > 1:  # the same step on the oneCCL backend, when ngraph has it
+        try:
+            ccl = ng.distributed.as_communicator(MPI.COMM_WORLD, backend="ccl")
+        except ng.distributed.DistributedError:
+            pass
+        else:
+            fns["ngraph_ccl"] = ngraph_step(sizes, batch, world, x, y, ccl)
     if common.have("torch") and not args.no_torch:
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
         os.environ.setdefault("MASTER_PORT", "29511")

@@ -120,6 +120,11 @@ def main(argv=None):
             for k in ("ngraph_s", "ngraph_mpi_s", "mpi4py_s", "mpi4py_per_array_s", "c_s",
                       "step_check_always_s", "step_check_first_s")
         }
+        rows = [("shared memory (default)", "ngraph_s"),
+                ("over MPI (NGRAPH_SHM=0)", "ngraph_mpi_s")]
+        if runs[0].get("ngraph_ccl_s") is not None:  # built with the oneCCL backend
+            med["ngraph_ccl_s"] = statistics.median(r["ngraph_ccl_s"] for r in runs)
+            rows.append(("over oneCCL (NGRAPH_SHM=0)", "ngraph_ccl_s"))
         print(
             common.table(
                 [
@@ -133,8 +138,7 @@ def main(argv=None):
                         f"{med[key] / med['mpi4py_s']:.2f}",
                         f"{med[key] / med['mpi4py_per_array_s']:.2f}",
                     ]
-                    for label, key in (("shared memory (default)", "ngraph_s"),
-                                       ("over MPI (NGRAPH_SHM=0)", "ngraph_mpi_s"))
+                    for label, key in rows
                 ],
                 [f"ngraph, {runs[0]['count']} floats", "ngraph us", "C MPI us",
                  "mpi4py 1 buffer us", "mpi4py per array us", "vs C", "vs mpi4py 1 buffer",
@@ -188,6 +192,9 @@ def main(argv=None):
                     else "-",
                     f"{100 * two['ngraph'] / (2 * one['ngraph']):.0f}%",
                     f"{100 * over_mpi['ngraph'] / (2 * one['ngraph']):.0f}%",
+                    f"{100 * over_mpi['ngraph_ccl'] / (2 * one['ngraph']):.0f}%"
+                    if "ngraph_ccl" in over_mpi
+                    else "-",
                 ]
             )
         print(
@@ -200,6 +207,7 @@ def main(argv=None):
                     "ngraph / DDP",
                     "weak scaling 1->2",
                     "same over MPI (NGRAPH_SHM=0)",
+                    "same over oneCCL (NGRAPH_SHM=0)",
                 ],
             )
         )

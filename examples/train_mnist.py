@@ -101,6 +101,12 @@ def build_parser(
         default=0,
         help="stop after this many epochs, as if interrupted (for testing --resume)",
     )
+    p.add_argument(
+        "--backend",
+        choices=["mpi", "ccl"],
+        default=None,
+        help="communicator backend: Open MPI or oneCCL (default: $NGRAPH_DIST_BACKEND, else mpi)",
+    )
     p.add_argument("--no-plot", action="store_true", help="do not write the PNG")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(default_lrs=default_lrs, **defaults)
@@ -253,7 +259,8 @@ class Trainer:
         if self.comm.size == 1:
             return "locally (one rank)"
         regions = [r for step in self._steps.values() for r in step.executable.shared_memory]
-        return f"in shared memory ({regions[0]})" if regions else "over MPI"
+        over = "oneCCL" if ng.distributed.backend() == "ccl" else "MPI"
+        return f"in shared memory ({regions[0]})" if regions else f"over {over}"
 
     def _compile_step(self, local_batch: int, global_batch: int):
         x = ng.parameter([local_batch, *self.model.input_shape], name="x")
@@ -477,7 +484,7 @@ def train(args, make_model=None, augment=None) -> dict:
     `augment(images, rng, positions, total)`, if given, transforms this rank's part of each
     global batch: `positions` are its images' places in the global batch of `total`, and
     `rng` is seeded by (seed, epoch, batch), so every rank count sees the same images."""
-    comm = ng.distributed.init()
+    comm = ng.distributed.init(backend=getattr(args, "backend", None))
     rank, size = comm.rank, comm.size
     lead = rank == 0
     x_train, y_train, x_test, y_test = load_data(args.data_dir, args.max_train)
@@ -529,7 +536,8 @@ def train(args, make_model=None, augment=None) -> dict:
     progress = Progress(lead and not args.quiet)
     if lead:
         log(
-            f"ngraph {ng.__version__}: {size} rank(s), {model.description}, "
+            f"ngraph {ng.__version__}: {size} rank(s) ({ng.distributed.backend()}), "
+            f"{model.description}, "
             f"{args.optimizer} lr {args.lr:g} ({args.schedule}), global batch "
             f"{args.batch_size}, {n} training / {len(x_test)} test examples from "
             f"{args.data_dir}"

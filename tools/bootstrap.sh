@@ -31,3 +31,5 @@ else
   python3 -m pip install -q --no-build-isolation .
 fi
 python3 -c "import ngraph, numpy; print('ngraph', ngraph.__version__, 'numpy', numpy.__version__)"
+# oneCCL backend (issue 15), opt-in: NGRAPH_CCL=1 installs it and rebuilds ngraph with it.
+if [ "${NGRAPH_CCL:-0}" = 1 ]; then PYTHON=python3 tools/ccl_setup.sh; fi

@@ -30,6 +30,9 @@ NGRAPH_DIST_TIMEOUT=30 timeout 600 mpirun --allow-run-as-root --oversubscribe -n
 NGRAPH_SHM=0 NGRAPH_DIST_TIMEOUT=30 timeout 600 mpirun --allow-run-as-root --oversubscribe --mca btl tcp,self \
   -np 2 "${mpi_pytest[@]}"
 
+# oneCCL backend (issue 15): the same suites on it, when ngraph was built with it (tools/ccl_setup.sh).
+if python3 -c "import ngraph._ngraph_ccl" 2>/dev/null; then echo "== Python MPI tests on oneCCL (2, 4 ranks)"; for np in 2 4; do NGRAPH_DIST_BACKEND=ccl NGRAPH_DIST_TIMEOUT=30 timeout 1200 mpirun --allow-run-as-root --oversubscribe -np $np "${mpi_pytest[@]}"; done; fi
+
 echo "== examples"
 python3 examples/simple.py >/dev/null
 

@@ -14,6 +14,8 @@ communicator's timeout instead of hanging.
 
 from __future__ import annotations
 
+import importlib
+import os
 import sys
 import time
 import traceback
@@ -41,10 +43,61 @@ __all__ = [
     "recv",
     "broadcast_variables",
     "as_communicator",
+    "backend",
 ]
 
-_wrapped: dict[int, tuple[Any, Communicator]] = {}  # id(mpi4py comm) -> (comm, ours)
+_wrapped: dict[tuple[int, str], tuple[Any, Communicator]] = {}  # (id(comm), backend) -> ours
 _initialized = False
+
+# Communicator backends: "mpi" (Open MPI; always built) and "ccl" (oneCCL, built with
+# -DNGRAPH_DISTRIBUTED="mpi;ccl"). Chosen by init(backend=...), else $NGRAPH_DIST_BACKEND.
+_BACKENDS = ("mpi", "ccl")
+_backend: str | None = None
+
+
+def _check_backend(name: str, where: str) -> str:
+    if name not in _BACKENDS:
+        raise ValueError(f"{where} must be 'mpi' or 'ccl', got {name!r}")
+    return name
+
+
+def backend() -> str:
+    """The backend that wraps MPI communicators: 'mpi' or 'ccl' (set by ``init``, else
+    $NGRAPH_DIST_BACKEND, else 'mpi')."""
+    return _current_backend()
+
+
+def _current_backend() -> str:
+    if _backend is not None:
+        return _backend
+    return _check_backend(os.environ.get("NGRAPH_DIST_BACKEND", "mpi") or "mpi",
+                          "NGRAPH_DIST_BACKEND")
+
+
+def _ccl_module():
+    """ngraph._ngraph_ccl, or DistributedError saying what to build or install."""
+    try:
+        module = importlib.import_module("ngraph._ngraph_ccl")
+    except ModuleNotFoundError as e:
+        if e.name != "ngraph._ngraph_ccl":
+            raise
+        raise DistributedError(
+            "backend 'ccl': this ngraph was built without the oneCCL backend; rebuild it with "
+            "tools/ccl_setup.sh (pip install oneccl-cpu==2021.15.2 oneccl-cpu-devel==2021.15.2, "
+            "apt-get install libfabric-dev, then pip install . "
+            "-Ccmake.define.NGRAPH_DISTRIBUTED='mpi;ccl')") from None
+    except ImportError as e:
+        raise DistributedError(
+            f"backend 'ccl': the oneCCL library cannot be loaded: {e}. Install it into this "
+            "environment with: pip install oneccl-cpu==2021.15.2 (see docs/distributed.md, "
+            "section 'oneCCL backend')") from None
+    return module
+
+
+def _on_backend(ours: Communicator, name: str) -> Communicator:
+    if name == "ccl" and ours.size > 1:
+        return _ccl_module().ccl_communicator(ours)
+    return ours
 
 
 def _mpi4py_module():
@@ -68,16 +121,19 @@ def _check_same_library(MPI) -> None:
         )
 
 
-def as_communicator(comm: Any) -> Communicator:
+def as_communicator(comm: Any, backend: str | None = None) -> Communicator:
     """An ngraph Communicator for `comm`: an ngraph Communicator, an mpi4py communicator
-    (wrapped once, as a duplicate; wrapping is collective over its ranks), or None for the
-    default one."""
+    (wrapped once per backend, as a duplicate, on `backend`, default ``backend()``; wrapping
+    is collective over its ranks), or None for the default one."""
     if comm is None:
+        if not _initialized and _current_backend() == "ccl":
+            _ccl_module()  # loading it makes the default (world) communicator a oneCCL one
         return _ngraph.get_default_communicator()
     if isinstance(comm, Communicator):
         return comm
     if hasattr(comm, "py2f") and hasattr(comm, "Get_size"):
-        key = id(comm)
+        name = _check_backend(backend, "backend") if backend is not None else _current_backend()
+        key = (id(comm), name)
         hit = _wrapped.get(key)
         if hit is not None and hit[0] is comm:
             return hit[1]
@@ -91,13 +147,14 @@ def as_communicator(comm: Any) -> Communicator:
             ours = _ngraph.local_communicator()
         else:
             ours = _ngraph.communicator_from_fortran(comm.py2f(), comm.Get_name() or "mpi4py")
+            ours = _on_backend(ours, name)
         _wrapped[key] = (comm, ours)
         return ours
     raise TypeError(f"expected an mpi4py or ngraph communicator, got {type(comm).__name__}")
 
 
 def init(comm: Any = None, timeout: float | None = None, check: str | None = None,
-         abort_on_error: bool = True) -> Communicator:
+         abort_on_error: bool = True, backend: str | None = None) -> Communicator:
     """Sets the communicator that collectives use by default and returns it.
 
     comm: an mpi4py communicator (``comm.Split`` sub-communicators work), an ngraph
@@ -109,14 +166,22 @@ def init(comm: Any = None, timeout: float | None = None, check: str | None = Non
       the default), 'first' (first call of each computation) or 'never'.
     abort_on_error: with more than one rank, an exception that reaches the top of the
       program ends every rank (MPI_Abort) after printing it, so no rank is left waiting.
+    backend: 'mpi' (Open MPI) or 'ccl' (oneCCL, made over the MPI communicator: see
+      docs/distributed.md); default $NGRAPH_DIST_BACKEND, else 'mpi'. It also applies to
+      the mpi4py communicators given to ops later. DistributedError says what to install
+      when ngraph was built without oneCCL or libccl cannot be loaded.
     """
-    global _initialized
+    global _initialized, _backend
+    name = _check_backend(backend, "backend") if backend is not None else _current_backend()
+    if name == "ccl":
+        _ccl_module()  # fails early, on every rank, when oneCCL is missing
+    _backend = name
     if comm is None:
         MPI = _mpi4py_module()
         if MPI is not None:
             comm = MPI.COMM_WORLD
         elif _ngraph.launched_with_several_ranks():
-            ours = _ngraph.world_communicator()
+            ours = _on_backend(_ngraph.world_communicator(), name)
         else:
             ours = _ngraph.local_communicator()
     if comm is not None:
@@ -138,7 +203,7 @@ def is_initialized() -> bool:
 
 def communicator() -> Communicator:
     """The default communicator (created on first use: see ``init``)."""
-    return _ngraph.get_default_communicator()
+    return as_communicator(None)
 
 
 def rank() -> int:

@@ -78,10 +78,11 @@ class MPISharedRegion : public SharedRegion {
  public:
   MPISharedRegion(MPICommunicator& comm, char* base, size_t mapped, size_t header, size_t slot,
                   size_t bytes, int local_rank, int local_size, int nodes, MPI_Comm cross,
-                  std::vector<int> node_ranks)
+                  std::vector<int> node_ranks, MPICommunicator::CrossNodeAllreduce cross_allreduce)
       : m_comm(comm), m_base(base), m_mapped(mapped), m_header(header), m_slot(slot),
         m_bytes(bytes), m_local_rank(local_rank), m_local_size(local_size), m_nodes(nodes),
-        m_cross(cross), m_node_ranks(std::move(node_ranks)) {}
+        m_cross(cross), m_node_ranks(std::move(node_ranks)),
+        m_cross_allreduce(std::move(cross_allreduce)) {}
   ~MPISharedRegion() override { munmap(m_base, m_mapped); }
 
   char* local() const override { return slot(m_local_rank); }
@@ -191,6 +192,17 @@ class MPISharedRegion : public SharedRegion {
       return;
     }
     for (size_t b = lo; b < hi; b += kBlock) reduce_block(b, std::min(kBlock, hi - b));
+    if (m_cross_allreduce) {  // another backend's (oneCCL)
+      try {
+        m_cross_allreduce(mine + lo, hi - lo, element::from<T>(), op == ReduceOp::mean ? ReduceOp::sum : op,
+                          what + " between nodes");
+      } catch (const DistributedError& e) {
+        m_broken = e.what();
+        throw;
+      }
+      for (size_t b = lo; b < hi; b += kBlock) publish_block(b, std::min(kBlock, hi - b));
+      return;
+    }
     if (hi - lo > static_cast<size_t>(INT_MAX))
       throw std::invalid_argument(what + ": a piece of " + std::to_string(hi - lo) +
                                   " elements exceeds MPI's count limit");
@@ -215,6 +227,7 @@ class MPISharedRegion : public SharedRegion {
   int m_local_rank, m_local_size, m_nodes;
   MPI_Comm m_cross;
   std::vector<int> m_node_ranks;
+  MPICommunicator::CrossNodeAllreduce m_cross_allreduce;
   uint64_t m_epoch = 0;
   std::string m_broken;
 };
@@ -249,7 +262,18 @@ void MPICommunicator::make_topology() {
   m_topology.made = true;
 }
 
+MPI_Comm MPICommunicator::cross_node_handle(int* nodes) {
+  make_topology();
+  if (nodes) *nodes = m_topology.nodes;
+  return m_topology.cross;
+}
+
 std::shared_ptr<SharedRegion> MPICommunicator::create_shared_region(size_t bytes) {
+  return create_shared_region_with(bytes, nullptr);
+}
+
+std::shared_ptr<SharedRegion> MPICommunicator::create_shared_region_with(size_t bytes,
+                                                                         CrossNodeAllreduce cross) {
   check_usable("SharedRegion");
   if (m_size < 2) return nullptr;
   make_topology();
@@ -299,7 +323,7 @@ std::shared_ptr<SharedRegion> MPICommunicator::create_shared_region(size_t bytes
     return nullptr;
   }
   return std::make_shared<MPISharedRegion>(*this, base, total, header, slot, bytes, t.local_rank,
-                                           t.local_size, t.nodes, t.cross, t.node_ranks);
+                                           t.local_size, t.nodes, t.cross, t.node_ranks, std::move(cross));
 }
 
 }  // namespace distributed
