@@ -137,3 +137,6 @@ from ngraph.distributed import (  # noqa: E402
 )
 
 __all__ = [name for name in dir() if not name.startswith("_")]
+
+# ng.<name> for a name of nGraph's API that ngraph does not provide says why.
+from ngraph._not_provided import missing_attribute as __getattr__  # noqa: E402

@@ -922,6 +922,28 @@ TEST(ops_get_output_element, shapes_and_errors) {
   EXPECT_TRUE(contains(msg, "3 outputs")) << msg;
 }
 
+// An op built on an output its input node does not have is refused by name, whether the
+// op is being constructed (the base class cannot call the op's virtual name then) or cloned.
+TEST(ops_inputs, nonexistent_output_is_refused_naming_the_op_and_the_count) {
+  auto x = param(element::f32, {2, 3});
+  x->set_friendly_name("x");
+  auto msg = shape_error("Relu", [&] { op::Relu(Output(x, 5)); });
+  EXPECT_EQ(msg, "[Relu] input 0 refers to output 5 of x (Parameter), which has 1 output");
+  msg = shape_error("Add", [&] { std::make_shared<op::Add>(x, Output(x, 1)); });
+  EXPECT_EQ(msg, "[Add] input 1 refers to output 1 of x (Parameter), which has 1 output");
+  auto bn = std::make_shared<op::BatchNormTraining>(
+      param(element::f32, {4, 3}), param(element::f32, {3}), param(element::f32, {3}), 1e-5);
+  msg = shape_error("Negative", [&] { op::Negative(Output(bn, 3)); });
+  EXPECT_TRUE(contains(msg, "refers to output 3 of " + bn->get_name() +
+                                " (BatchNormTraining), which has 3 outputs"))
+      << msg;
+  auto relu = std::make_shared<op::Relu>(x);
+  msg = shape_error("Relu", [&] { relu->clone_with_new_inputs({Output(x, 2)}); });
+  EXPECT_TRUE(contains(msg, "refers to output 2 of x")) << msg;
+  msg = shape_error("Relu", [&] { op::Relu{Output{}}; });
+  EXPECT_EQ(msg, "[Relu] input 0 is a null node");
+}
+
 // ------------------------------------------------------------------- batch normalization
 
 TEST(ops_batch_norm, training_shapes_and_input_order) {

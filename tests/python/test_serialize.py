@@ -145,7 +145,53 @@ def test_serialize_finds_parameters_and_indents():
     assert "\n  {\n    \"name\"" in text
     assert ng.serialize(ng.deserialize(text), 2) == text
     op = next(o for o in doc[0]["ops"] if o["op"] == "Add")
-    assert op["auto_broadcast"] == "numpy" and op["outputs"] == [op["name"] + "_0"]
+    assert op["autob"] == {"type": 1, "axis": 0} and op["outputs"] == [op["name"] + "_0"]
+
+
+def test_reads_and_writes_ngraphs_spelling():
+    """A document as nGraph's serializer writes it (C type names, "autob", "softmax_axes", "eps",
+    TopK's indices as output 0) reads and runs; what ngraph writes is spelled the same way."""
+    doc = [{"name": "Function_0", "parameters": ["Parameter_0"],
+            "result": ["Result_7", "Result_8", "Result_9"], "ops": [
+        {"name": "Parameter_0", "op": "Parameter", "element_type": "float", "shape": [2, 3],
+         "cacheable": False, "outputs": ["Parameter_0_0"]},
+        {"name": "Constant_1", "op": "Constant", "element_type": "float", "shape": [3],
+         "value": ["1", "2", "3"], "outputs": ["Constant_1_0"]},
+        {"name": "Add_2", "op": "Add", "inputs": ["Parameter_0", "Constant_1"],
+         "autob": {"type": 1, "axis": 0}, "outputs": ["Add_2_0"]},
+        {"name": "Softmax_3", "op": "Softmax", "inputs": ["Add_2"], "softmax_axes": [1],
+         "outputs": ["Softmax_3_0"]},
+        {"name": "Convert_4", "op": "Convert", "inputs": ["Softmax_3"], "target_type": "double",
+         "outputs": ["Convert_4_0"]},
+        {"name": "BatchNormTraining_5", "op": "BatchNormTraining", "eps": 0.0,
+         "inputs": ["Constant_1", "Constant_1", "Add_2"],
+         "outputs": ["BatchNormTraining_5_0", "BatchNormTraining_5_1", "BatchNormTraining_5_2"]},
+        {"name": "TopK_6", "op": "TopK", "inputs": ["Add_2"], "top_k_axis": 1, "k": 1,
+         "compute_max": True, "index_element_type": "int64_t",
+         "outputs": ["TopK_6_0", "TopK_6_1"]},
+        {"name": "Result_7", "op": "Result", "inputs": ["Convert_4"],
+         "needs_default_layout": False, "outputs": ["Result_7_0"]},
+        {"name": "Result_8", "op": "Result",
+         "inputs": [{"node": "BatchNormTraining_5", "index": 1}], "outputs": ["Result_8_0"]},
+        {"name": "Result_9", "op": "Result", "inputs": ["TopK_6"], "outputs": ["Result_9_0"]}]}]
+    function = ng.deserialize(json.dumps(doc))
+    x = np.array([[0.5, -1, 2], [3, 0, -2]], np.float32)
+    probs, mean, index = ng.runtime().computation(function)(x)
+    shifted = x + np.array([1, 2, 3], np.float32)
+    e = np.exp(shifted - shifted.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(probs, e / e.sum(axis=1, keepdims=True), rtol=1e-6)
+    assert probs.dtype == np.float64
+    np.testing.assert_allclose(mean, shifted.mean(axis=0), rtol=1e-6)  # output 1: the mean
+    np.testing.assert_array_equal(index, shifted.argmax(axis=1)[:, None])  # nGraph's output 0
+    assert index.dtype == np.int64
+
+    ops = {o["op"]: o for o in json.loads(ng.serialize(function))[0]["ops"]}
+    assert ops["Parameter"]["element_type"] == "float"
+    assert ops["Add"]["autob"] == {"type": 1, "axis": 0} and "auto_broadcast" not in ops["Add"]
+    assert ops["Softmax"]["softmax_axes"] == [1] and ops["Convert"]["target_type"] == "double"
+    assert ops["BatchNormTraining"]["eps"] == 0 and ops["BatchNormTraining"]["inputs"] == [
+        "Constant_1", "Constant_1", "Add_2"]
+    assert ops["TopK"]["top_k_axis"] == 1 and ops["Result"]["inputs"]
 
 
 def test_training_step_round_trips():

@@ -54,6 +54,8 @@ class Value {
   const std::string& text() const { return m_text; }
   const Array& items() const { return m_array; }
   const Object& members() const { return m_object; }
+  // For rewriting a parsed object in place (the serializer's spellings); offsets stay.
+  Object& members() { return m_object; }
   // The member named `key`, or null.
   const Value* find(std::string_view key) const;
 

@@ -16,7 +16,10 @@ element::Type Output::get_element_type() const {
 }
 
 Node::Node() : m_instance_id(g_next_instance_id++) {}
-Node::Node(const OutputVector& arguments) : Node() { set_arguments(arguments); }
+Node::Node(const char* type_name, const OutputVector& arguments) : Node() {
+  check_arguments(type_name, arguments);
+  m_inputs = arguments;
+}
 Node::Node(const Node& other)
     : std::enable_shared_from_this<Node>(),
       m_inputs(other.m_inputs),
@@ -37,18 +40,22 @@ void Node::set_argument(size_t i, const Output& value) {
   m_inputs[i] = value;
 }
 
-void Node::set_arguments(const OutputVector& values) {
+void Node::check_arguments(const std::string& type_name, const OutputVector& values) {
   for (size_t i = 0; i < values.size(); ++i) {
     if (!values[i])
-      throw NodeValidationFailure(concat_message("[", get_type_name(), "] input ", i,
+      throw NodeValidationFailure(concat_message("[", type_name, "] input ", i,
                                                  " is a null node"));
-    if (values[i].get_index() >= values[i].get_node()->get_output_size())
-      throw NodeValidationFailure(concat_message("[", get_type_name(), "] input ", i,
-                                                 " refers to output ", values[i].get_index(),
-                                                 " of a node with ",
-                                                 values[i].get_node()->get_output_size(),
-                                                 " outputs"));
+    const Node& arg = *values[i].get_node();
+    if (values[i].get_index() >= arg.get_output_size())
+      throw NodeValidationFailure(concat_message(
+          "[", type_name, "] input ", i, " refers to output ", values[i].get_index(), " of ",
+          arg.get_name(), " (", arg.get_type_name(), "), which has ", arg.get_output_size(),
+          " output", arg.get_output_size() == 1 ? "" : "s"));
   }
+}
+
+void Node::set_arguments(const OutputVector& values) {
+  check_arguments(get_type_name(), values);
   m_inputs = values;
 }
 

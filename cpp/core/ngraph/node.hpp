@@ -114,7 +114,9 @@ class Node : public std::enable_shared_from_this<Node> {
 
  protected:
   Node();
-  explicit Node(const OutputVector& arguments);
+  // `type_name` names the op in errors: the op's virtual get_type_name() cannot be called
+  // while the base is being constructed ("pure virtual method called").
+  Node(const char* type_name, const OutputVector& arguments);
   Node(const Node& other);
   Node& operator=(const Node&) = delete;
 
@@ -126,6 +128,10 @@ class Node : public std::enable_shared_from_this<Node> {
   void check_input_count(size_t expected) const;
 
  private:
+  // Throws NodeValidationFailure naming `type_name` for a null input or an input that
+  // refers to an output its node does not have.
+  static void check_arguments(const std::string& type_name, const OutputVector& values);
+
   struct OutputDesc {
     element::Type type;
     Shape shape;
@@ -164,7 +170,8 @@ class Op : public Node {
   }
 
  protected:
-  using Node::Node;
+  Op() = default;
+  explicit Op(const OutputVector& arguments) : Node(T::type_name, arguments) {}
 };
 
 // The list of ops, filled by NGRAPH_REGISTER_OP at load time: lets the bindings build any

@@ -12,13 +12,16 @@
 
 #include "ngraph/json.hpp"
 #include "ngraph/ops/collective.hpp"
+#include "ngraph/ops/get_output_element.hpp"
 #include "ngraph/ops/parameter.hpp"
 #include "ngraph/ops/variable.hpp"
+#include "ngraph/serializer_spelling.hpp"
 
 namespace ngraph {
 
 namespace {
 
+namespace spelling = serializer_spelling;
 using json::Value;
 using Kind = json::Value::Kind;
 
@@ -32,8 +35,8 @@ const std::set<std::string>& structural_keys() {
 
 // ------------------------------------------------------------------- element types, sizes
 
-// Written as ngraph's names ("f32"); read in those, in every spelling element::Type accepts,
-// and in nGraph's C type names ("float", "int32_t", "char" for boolean).
+// Written as nGraph's C type names ("float", "int32_t", "char" for boolean); read in those
+// and in every spelling element::Type accepts ("f32", "float32").
 element::Type element_type_from_text(const std::string& text) {
   if (text == "char") return element::boolean;
   try {
@@ -219,7 +222,7 @@ class AttributeWriter : public AttributeVisitor {
   }
   void on(const std::string& name, std::string& v) override { add(name, Value::string(v)); }
   void on(const std::string& name, element::Type& v) override {
-    add(name, Value::string(v.get_type_name()));
+    add(name, Value::string(v.c_type_string()));
   }
   void on(const std::string& name, std::vector<int64_t>& v) override {
     Value a = Value::array();
@@ -313,6 +316,19 @@ struct TensorHeader {
   }
 };
 
+// The names of the attributes an op visits, in order.
+class AttributeNames : public AttributeVisitor {
+ public:
+  using AttributeVisitor::on;
+  void on(const std::string& name, bool&) override { names.push_back(name); }
+  void on(const std::string& name, int64_t&) override { names.push_back(name); }
+  void on(const std::string& name, double&) override { names.push_back(name); }
+  void on(const std::string& name, std::string&) override { names.push_back(name); }
+  void on(const std::string& name, element::Type&) override { names.push_back(name); }
+  void on(const std::string& name, std::vector<int64_t>&) override { names.push_back(name); }
+  std::vector<std::string> names;
+};
+
 // ----------------------------------------------------------------------------- writing
 
 class Writer {
@@ -394,12 +410,13 @@ class Writer {
       Value inputs = Value::array();
       for (const auto& in : n.input_values()) {
         const std::string& producer = m_names.at(in.get_node());
-        if (in.get_index() == 0) {
+        size_t index = ngraph_index(in);
+        if (index == 0) {
           inputs.push_back(Value::string(producer));
         } else {
           Value ref = Value::object();
           ref.set("node", Value::string(producer));
-          ref.set("index", Value::integer(static_cast<int64_t>(in.get_index())));
+          ref.set("index", Value::integer(static_cast<int64_t>(index)));
           inputs.push_back(std::move(ref));
         }
       }
@@ -413,6 +430,12 @@ class Writer {
     }
     AttributeWriter aw(obj, n);
     const_cast<Node&>(n).visit_attributes(aw);
+    // GetOutputElement's "n" numbers its input's outputs as that input's "index" does.
+    if (auto* goe = dynamic_cast<const op::GetOutputElement*>(&n))
+      for (auto& [key, value] : obj.members())
+        if (key == "n")
+          value = Value::integer(static_cast<int64_t>(ngraph_index(goe->input_value(0))));
+    spelling::to_ngraph(n.get_type_name(), obj);
     if (auto* c = dynamic_cast<const op::Constant*>(&n))
       obj.set("value", write_values(c->get_element_type(), shape_size(c->get_shape()),
                                     c->get_data_ptr()));
@@ -421,6 +444,13 @@ class Writer {
     if (auto* a = dynamic_cast<const op::Assign*>(&n))
       obj.set("variable_id", Value::string(state_id(a->get_state())));
     return obj;
+  }
+
+  // The output's number in nGraph's numbering (nGraph v0's TopK has its indices first).
+  static size_t ngraph_index(const Output& out) {
+    return spelling::swaps_outputs(out.get_node()->get_type_name())
+               ? spelling::swapped_output(out.get_index())
+               : out.get_index();
   }
 
   std::unordered_map<const Node*, std::string> m_names;
@@ -509,12 +539,11 @@ class Reader {
   Output output(const Where& w, const Value& ref, const std::string& what) {
     if (ref.is(Kind::string)) {
       auto producer = node(w, ref, what);
-      // Checked here: a node built on a missing output fails inside its base constructor,
-      // where its own message cannot be formed (Node::set_arguments).
+      // Checked here, to name the document's field (a node refuses a missing output too).
       if (producer->get_output_size() == 0)
         w.fail(&ref, what + ": '" + ref.text() + "' (" + producer->get_type_name() +
                          ") has no outputs");
-      return Output(producer, 0);
+      return Output(producer, numbered(*producer, 0));
     }
     if (!ref.is(Kind::object))
       w.fail(&ref, what + ": expected a node name or {\"node\": name, \"index\": i}, got " +
@@ -528,7 +557,12 @@ class Reader {
                          ref.find("node")->text() + "' (" + producer->get_type_name() +
                          "), which has " + std::to_string(producer->get_output_size()) +
                          " outputs");
-    return Output(producer, static_cast<size_t>(i));
+    return Output(producer, numbered(*producer, static_cast<size_t>(i)));
+  }
+
+  // Output `index` of `producer` as the document numbers it, in our numbering.
+  size_t numbered(const Node& producer, size_t index) const {
+    return m_swapped.count(&producer) ? spelling::swapped_output(index) : index;
   }
 
   TensorHeader header(const Where& w, const Value& obj, AttributeReader& r) {
@@ -583,15 +617,34 @@ class Reader {
     if (!OpRegistry::get().contains(type.text()))
       w.fail(&type, "unknown op '" + type.text() + "'");
 
+    // The object in our spelling; `theirs`: it used nGraph's keys, so the numbering of its
+    // outputs is nGraph's too.
+    Value spelled = obj;
+    AttributeNames visited;
+    OpRegistry::get().create(type.text())->visit_attributes(visited);
+    bool theirs = spelling::from_ngraph(type.text(), spelled, visited.names,
+                                        [&](const Value* at, const std::string& message) {
+                                          w.fail(at, message);
+                                        });
+
     OutputVector inputs;
     if (const Value* ins = obj.find("inputs")) {
       expect(w, *ins, Kind::array, "\"inputs\"");
       for (size_t i = 0; i < ins->items().size(); ++i)
         inputs.push_back(output(w, ins->items()[i], "inputs[" + std::to_string(i) + "]"));
     }
+    // GetOutputElement's "n" is in its input's numbering of outputs, as its "index" is.
+    if (type.text() == op::GetOutputElement::type_name && inputs.size() == 1 &&
+        m_swapped.count(inputs[0].get_node()))
+      for (auto& [key, value] : spelled.members()) {
+        int64_t n = 0;
+        if (key == "n" && value.to_int64(n) && n >= 0)
+          value = Value::integer(static_cast<int64_t>(spelling::swapped_output(size_t(n))));
+      }
     // Errors of the op's own rule ("[Add] element types ... must match") name the op.
     std::shared_ptr<Node> node =
-        guarded(w, obj, [&] { return build(w, type.text(), obj, inputs); });
+        guarded(w, obj, [&] { return build(w, type.text(), spelled, inputs); });
+    if (theirs && spelling::swaps_outputs(type.text())) m_swapped.insert(node.get());
     // Output sizes that overflow are refused by the node itself (Node::set_output_type).
     if (const Value* outs = obj.find("outputs")) {
       expect(w, *outs, Kind::array, "\"outputs\"");
@@ -658,6 +711,8 @@ class Reader {
   const DeserializeOptions& m_options;
   std::unordered_map<std::string, std::shared_ptr<Node>> m_nodes;
   std::map<std::string, std::shared_ptr<VariableState>> m_states;
+  // Nodes read in nGraph's spelling whose first two outputs nGraph numbers the other way.
+  std::set<const Node*> m_swapped;
 };
 
 }  // namespace

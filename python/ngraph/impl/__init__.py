@@ -136,6 +136,29 @@ class AxisSet(_IntVector):
         super().__init__(sorted(set(_IntVector(values))))
 
 
+class NodeVector(list):
+    """pyngraph's list of nodes (``Function(NodeVector([y]), [x], "f")``): a ``list`` of
+    ``Node``; anything else raises NgraphTypeError naming its position."""
+
+    def __init__(self, nodes: Iterable[Any] = ()) -> None:
+        nodes = list(nodes)
+        for i, n in enumerate(nodes):
+            if not isinstance(n, Node):
+                raise NgraphTypeError(f"NodeVector takes nodes; item {i} is a {type(n).__name__}")
+        super().__init__(nodes)
+
+
+class ParameterVector(NodeVector):
+    """pyngraph's list of Parameter nodes."""
+
+    def __init__(self, nodes: Iterable[Any] = ()) -> None:
+        super().__init__(nodes)
+        for i, n in enumerate(self):
+            if n.get_type_name() != "Parameter":
+                raise NgraphTypeError(f"ParameterVector takes Parameter nodes; item {i} is a "
+                                      f"{n.get_type_name()}")
+
+
 def _install_node_accessors() -> None:
     """pyngraph's Node accessors, returning the value classes above."""
     Node.get_output_shape = lambda self, i: Shape(self[i].shape)
@@ -151,6 +174,6 @@ _install_node_accessors()
 from ngraph.impl import op, runtime, util  # noqa: E402
 
 __all__ = [
-    "AxisSet", "AxisVector", "Coordinate", "CoordinateDiff", "Function", "Node", "Shape",
-    "Strides", "Type", "op", "runtime", "util",
+    "AxisSet", "AxisVector", "Coordinate", "CoordinateDiff", "Function", "Node", "NodeVector",
+    "ParameterVector", "Shape", "Strides", "Type", "op", "runtime", "util",
 ]  # fmt: skip

@@ -13,6 +13,8 @@ from ngraph.impl import (
     CoordinateDiff,
     Function,
     Node,
+    NodeVector,
+    ParameterVector,
     Shape,
     Strides,
     Type,
@@ -111,6 +113,17 @@ def test_vectors():
         Strides([1.5])
 
 
+def test_node_vectors():
+    a, b = Parameter(Type.f32, Shape([2])), Parameter(Type.f32, Shape([2]))
+    f = Function(NodeVector([Add(a, b)]), ParameterVector([a, b]), "add")
+    out = ng.runtime().computation(f)(np.ones(2, np.float32), np.arange(2, dtype=np.float32))
+    np.testing.assert_array_equal(out[0], [1, 2])
+    with pytest.raises(ng.NgraphTypeError, match="NodeVector takes nodes; item 1 is a int"):
+        NodeVector([a, 3])
+    with pytest.raises(ng.NgraphTypeError, match="item 0 is a Add"):
+        ParameterVector([Add(a, b)])
+
+
 def test_node_and_function_are_ngraph_classes():
     assert Node is ng.Node and Function is ng.Function
 
@@ -127,6 +140,26 @@ def test_node_accessors_of_pyngraph():
     assert top.get_output_shape(1) == [4, 2] and top.get_output_element_type(1) == Type.i64
     with pytest.raises(IndexError, match="has 2 outputs"):
         top.get_output_shape(2)
+
+
+def test_a_nonexistent_output_is_an_error_not_a_crash():
+    """A node on an output its input does not have is refused naming the op, the index and the
+    output count (it aborted the process with "pure virtual method called")."""
+    x = ng.parameter([2, 3], name="x")
+    with pytest.raises(IndexError, match=r"output index 5 is out of range for x \(Parameter\), "
+                                         r"which has 1 output$"):
+        ng.get_output_element(x, 5)
+    y = ng.batch_norm(1e-3, ng.constant(np.ones(3, np.float32)),
+                      ng.constant(np.zeros(3, np.float32)), x)
+    for bad in (3, -4):
+        with pytest.raises(IndexError, match=f"output index {bad} is out of range for .* "
+                                             r"\(BatchNormTraining\), which has 3 outputs"):
+            ng.get_output_element(y, bad)
+        with pytest.raises(IndexError, match="which has 3 outputs"):
+            y[bad]
+    with pytest.raises(IndexError, match=r"output index 5 is out of range for x"):
+        impl_op.GetOutputElement(x, 5)  # nGraph's class
+    assert ng.get_output_element(y, -1).shape == [3]
 
 
 # ------------------------------------------------------------- the nGraph test pattern

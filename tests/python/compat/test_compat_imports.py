@@ -40,6 +40,22 @@ def test_every_ngraph_op_function_exists_or_is_documented_as_missing(name):
         assert name in ng.__all__
 
 
+@pytest.mark.parametrize("name", ["reduce_sum", "split", "function_call", "quantize"])
+def test_names_not_provided_say_why_and_are_documented(name):
+    from ngraph._not_provided import NOT_PROVIDED
+
+    with pytest.raises(AttributeError, match=f"ngraph has no {name}: .*docs/api.md"):
+        getattr(ng, name)
+    assert not hasattr(ng, name)
+    assert re.search(rf"`(ng\.)?{name}[`(]", API_DOC.read_text()), f"{name} is not in docs/api.md"
+    assert name in NOT_PROVIDED
+
+
+def test_a_missing_name_is_an_ordinary_attribute_error():
+    with pytest.raises(AttributeError, match="module 'ngraph' has no attribute 'nonsense'"):
+        ng.nonsense  # noqa: B018
+
+
 def test_utils_is_a_package_with_ngraphs_modules():
     import ngraph.utils
 
@@ -109,6 +125,35 @@ def test_input_validation_and_reduction_helpers():
     assert get_reduction_axes(p, None) == {0, 1, 2}
     assert get_reduction_axes(p, [2, 0]) == {0, 2}
     assert get_reduction_axes(p, -1) == {2}
+
+
+def test_attribute_validators():
+    from ngraph.utils.input_validation import (
+        _check_value,
+        check_valid_attribute,
+        check_valid_attributes,
+        is_non_negative_value,
+        is_positive_value,
+    )
+
+    assert is_positive_value(np.uint8(3)) and not is_positive_value(np.int8(0))
+    assert is_non_negative_value(np.float32(0)) and not is_non_negative_value(-1)
+    assert _check_value("Op", "k", np.int16(4), np.integer, lambda v: v % 2 == 0)
+    with pytest.raises(ng.UserInputError, match=r"\[Op\] attribute 'k': .*not of kind floating"):
+        _check_value("Op", "k", np.int16(4), np.floating)
+    with pytest.raises(ng.UserInputError, match=r"\[Op\] attribute 'k': 3 does not satisfy"):
+        _check_value("Op", "k", 3, np.integer, lambda v: v % 2 == 0)
+    attrs = {"mode": "linear", "sizes": [1, 2, 3]}
+    assert check_valid_attribute("Op", attrs, "sizes", np.integer, is_positive_value)
+    assert check_valid_attribute("Op", attrs, "alpha", np.floating)  # optional, missing
+    with pytest.raises(ng.UserInputError, match="required attribute 'alpha' is missing"):
+        check_valid_attribute("Op", attrs, "alpha", np.floating, required=True)
+    with pytest.raises(ng.UserInputError, match="'sizes': 0 does not satisfy"):
+        check_valid_attribute("Op", {"sizes": [1, 0]}, "sizes", np.integer, is_positive_value)
+    assert check_valid_attributes("Op", attrs, [("mode", True, np.str_, None),
+                                                ("sizes", True, np.integer, None)])
+    with pytest.raises(ng.UserInputError, match="'mode'"):
+        check_valid_attributes("Op", attrs, [("mode", True, np.integer, None)])
 
 
 def test_decorators_name_and_convert():

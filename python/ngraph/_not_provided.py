@@ -1,0 +1,35 @@
+"""Names of nGraph's Python API that ngraph deliberately does not provide, each with why and
+what to use instead (docs/api.md, "Differences from nGraph's Python API"). ``ng.<name>`` for
+one of them raises AttributeError saying so, instead of Python's bare "no attribute"."""
+
+from __future__ import annotations
+
+_OPSET1 = "an op of nGraph's opset 1 API (after v0.26, whose API ngraph follows)"
+_QUANTIZED = "quantized arithmetic, which ngraph does not have (and is no composition of its ops)"
+
+NOT_PROVIDED = {
+    "quantize": _QUANTIZED,
+    "quantized_convolution": _QUANTIZED,
+    "quantized_dot": _QUANTIZED,
+    "fake_quantize": _QUANTIZED,
+    "rnn_cell": "a recurrent cell, which ngraph does not have",
+    "replace_slice": "ngraph's graphs are pure; a slice update is ng.pad plus ng.select",
+    "function_call": "nGraph's FunctionCall op, gone before v0.26; compile the ng.Function or "
+                     "build its nodes into the graph",
+    "reduce_sum": _OPSET1 + "; use ng.sum(node, reduction_axes)",
+    "reduce_prod": _OPSET1 + "; use ng.prod(node, reduction_axes)",
+    "reduce_max": _OPSET1 + "; use ng.max(node, reduction_axes)",
+    "reduce_min": _OPSET1 + "; use ng.min(node, reduction_axes)",
+    "reduce_mean": _OPSET1 + "; use ng.mean(node, axes)",
+    "split": _OPSET1 + "; use ng.slice for each part",
+    "variadic_split": _OPSET1 + "; use ng.slice for each part",
+    "reverse_sequence": _OPSET1 + "; use ng.reverse on slices",
+}
+
+
+def missing_attribute(name: str):
+    """The module ``__getattr__`` of ngraph: only called for names it does not have."""
+    if name in NOT_PROVIDED:
+        raise AttributeError(f"ngraph has no {name}: {NOT_PROVIDED[name]} (see docs/api.md, "
+                             "'Differences from nGraph's Python API')")
+    raise AttributeError(f"module 'ngraph' has no attribute {name!r}")
