@@ -16,10 +16,11 @@
 #   tools/multihost.sh pids ID HOST         processes running on a host
 #   tools/multihost.sh shm ID HOST          the host's /dev/shm directory (outside the host)
 #   tools/multihost.sh down ID              kill the hosts' processes, remove everything
-#   tools/multihost.sh clean                remove every cluster whose creator has exited
+#   tools/multihost.sh clean                remove the test clusters whose creator has exited
 #   tools/multihost.sh check                exit 0 if namespaces can be made here, else say why
 #
-# ID is a short token of letters and digits (tests use their process id). Needs root, iproute2
+# ID is a short token of letters and digits. Tests use p<PID>n<K> (PID: the test process), which
+# `clean` removes once that process is gone; other clusters only go with `down`. Needs root, iproute2
 # (ip netns), util-linux (unshare) and Open MPI's mpirun. Addresses: 10.213.<n>.0/24 where n
 # is derived from ID, host i at .(10 + i).
 set -euo pipefail
@@ -38,7 +39,7 @@ die() {
 }
 
 check_id() {
-  [[ "${1:-}" =~ ^[A-Za-z0-9]{1,8}$ ]] || die "ID must be 1-8 letters or digits, got '${1:-}'"
+  [[ "${1:-}" =~ ^[A-Za-z0-9]{1,12}$ ]] || die "ID must be 1-12 letters or digits, got '${1:-}'"
 }
 
 # The /24 of a cluster: 10.213.N.0 with N from the ID, so clusters made at once do not share
@@ -201,21 +202,21 @@ cmd_down() {
   rmdir "$shm" 2>/dev/null || true
 }
 
+# A test cluster (p<PID>n<K>) whose test process has exited.
+stale() { [[ "$1" =~ ^p([0-9]+)n[0-9]+$ ]] && ! kill -0 "${BASH_REMATCH[1]}" 2>/dev/null; }
+
 cmd_clean() {
   local ns id
   for ns in $(ip netns list | awk '{print $1}' | grep -E "^$prefix-[A-Za-z0-9]+-(sw|h[0-9]+)$" || true); do
     id=${ns#"$prefix"-}
     id=${id%-*}
-    # Test clusters are named after their creator's process id: keep those still running.
-    if [[ "$id" =~ ^p([0-9]+)$ ]] && kill -0 "${BASH_REMATCH[1]}" 2>/dev/null; then continue; fi
-    cmd_down "$id"
+    if stale "$id"; then cmd_down "$id"; fi
   done
   for d in "$state_root/$prefix"-*.shm; do
     [[ -e "$d" ]] || continue
     id=${d#"$state_root/$prefix"-}
     id=${id%.shm}
-    if [[ "$id" =~ ^p([0-9]+)$ ]] && kill -0 "${BASH_REMATCH[1]}" 2>/dev/null; then continue; fi
-    cmd_down "$id"
+    if stale "$id"; then cmd_down "$id"; fi
   done
 }
 

@@ -31,7 +31,7 @@ NGRAPH_SHM=0 NGRAPH_DIST_TIMEOUT=30 timeout 600 mpirun --allow-run-as-root --ove
   -np 2 "${mpi_pytest[@]}"
 
 echo "== multi-host (2 hosts as network namespaces; skipped where namespaces are not permitted)"
-python3 -m pytest tests/multihost -q -p no:cacheprovider -rxs
+timeout 600 python3 -m pytest tests/multihost -q -p no:cacheprovider -rxs
 
 echo "== examples"
 python3 examples/simple.py >/dev/null

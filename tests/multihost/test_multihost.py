@@ -72,7 +72,7 @@ class Cluster:
 
     def __init__(self, hosts: int = 2):
         _harness("clean", check=False)  # clusters left by runs that died
-        self.id = f"p{os.getpid()}{next(_ids)}"
+        self.id = f"p{os.getpid()}n{next(_ids)}"
         self.hosts = [f"h{i}" for i in range(hosts)]
         _harness("up", self.id, str(hosts))
 
@@ -119,6 +119,31 @@ def _finish(proc, timeout):
         os.killpg(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate()
         return None, out
+
+
+def test_hosts_are_separate():
+    """Each host has its own hostname, /dev/shm and address; only its own addresses are up."""
+    cluster = Cluster()
+    try:
+        script = ("hostname; ip -o -4 addr show | awk '{print $2, $4}'; "
+                  "touch /dev/shm/mark-$(hostname); ls /dev/shm")
+        outs = {}
+        for h in cluster.hosts:
+            rc, outs[h] = _finish(cluster.exec(h, "sh", "-c", script, stdout=subprocess.PIPE,
+                                               stderr=subprocess.STDOUT, text=True), 30)
+            assert rc == 0, outs[h]
+        for h in cluster.hosts:
+            lines = outs[h].split()
+            name = f"ngmh-{cluster.id}-{h}"
+            assert lines[0] == name, outs[h]
+            assert re.search(r"^lo 127\.0\.0\.1/8$", outs[h], re.M), outs[h]
+            assert re.search(r"^eth0 10\.213\.\d+\.\d+/24$", outs[h], re.M), outs[h]
+            assert len(re.findall(r"^\w+ \d+\.", outs[h], re.M)) == 2, outs[h]
+            assert lines[-1] == f"mark-{name}" and f"mark-{name}" not in " ".join(
+                outs[o] for o in cluster.hosts if o != h), outs  # /dev/shm is the host's own
+            assert sorted(p.name for p in cluster.shm(h).iterdir()) == [f"mark-{name}"]
+    finally:
+        cluster.close()
 
 
 # ------------------------------------------------------------------------------ training
