@@ -33,6 +33,9 @@ NGRAPH_SHM=0 NGRAPH_DIST_TIMEOUT=30 timeout 600 mpirun --allow-run-as-root --ove
 # oneCCL backend (issue 15): the same suites on it, when ngraph was built with it (tools/ccl_setup.sh).
 if python3 -c "import ngraph._ngraph_ccl" 2>/dev/null; then echo "== Python MPI tests on oneCCL (2, 4 ranks)"; for np in 2 4; do NGRAPH_DIST_BACKEND=ccl NGRAPH_DIST_TIMEOUT=30 timeout 1200 mpirun --allow-run-as-root --oversubscribe -np $np "${mpi_pytest[@]}"; done; fi
 
+echo "== multi-host (2 hosts as network namespaces; skipped where namespaces are not permitted)"
+timeout 600 python3 -m pytest tests/multihost -q -p no:cacheprovider -rxs
+
 echo "== examples"
 python3 examples/simple.py >/dev/null
 

@@ -266,7 +266,14 @@ std::unique_ptr<Request> LocalCommunicator::start_recv(void*, size_t, element::T
 namespace {
 std::mutex g_mutex;
 std::shared_ptr<Communicator> g_default;
-std::function<std::shared_ptr<Communicator>()> g_world_factory;
+// The MPI world's factory, set by ngraph_distributed's static initialiser. A function-local
+// static is constructed on first use; a namespace-scope global would be safe only while this
+// library happens to be initialised first (not so when linked statically), and
+// AddressSanitizer's strict_init_order check reports it (tools/sanitize.sh).
+std::function<std::shared_ptr<Communicator>()>& world_factory() {
+  static std::function<std::shared_ptr<Communicator>()> factory;
+  return factory;
+}
 }  // namespace
 
 namespace {
@@ -301,11 +308,11 @@ std::shared_ptr<Communicator> get_default_communicator() {
   std::lock_guard<std::mutex> lock(g_mutex);
   if (!g_default) {
     if (launched_with_several_ranks()) {
-      if (!g_world_factory)
+      if (!world_factory())
         throw DistributedError(
             "this process was started by an MPI launcher with several ranks, but ngraph's MPI "
             "library is not loaded");
-      g_default = g_world_factory();
+      g_default = world_factory()();
     } else {
       g_default = std::make_shared<LocalCommunicator>();
     }
@@ -320,7 +327,7 @@ void set_default_communicator(std::shared_ptr<Communicator> comm) {
 
 void register_world_factory(std::function<std::shared_ptr<Communicator>()> factory) {
   std::lock_guard<std::mutex> lock(g_mutex);
-  g_world_factory = std::move(factory);
+  world_factory() = std::move(factory);
 }
 
 }  // namespace distributed

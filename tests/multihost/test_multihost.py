@@ -1,0 +1,358 @@
+"""ngraph across several "hosts": Linux network namespaces made by tools/multihost.sh.
+
+Each host has its own address on a private bridge, its own hostname and its own /dev/shm;
+Open MPI starts its daemons on them through a launch agent that enters the namespaces
+instead of ssh, 2 ranks per host. So ngraph's two-level allreduce runs for real: shared
+memory inside a host, TCP between hosts.
+
+- Training (examples/train_mnist.py, fixed seed) on 2 hosts x 2 ranks gives the losses and
+  accuracy of the same 4 ranks on one host.
+- Faults while training: a host's link taken down, a rank killed (kill -9), a host stopped
+  (SIGSTOP of its ranks). mpirun must exit non-zero within the timeout and a margin, every
+  rank that still runs must report the failure, no process may be left on any host, and
+  no ngraph object may be left in any host's /dev/shm.
+
+Needs root and network namespaces; skipped with the reason otherwise. Run with
+
+    python -m pytest tests/multihost -q
+
+Every test makes its own cluster (named after this process, so tools/multihost.sh clean
+removes clusters of runs that died) and tears it down, whatever happens.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+HARNESS = ROOT / "tools" / "multihost.sh"
+WORKER = Path(__file__).resolve().parent / "fault_worker.py"
+MNIST_DIR = ROOT.parent / "shared" / "data" / "mnist"
+TIMEOUT = 5  # NGRAPH_DIST_TIMEOUT of the fault runs, seconds
+# Seconds from the fault to mpirun's exit that pass: the timeout, then ngraph's error and
+# MPI_Abort, and Open MPI ending every rank (on 2 loaded cores).
+EXIT_BOUND = TIMEOUT + 20
+
+_ids = itertools.count()
+
+
+def _harness(*args, check=True, timeout=60):
+    return subprocess.run([str(HARNESS), *args], capture_output=True, text=True, check=check,
+                          timeout=timeout)
+
+
+def _namespaces_unavailable() -> str | None:
+    if not sys.platform.startswith("linux"):
+        return "network namespaces are Linux only"
+    if shutil.which("bash") is None:
+        return "bash is not installed"
+    r = subprocess.run([str(HARNESS), "check"], capture_output=True, text=True, timeout=60)
+    return None if r.returncode == 0 else (r.stdout + r.stderr).strip()
+
+
+_why_not = _namespaces_unavailable()
+pytestmark = pytest.mark.skipif(
+    _why_not is not None, reason=f"multi-host harness unavailable: {_why_not}"
+)
+
+
+class Cluster:
+    """Hosts h0, h1, ... made by tools/multihost.sh; always torn down by close()."""
+
+    def __init__(self, hosts: int = 2):
+        _harness("clean", check=False)  # clusters left by runs that died
+        self.id = f"p{os.getpid()}n{next(_ids)}"
+        self.hosts = [f"h{i}" for i in range(hosts)]
+        _harness("up", self.id, str(hosts))
+
+    def close(self):
+        _harness("down", self.id, check=False)
+
+    def mpirun(self, *args, env=None, **popen):
+        """Popen of mpirun on h0 over every host (2 slots each)."""
+        return subprocess.Popen([str(HARNESS), "mpirun", self.id, *args], env=env,
+                                start_new_session=True, **popen)
+
+    def exec(self, host, *args, env=None, **popen):
+        """Popen of a command on one host."""
+        return subprocess.Popen([str(HARNESS), "exec", self.id, host, *args], env=env,
+                                start_new_session=True, **popen)
+
+    def pids(self, host) -> list[int]:
+        out = _harness("pids", self.id, host, check=False).stdout
+        return [int(p) for p in out.split()]
+
+    def shm(self, host) -> Path:
+        return Path(_harness("shm", self.id, host).stdout.strip())
+
+    def link(self, host, state):
+        _harness("link", self.id, host, state)
+
+
+def _env(**extra):
+    env = dict(os.environ)
+    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    for k in [k for k in env if k.startswith(("NGRAPH_", "OMPI_MCA_"))]:
+        del env[k]  # the caller's settings would change what is tested
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def _finish(proc, timeout):
+    """Waits for proc; kills its whole session if it outlives timeout. Returns (rc, output)."""
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+        return proc.returncode, out
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        return None, out
+
+
+def test_hosts_are_separate():
+    """Each host has its own hostname, /dev/shm and address; only its own addresses are up."""
+    cluster = Cluster()
+    try:
+        script = ("hostname; ip -o -4 addr show | awk '{print $2, $4}'; "
+                  "touch /dev/shm/mark-$(hostname); ls /dev/shm")
+        outs = {}
+        for h in cluster.hosts:
+            rc, outs[h] = _finish(cluster.exec(h, "sh", "-c", script, stdout=subprocess.PIPE,
+                                               stderr=subprocess.STDOUT, text=True), 30)
+            assert rc == 0, outs[h]
+        for h in cluster.hosts:
+            lines = outs[h].split()
+            name = f"ngmh-{cluster.id}-{h}"
+            assert lines[0] == name, outs[h]
+            assert re.search(r"^lo 127\.0\.0\.1/8$", outs[h], re.M), outs[h]
+            assert re.search(r"^eth0 10\.213\.\d+\.\d+/24$", outs[h], re.M), outs[h]
+            assert len(re.findall(r"^\w+ \d+\.", outs[h], re.M)) == 2, outs[h]
+            assert lines[-1] == f"mark-{name}" and f"mark-{name}" not in " ".join(
+                outs[o] for o in cluster.hosts if o != h), outs  # /dev/shm is the host's own
+            assert sorted(p.name for p in cluster.shm(h).iterdir()) == [f"mark-{name}"]
+    finally:
+        cluster.close()
+
+
+# ------------------------------------------------------------------------------ training
+
+
+def _train(cluster: Cluster, out: Path, one_host: bool):
+    """examples/train_mnist.py with 4 ranks, 2 per host (or all 4 on h0); its summary."""
+    args = [sys.executable, str(ROOT / "examples" / "train_mnist.py"),
+            "--data-dir", str(MNIST_DIR), "--max-train", "2048", "--epochs", "2",
+            "--batch-size", "128", "--hidden", "128", "--optimizer", "momentum", "--lr", "0.05",
+            "--seed", "3", "--output-dir", str(out), "--no-plot", "--quiet"]
+    env = _env(NGRAPH_DIST_TIMEOUT=60)
+    kw = dict(env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if one_host:
+        proc = cluster.exec("h0", "mpirun", "--allow-run-as-root", "--oversubscribe",
+                            "--mca", "btl", "self,vader", "-np", "4", *args, **kw)
+    else:
+        proc = cluster.mpirun("-np", "4", *args, **kw)
+    rc, text = _finish(proc, 240)
+    assert rc == 0, f"training {'on one host' if one_host else 'on 2 hosts'} failed:\n{text}"
+    return json.loads((out / "summary.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    if not (MNIST_DIR / "t10k-images-idx3-ubyte.gz").exists():
+        pytest.skip(f"the MNIST digits are not in {MNIST_DIR}")
+    cluster = Cluster()
+    try:
+        base = tmp_path_factory.mktemp("train")
+        return {
+            "two_hosts": _train(cluster, base / "two_hosts", one_host=False),
+            "one_host": _train(cluster, base / "one_host", one_host=True),
+        }
+    finally:
+        cluster.close()
+
+
+def test_training_runs_the_two_level_allreduce(trained):
+    # ngraph's own account of how the gradients were summed.
+    assert trained["two_hosts"]["ranks"] == 4
+    assert re.search(r"in shared memory \(4 ranks on 2 nodes \(2 per node\)",
+                     trained["two_hosts"]["gradient_allreduce"]), trained["two_hosts"]
+    assert re.search(r"in shared memory \(4 ranks on 1 node \(4 per node\)",
+                     trained["one_host"]["gradient_allreduce"]), trained["one_host"]
+
+
+def test_training_matches_one_host(trained):
+    # Two hosts add the gradients as (r0 + r1) + (r2 + r3), one host as r0 + r1 + r2 + r3:
+    # the sums differ in the last bits of a float32 (about 1e-7 relative), and SGD carries
+    # that into the weights over the 32 steps (measured: 1e-8 relative on the epoch losses,
+    # the same accuracy). The losses must agree to 1e-5 relative (a real error, such as a
+    # missing or doubled rank, changes them by percents) and the test accuracy to 2 of the
+    # 2,000 test examples (a prediction near a decision boundary may flip).
+    two = trained["two_hosts"]["history"]
+    one = trained["one_host"]["history"]
+    assert len(two) == len(one) == 2
+    for a, b in zip(two, one):
+        assert a["train_loss"] == pytest.approx(b["train_loss"], rel=1e-5), (two, one)
+        assert abs(a["test_accuracy"] - b["test_accuracy"]) <= 2 / 2000, (two, one)
+    assert two[-1]["test_accuracy"] > 0.7  # it learned
+
+
+# -------------------------------------------------------------------------------- faults
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except FileNotFoundError:
+        return ""
+
+
+def _wait_for_steps(logs: Path, ranks: int, steps: int, proc, deadline: float):
+    pattern = re.compile(rf"^step {steps}$", re.M)
+    while time.monotonic() < deadline:
+        if all(pattern.search(_read(logs / f"rank{r}.log")) for r in range(ranks)):
+            return
+        if proc.poll() is not None:
+            break
+        time.sleep(0.2)
+    texts = "\n".join(f"rank {r}: {_read(logs / f'rank{r}.log')[-2000:]}" for r in range(ranks))
+    pytest.fail(f"the ranks did not reach step {steps} before the fault:\n{texts}")
+
+
+def _rank_pid(logs: Path, rank: int) -> int:
+    m = re.search(r"^rank \d+ pid (\d+)", _read(logs / f"rank{rank}.log"), re.M)
+    assert m, f"rank {rank} did not log its pid"
+    return int(m.group(1))
+
+
+def _run_fault(fault: str, tmp: Path) -> dict:
+    cluster = Cluster()
+    logs = tmp / "logs"
+    logs.mkdir()
+    try:
+        env = _env(NGRAPH_DIST_TIMEOUT=TIMEOUT, NGMH_LOGDIR=logs)
+        out = open(tmp / "mpirun.log", "w+")
+        proc = cluster.mpirun("-np", "4", "-x", "NGMH_LOGDIR", sys.executable, str(WORKER),
+                              env=env, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            _wait_for_steps(logs, 4, 20, proc, time.monotonic() + 120)
+            t0 = time.monotonic()
+            if fault == "link_down":
+                cluster.link("h1", "down")
+                silent = []  # every rank runs on: all must report
+            elif fault == "kill_rank":
+                os.kill(_rank_pid(logs, 3), signal.SIGKILL)
+                silent = [3]
+            elif fault == "stop_host":
+                for r in (2, 3):
+                    os.kill(_rank_pid(logs, r), signal.SIGSTOP)
+                silent = [2, 3]
+            else:
+                raise ValueError(fault)
+            rc, _ = _finish(proc, EXIT_BOUND + 30)
+            elapsed = time.monotonic() - t0
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        time.sleep(1)  # the daemons of the hosts end after mpirun
+        left = {h: cluster.pids(h) for h in cluster.hosts}
+        left = {h: [_describe_pid(p) for p in pids] for h, pids in left.items() if pids}
+        shm = {h: sorted(p.name for p in cluster.shm(h).iterdir()) for h in cluster.hosts}
+        out.seek(0)
+        return {
+            "fault": fault, "rc": rc, "elapsed": elapsed, "mpirun": out.read(),
+            "logs": {r: _read(logs / f"rank{r}.log") for r in range(4)},
+            "silent": silent, "left": left, "shm": shm,
+        }
+    finally:
+        cluster.close()
+
+
+def _describe_pid(pid: int) -> str:
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+    except OSError:
+        return str(pid)
+    return f"{pid} {cmdline[:120].decode(errors='replace')}"
+
+
+FAULTS = ["link_down", "kill_rank", "stop_host"]
+
+
+@pytest.fixture(scope="module", params=FAULTS)
+def fault(request, tmp_path_factory):
+    result = _run_fault(request.param, tmp_path_factory.mktemp(request.param))
+    # The figures for docs/distributed.md: pytest -s shows them.
+    print(f"\n[multihost] {result['fault']}: mpirun exit {result['rc']} "
+          f"{result['elapsed']:.1f} s after the fault (NGRAPH_DIST_TIMEOUT={TIMEOUT})")
+    return result
+
+
+def _report(result) -> str:
+    logs = "\n".join(f"--- rank {r}:\n{t[-1500:]}" for r, t in result["logs"].items())
+    return f"mpirun (exit {result['rc']}):\n{result['mpirun'][-3000:]}\n{logs}"
+
+
+def test_fault_ends_the_job_promptly(fault):
+    assert fault["rc"] is not None, f"mpirun still ran {EXIT_BOUND + 30} s after the fault"
+    assert fault["rc"] != 0, _report(fault)
+    assert fault["elapsed"] < EXIT_BOUND, (
+        f"{fault['fault']}: mpirun ended {fault['elapsed']:.1f} s after the fault, "
+        f"expected within {EXIT_BOUND} s\n" + _report(fault))
+
+
+# What mpirun says when it ends the job itself, before the ranks' own timeout: the cause.
+MPIRUN_NAMES_CAUSE = {
+    "kill_rank": r"rank 3 with PID \d+ on node ngmh-\w+-h1 exited on signal 9",
+    "link_down": r"lost communication with a remote daemon.*Remote daemon: .* on node ngmh-\w+-h1",
+}
+
+
+def test_fault_every_rank_reports(fault):
+    """Every rank still running says what failed, unless mpirun ended it first and named the
+    cause (a killed rank, a host it lost)."""
+    named = fault["fault"] in MPIRUN_NAMES_CAUSE and re.search(
+        MPIRUN_NAMES_CAUSE[fault["fault"]], fault["mpirun"], re.S)
+    if fault["fault"] == "kill_rank":
+        assert named, "mpirun does not name the killed rank\n" + _report(fault)
+    for r, text in fault["logs"].items():
+        if r in fault["silent"] or (named and "DistributedError" not in text):
+            continue
+        assert re.search(rf"DistributedError: .*rank {r} timed out after {TIMEOUT} s", text) or \
+            re.search(rf"\[ngraph\] .*rank {r} did not complete within {TIMEOUT} s", text), \
+            f"rank {r} does not report the failure\n" + _report(fault)
+
+
+def test_fault_leaves_no_process(fault):
+    assert not fault["left"], f"processes left on the hosts: {fault['left']}\n" + _report(fault)
+
+
+def test_fault_leaves_nothing_in_dev_shm(fault):
+    ours = {h: [n for n in names if n.startswith("ngraph-")] for h, names in fault["shm"].items()}
+    assert not any(ours.values()), f"left in the hosts' /dev/shm: {ours}"
+    # Open MPI's own shared-memory segments (vader) must be gone as well.
+    assert not any(fault["shm"].values()), f"left in the hosts' /dev/shm: {fault['shm']}"
+
+
+@pytest.mark.xfail(strict=False, reason="issue 14 item 8/9, fixed on branch h-dist")
+def test_fault_names_the_stuck_ranks(fault):
+    """The ranks on h0 name a rank they waited for on h1 (2 or 3)."""
+    if fault["fault"] == "kill_rank":
+        pytest.skip("mpirun ends the job at once and names the killed rank (tested above)")
+    errors = [line for r in (0, 1) for line in fault["logs"][r].splitlines()
+              if "DistributedError" in line or line.startswith("[ngraph]")]
+    assert errors, "the ranks on h0 report no error\n" + _report(fault)
+    # "rank 2", "rank(s) 2, 3", "ranks 1 and 3", or the host's name.
+    stuck = re.compile(r"\branks?(\(s\))?:? (\d+(, | and |,))*[23]\b|ngmh-\w+-h1")
+    assert any(stuck.search(e) for e in errors), "\n".join(errors)
