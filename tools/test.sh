@@ -1,28 +1,42 @@
 #!/usr/bin/env bash
 # Runs every test suite: the C++ GoogleTest suites (through ctest) and the Python suites
-# (pytest). Expects tools/bootstrap.sh to have run.
+# (pytest). Expects tools/bootstrap.sh to have run: everything runs in its virtual
+# environment (NGRAPH_VENV, default .venv): its python, pytest and ruff.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
+venv=${NGRAPH_VENV:-.venv}
+if [ ! -x "$venv/bin/python" ]; then
+  echo "tools/test.sh: no virtual environment in $venv: run 'bash tools/bootstrap.sh' first" >&2
+  exit 1
+fi
+venv=$(cd "$venv" && pwd)
+export PATH="$venv/bin:$PATH"
+py="$venv/bin/python"
 
 echo "== lint (ruff)"
-ruff check python bench examples tests
+"$py" -m ruff check python bench examples tests
 
 echo "== C++ build (warnings are errors)"
-cmake -S . -B build/cpp -G Ninja -DCMAKE_BUILD_TYPE=Release -DNGRAPH_WARNINGS_AS_ERRORS=ON >/dev/null
+# With the oneCCL wheels in the environment (NGRAPH_CCL=1 bash tools/bootstrap.sh), the C++
+# oneCCL suites are built and run too.
+backends=mpi
+[ -f "$venv/lib/libccl.so.1" ] && backends="mpi;ccl"
+cmake -S . -B build/cpp -G Ninja -DCMAKE_BUILD_TYPE=Release -DNGRAPH_WARNINGS_AS_ERRORS=ON \
+  -DNGRAPH_DISTRIBUTED="$backends" -DONECCL_ROOT="$venv" >/dev/null
 cmake --build build/cpp -j "$jobs"
 
 echo "== C++ tests (ctest)"
 ctest --test-dir build/cpp --output-on-failure -j "$jobs"
 
 echo "== Python tests (pytest)"
-python3 -m pytest tests/python -q
+"$py" -m pytest tests/python -q
 
 # Every rank runs the suites of tests/python/distributed (files mpi_test_*.py, collected only
 # under an MPI launcher); mpirun exits non-zero when any rank fails. A collective that waits
 # for a rank that is gone fails after NGRAPH_DIST_TIMEOUT seconds; `timeout` bounds the rest.
 echo "== Python MPI tests (mpirun: 2 ranks, 4 ranks, 2 ranks over TCP)"
-mpi_pytest=(python3 -m pytest tests/python/distributed -q -p no:cacheprovider)
+mpi_pytest=("$py" -m pytest tests/python/distributed -q -p no:cacheprovider)
 NGRAPH_DIST_TIMEOUT=30 timeout 600 mpirun --allow-run-as-root --oversubscribe -np 2 "${mpi_pytest[@]}"
 NGRAPH_DIST_TIMEOUT=30 timeout 600 mpirun --allow-run-as-root --oversubscribe -np 4 "${mpi_pytest[@]}"
 # Over TCP the ranks act as if on separate hosts: no shared memory (NGRAPH_SHM=0), so the
@@ -31,15 +45,22 @@ NGRAPH_SHM=0 NGRAPH_DIST_TIMEOUT=30 timeout 600 mpirun --allow-run-as-root --ove
   -np 2 "${mpi_pytest[@]}"
 
 # oneCCL backend (issue 15): the same suites on it, when ngraph was built with it (tools/ccl_setup.sh).
-if python3 -c "import ngraph._ngraph_ccl" 2>/dev/null; then echo "== Python MPI tests on oneCCL (2, 4 ranks)"; for np in 2 4; do NGRAPH_DIST_BACKEND=ccl NGRAPH_DIST_TIMEOUT=30 timeout 1200 mpirun --allow-run-as-root --oversubscribe -np $np "${mpi_pytest[@]}"; done; fi
+if "$py" -c "import ngraph._ngraph_ccl" 2>/dev/null; then
+  echo "== Python MPI tests on oneCCL (2, 4 ranks)"
+  for np in 2 4; do
+    NGRAPH_DIST_BACKEND=ccl NGRAPH_DIST_TIMEOUT=30 timeout 1200 mpirun --allow-run-as-root \
+      --oversubscribe -np $np "${mpi_pytest[@]}"
+  done
+fi
 
 echo "== multi-host (2 hosts as network namespaces; skipped where namespaces are not permitted)"
-timeout 600 python3 -m pytest tests/multihost -q -p no:cacheprovider -rxs
+timeout 600 "$py" -m pytest tests/multihost -q -p no:cacheprovider -rxs
 
 echo "== examples"
-python3 examples/simple.py >/dev/null
+"$py" examples/simple.py >/dev/null
 
 # Benchmarks only as a smoke run (tiny sizes): the scripts work; no timing is asserted.
 echo "== benchmarks (smoke)"
-python3 bench/run_all.py --smoke >/dev/null
+"$py" bench/run_all.py --smoke >/dev/null
+"$py" bench/isa.py --smoke >/dev/null
 echo "all tests passed"

@@ -29,6 +29,8 @@ from ngraph.utils import NodeInput, as_node, shape_of, to_dtype
 __all__ = [
     "Communicator",
     "DistributedError",
+    "MPI_INSTALL_HINT",
+    "mpi_available",
     "init",
     "is_initialized",
     "communicator",
@@ -100,18 +102,51 @@ def _on_backend(ours: Communicator, name: str) -> Communicator:
     return ours
 
 
+# The MPI communicator lives in a separate extension (it loads libmpi; ngraph._ngraph does
+# not), so that ngraph imports and runs in one process on a machine without Open MPI.
+# Loading it registers the MPI world as the default communicator under an MPI launcher.
+try:
+    from ngraph import _ngraph_mpi
+except ImportError as error:  # no libmpi.so on this machine (or a broken install)
+    _ngraph_mpi = None
+    _mpi_unavailable = str(error)
+else:
+    _mpi_unavailable = ""
+
+MPI_INSTALL_HINT = (
+    "install Open MPI (Debian/Ubuntu: apt-get install openmpi-bin libopenmpi-dev) and mpi4py "
+    "(pip install mpi4py), then reinstall ngraph if it was built without them"
+)
+
+
+def mpi_available() -> bool:
+    """True when ngraph's MPI communicator could be loaded (Open MPI is installed). Without
+    it, ngraph works in one process and every collective is an identity."""
+    return _ngraph_mpi is not None
+
+
+def _mpi(what: str):
+    """ngraph._ngraph_mpi, or DistributedError naming `what` needed it and what to install."""
+    if _ngraph_mpi is None:
+        raise DistributedError(
+            f"{what} needs MPI, but ngraph's MPI support could not be loaded "
+            f"({_mpi_unavailable}): {MPI_INSTALL_HINT}. Single-process use works without it."
+        )
+    return _ngraph_mpi
+
+
 def _mpi4py_module():
-    """mpi4py.MPI if it is installed, else None (ngraph works without it)."""
+    """mpi4py.MPI if it is installed and loads, else None (ngraph works without it)."""
     try:
         from mpi4py import MPI  # noqa: PLC0415
-    except ImportError:
+    except (ImportError, RuntimeError):  # not installed, or its MPI library is missing
         return None
     return MPI
 
 
 def _check_same_library(MPI) -> None:
     theirs = MPI.Get_library_version().strip()
-    ours = _ngraph.mpi_library_version().strip()
+    ours = _mpi("an mpi4py communicator").mpi_library_version().strip()
     if theirs.split("\n")[0] != ours.split("\n")[0]:
         raise DistributedError(
             "mpi4py and ngraph load different MPI libraries:\n"
@@ -128,7 +163,12 @@ def as_communicator(comm: Any, backend: str | None = None) -> Communicator:
     if comm is None:
         if not _initialized and _current_backend() == "ccl":
             _ccl_module()  # loading it makes the default (world) communicator a oneCCL one
-        return _ngraph.get_default_communicator()
+        try:
+            return _ngraph.get_default_communicator()
+        except DistributedError:
+            if _ngraph_mpi is None:  # under a launcher, the world needs ngraph's MPI module
+                _mpi("a job started by an MPI launcher with several ranks")
+            raise
     if isinstance(comm, Communicator):
         return comm
     if hasattr(comm, "py2f") and hasattr(comm, "Get_size"):
@@ -140,14 +180,18 @@ def as_communicator(comm: Any, backend: str | None = None) -> Communicator:
         MPI = _mpi4py_module()
         if MPI is None:
             raise TypeError("an mpi4py communicator was given but mpi4py cannot be imported")
-        _check_same_library(MPI)
         if comm == MPI.COMM_NULL:
             raise ValueError("the mpi4py communicator is MPI.COMM_NULL (this rank is not in it)")
-        if comm.Get_size() == 1:
-            ours = _ngraph.local_communicator()
+        if comm.Get_size() == 1 and _ngraph_mpi is None:
+            ours = _ngraph.local_communicator()  # one rank needs no MPI of ngraph's
         else:
-            ours = _ngraph.communicator_from_fortran(comm.py2f(), comm.Get_name() or "mpi4py")
-            ours = _on_backend(ours, name)
+            _check_same_library(MPI)
+            if comm.Get_size() == 1:
+                ours = _ngraph.local_communicator()
+            else:
+                ours = _ngraph_mpi.communicator_from_fortran(comm.py2f(),
+                                                             comm.Get_name() or "mpi4py")
+                ours = _on_backend(ours, name)
         _wrapped[key] = (comm, ours)
         return ours
     raise TypeError(f"expected an mpi4py or ngraph communicator, got {type(comm).__name__}")
@@ -181,7 +225,8 @@ def init(comm: Any = None, timeout: float | None = None, check: str | None = Non
         if MPI is not None:
             comm = MPI.COMM_WORLD
         elif _ngraph.launched_with_several_ranks():
-            ours = _on_backend(_ngraph.world_communicator(), name)
+            mpi = _mpi("a job started by an MPI launcher with several ranks")
+            ours = _on_backend(mpi.world_communicator(), name)
         else:
             ours = _ngraph.local_communicator()
     if comm is not None:
@@ -239,7 +284,8 @@ def _install_excepthook() -> None:
         sys.stderr.write("".join(traceback.format_exception(exc_type, exc, tb)))
         sys.stderr.flush()
         time.sleep(_ABORT_GRACE_S)
-        _ngraph.abort(1)
+        if _ngraph_mpi is not None:
+            _ngraph_mpi.abort(1)
         previous(exc_type, exc, tb)  # only reached when MPI is not running
 
     sys.excepthook = hook

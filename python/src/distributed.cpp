@@ -1,9 +1,8 @@
-// Communicators: wrapping mpi4py's, the world, the one-process communicator, settings.
-#include <mpi.h>
-
+// Communicators: the interface, the one-process communicator, the default one, settings.
+// Nothing here needs MPI: the MPI communicator (the world, wrapping mpi4py's) is bound by
+// the separate extension ngraph._ngraph_mpi (mpi_module.cpp).
 #include "bindings.hpp"
 #include "ngraph/distributed/communicator.hpp"
-#include "ngraph/distributed/mpi_communicator.hpp"
 
 namespace py = pybind11;
 
@@ -35,29 +34,6 @@ void init_distributed(py::module_& m) {
       });
 
   m.def("local_communicator", [] { return std::static_pointer_cast<Communicator>(std::make_shared<distributed::LocalCommunicator>()); });
-  m.def("world_communicator", [] {
-    return std::static_pointer_cast<Communicator>(distributed::MPICommunicator::world());
-  });
-  m.def("communicator_from_fortran",
-        [](int64_t fhandle, const std::string& description) {
-          int initialized = 0;
-          MPI_Initialized(&initialized);
-          if (!initialized)
-            throw distributed::DistributedError(
-                "the communicator comes from an MPI library that ngraph's does not see as "
-                "initialised: mpi4py and ngraph load different MPI libraries");
-          MPI_Comm comm = MPI_Comm_f2c(static_cast<MPI_Fint>(fhandle));
-          py::gil_scoped_release release;  // MPI_Comm_dup waits for the other ranks
-          return std::static_pointer_cast<Communicator>(
-              std::make_shared<distributed::MPICommunicator>(comm, description));
-        },
-        py::arg("fhandle"), py::arg("description") = "");
-  m.def("mpi_library_version", &distributed::MPICommunicator::library_version);
-  m.def("mpi_initialized", [] {
-    int flag = 0;
-    MPI_Initialized(&flag);
-    return flag != 0;
-  });
   m.def("launched_with_several_ranks", &distributed::launched_with_several_ranks);
   m.def("get_default_communicator", &distributed::get_default_communicator);
   m.def("set_default_communicator", &distributed::set_default_communicator);
@@ -75,12 +51,6 @@ void init_distributed(py::module_& m) {
     }
     return "always";
   });
-  m.def("abort", [](int code) {
-    int initialized = 0, finalized = 0;
-    MPI_Initialized(&initialized);
-    MPI_Finalized(&finalized);
-    if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, code);
-  }, py::arg("code") = 1, "Ends every rank of the job (MPI_Abort on the world).");
 }
 
 }  // namespace python

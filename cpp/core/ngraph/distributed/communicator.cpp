@@ -311,7 +311,7 @@ std::shared_ptr<Communicator> get_default_communicator() {
       if (!world_factory())
         throw DistributedError(
             "this process was started by an MPI launcher with several ranks, but ngraph's MPI "
-            "library is not loaded");
+            "library (libngraph_distributed, which needs Open MPI) is not loaded");
       g_default = world_factory()();
     } else {
       g_default = std::make_shared<LocalCommunicator>();

@@ -1,9 +1,16 @@
 // The kernel of FusedElementwise: its program runs block by block (kBlock elements), each
 // instruction a simple loop over a block that the compiler vectorises; intermediates live in
 // a scratch buffer the memory planner places, inputs are read in place.
+//
+// Portable builds (x86-64-v2, see CMakeLists.txt) compile the instruction loops twice: for the
+// build's instruction set and for AVX2+FMA, and each kernel picks one when it is made
+// (__builtin_cpu_supports), so a wheel gets 8-wide loops on the CPUs that have them.
+// NGRAPH_CPU_ISA=baseline turns the AVX2 loops off (for comparing the two).
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "ngraph/runtime/cpu/fusion.hpp"
@@ -20,39 +27,71 @@ using Code = FusedElementwise::Code;
 
 // Registers never overlap (each instruction writes its own), so the pointers are restrict and
 // the loops vectorise. The math is the functors of scalar_ops.hpp, as in the loop kernels.
+// Always inlined, so each loop is compiled for the instruction set of its caller (run_instr
+// below, or its AVX2 twin).
+#define NGRAPH_CPU_LOOP __attribute__((always_inline)) inline
 template <typename F, typename T>
-void apply_unary(T* __restrict__ d, const T* __restrict__ a, size_t n) {
+NGRAPH_CPU_LOOP void apply_unary(T* __restrict__ d, const T* __restrict__ a, size_t n) {
   F f;
   for (size_t j = 0; j < n; ++j) d[j] = f(a[j]);
 }
 template <typename F, typename T>
-void apply_binary(T* __restrict__ d, const T* __restrict__ a, const T* __restrict__ b, size_t n) {
+NGRAPH_CPU_LOOP void apply_binary(T* __restrict__ d, const T* __restrict__ a,
+                                  const T* __restrict__ b, size_t n) {
   F f;
   for (size_t j = 0; j < n; ++j) d[j] = static_cast<T>(f(a[j], b[j]));
 }
 template <typename F, typename T>
-void apply_select(T* __restrict__ d, const T* __restrict__ c, const T* __restrict__ a,
-                  const T* __restrict__ b, size_t n) {
+NGRAPH_CPU_LOOP void apply_select(T* __restrict__ d, const T* __restrict__ c,
+                                  const T* __restrict__ a, const T* __restrict__ b, size_t n) {
   F f;
   for (size_t j = 0; j < n; ++j) d[j] = f(c[j], a[j], b[j]);
 }
+#undef NGRAPH_CPU_LOOP
 
+// One instruction over a block of n elements.
 template <typename T>
-void run_instr(const FusedElementwise::Instr& ins, T* d, const T* a, const T* b, const T* c,
-               size_t n) {
-  switch (ins.code) {
+using RunInstr = void (*)(const FusedElementwise::Instr&, T*, const T*, const T*, const T*, size_t);
+
+#define NGRAPH_CPU_DEFINE_RUN_INSTR(Name, Attributes)                                            \
+  template <typename T>                                                                          \
+  Attributes void Name(const FusedElementwise::Instr& ins, T* d, const T* a, const T* b,         \
+                       const T* c, size_t n) {                                                   \
+    switch (ins.code) {                                                                          \
+      NGRAPH_CPU_FUSED_OPS(NGRAPH_CPU_UNARY_CASE, NGRAPH_CPU_BINARY_CASE, NGRAPH_CPU_BINARY_CASE, \
+                           NGRAPH_CPU_SELECT_CASE)                                               \
+    }                                                                                            \
+  }
 #define NGRAPH_CPU_UNARY_CASE(Name) \
   case Code::Name: apply_unary<scalar::Name>(d, a, n); break;
 #define NGRAPH_CPU_BINARY_CASE(Name) \
   case Code::Name: apply_binary<scalar::Name>(d, a, b, n); break;
 #define NGRAPH_CPU_SELECT_CASE(Name) \
   case Code::Name: apply_select<scalar::Name>(d, a, b, c, n); break;
-    NGRAPH_CPU_FUSED_OPS(NGRAPH_CPU_UNARY_CASE, NGRAPH_CPU_BINARY_CASE, NGRAPH_CPU_BINARY_CASE,
-                         NGRAPH_CPU_SELECT_CASE)
+NGRAPH_CPU_DEFINE_RUN_INSTR(run_instr, )
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__AVX2__)
+#define NGRAPH_CPU_HAVE_AVX2_TWIN 1
+NGRAPH_CPU_DEFINE_RUN_INSTR(run_instr_avx2, __attribute__((target("avx2,fma"))))
+#endif
 #undef NGRAPH_CPU_UNARY_CASE
 #undef NGRAPH_CPU_BINARY_CASE
 #undef NGRAPH_CPU_SELECT_CASE
-  }
+#undef NGRAPH_CPU_DEFINE_RUN_INSTR
+
+// The loops for this CPU: the AVX2 twin when the build is portable and the CPU has AVX2 and
+// FMA (unless NGRAPH_CPU_ISA=baseline), else the build's own.
+template <typename T>
+RunInstr<T> pick_run_instr() {
+#ifdef NGRAPH_CPU_HAVE_AVX2_TWIN
+  static const bool avx2 = [] {
+    const char* isa = std::getenv("NGRAPH_CPU_ISA");
+    if (isa && std::string(isa) == "baseline") return false;
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  }();
+  if (avx2) return &run_instr_avx2<T>;
+#endif
+  return &run_instr<T>;
 }
 
 // Non-scalar inputs share the output's layout (the layout rule passes a blocked layout
@@ -72,7 +111,9 @@ Kernel fused_kernel(KernelContext& ctx) {
   // Scratch: one block per register (inputs that need converting or splatting, and temps),
   // planned by the memory planner.
   size_t scratch = ctx.scratch(nregs * kBlock * sizeof(T));
-  return [program, nin, total, kind, nregs, scratch](const void* const* in, void* const* out) {
+  RunInstr<T> run_instr = pick_run_instr<T>();
+  return [program, nin, total, kind, nregs, scratch, run_instr](const void* const* in,
+                                                                void* const* out) {
     T* s = static_cast<T*>(out[scratch]);
     const T* ptr[64];
     std::vector<const T*> heap;
@@ -107,7 +148,7 @@ Kernel fused_kernel(KernelContext& ctx) {
         const auto& ins = program[k];
         bool last = k + 1 == program.size();
         T* d = last ? o + start : s + static_cast<size_t>(ins.dst) * kBlock;
-        run_instr<T>(ins, d, ins.a >= 0 ? regs[static_cast<size_t>(ins.a)] : nullptr,
+        run_instr(ins, d, ins.a >= 0 ? regs[static_cast<size_t>(ins.a)] : nullptr,
                      ins.b >= 0 ? regs[static_cast<size_t>(ins.b)] : nullptr,
                      ins.c >= 0 ? regs[static_cast<size_t>(ins.c)] : nullptr, n);
         regs[static_cast<size_t>(ins.dst)] = d;
