@@ -8,7 +8,7 @@ arrays. The API follows the Python API of Intel nGraph.
 from ngraph import _ngraph
 from ngraph._ngraph import Function, Node, get_num_threads, set_num_threads
 from ngraph import exceptions
-from ngraph.exceptions import NgraphError, NgraphTypeError, UserInputError
+from ngraph.exceptions import NgraphError, NgraphTypeError, NumericsError, UserInputError
 from ngraph.ops import (
     absolute,
     acos,
@@ -102,10 +102,12 @@ from ngraph.serializer import SerializationError, deserialize, serialize
 from ngraph import autodiff, datasets, losses, optimizers
 from ngraph import nn
 from ngraph._ngraph import NoGradientError, Variable
-from ngraph import impl, utils
+from ngraph import impl, profiling, utils
 from ngraph.autodiff import gradients
 from ngraph.losses import log_softmax, mean, mean_squared_error, softmax_cross_entropy
 from ngraph.optimizers import variable
+from ngraph.profiling import detect_anomaly, get_check_numerics, set_check_numerics, timeline
+from ngraph.visualize import to_dot, visualize
 
 grad = gradients
 NoGradientError.__module__ = "ngraph"
@@ -128,3 +130,5 @@ from ngraph.distributed import (  # noqa: E402
 )
 
 __all__ = [name for name in dir() if not name.startswith("_")]
+
+profiling._start_from_environment()
