@@ -21,7 +21,7 @@ void init_profiling(py::module_& m) {
     std::vector<runtime::TraceEvent> events = runtime::timeline_stop();
     py::list out;
     for (auto& e : events)
-      out.append(py::make_tuple(e.name, e.type, e.category, e.args, e.start_ns, e.dur_ns, e.tid));
+      out.append(py::make_tuple(e.name(), e.type(), e.category(), e.args(), e.start_ns, e.dur_ns, e.tid));
     return out;
   }, "Stops collecting; returns (name, type, category, args_json, start_ns, dur_ns, thread) per event.");
   m.def("node_outputs", [](const Node& n) {

@@ -81,14 +81,14 @@ TEST(Instrument, TimelineRecordsEveryKernelInsideTheCall) {
   exe->call_raw(outs, ins);
   auto events = runtime::timeline_stop();
   ASSERT_EQ(events.size(), 3u);  // Log, Exp, the call
-  EXPECT_EQ(events[0].type, "Log");
-  EXPECT_EQ(events[1].type, "Exp");
-  EXPECT_EQ(events[2].category, "call");
+  EXPECT_EQ(events[0].type(), "Log");
+  EXPECT_EQ(events[1].type(), "Exp");
+  EXPECT_EQ(events[2].category(), "call");
   for (int k = 0; k < 2; ++k) {
     EXPECT_GE(events[k].start_ns, events[2].start_ns);
     EXPECT_LE(events[k].start_ns + events[k].dur_ns, events[2].start_ns + events[2].dur_ns);
-    EXPECT_NE(events[k].args.find("\"outputs\":[{\"shape\":[3],\"dtype\":\"f32\"}]"), std::string::npos)
-        << events[k].args;
+    EXPECT_NE(events[k].args().find("\"outputs\":[{\"shape\":[3],\"dtype\":\"f32\"}]"), std::string::npos)
+        << events[k].args();
   }
   exe->call_raw(outs, ins);
   EXPECT_TRUE(runtime::timeline_stop().empty());  // off: nothing recorded

@@ -129,8 +129,9 @@ int timeline_thread_id() {
   return id;
 }
 
-StepProbe make_probe(const Node& node) {
-  StepProbe p;
+std::shared_ptr<const StepProbe> make_probe(const Node& node) {
+  auto probe = std::make_shared<StepProbe>();
+  StepProbe& p = *probe;
   p.name = node.get_name();
   p.type = node.get_type_name();
   bool collective = dynamic_cast<const op::Collective*>(&node) != nullptr;
@@ -168,7 +169,7 @@ StepProbe make_probe(const Node& node) {
   }
   a << "}";
   p.args = a.str();
-  return p;
+  return probe;
 }
 
 int64_t first_non_finite(element::Type type, const void* data, size_t count) {
@@ -222,21 +223,29 @@ void CallProbe::check_outputs(const StepProbe& p, void* const* outputs) {
   }
 }
 
-void CallProbe::step_done(const StepProbe& p, int64_t t0, void* const* outputs, bool check,
-                          const char* suffix) {
+void CallProbe::step_done(const std::shared_ptr<const StepProbe>& p, int64_t t0,
+                          void* const* outputs, bool check, bool wait) {
   if (timing()) {
-    int64_t t1 = now_ns();
-    TraceEvent e{suffix ? p.name + suffix : p.name, p.type, suffix ? "wait" : p.category, p.args, t0,
-                 t1 - t0, timeline_thread_id()};
+    TraceEvent e;
+    e.step = p;
+    e.wait = wait;
+    e.start_ns = t0;
+    e.dur_ns = now_ns() - t0;
+    e.tid = timeline_thread_id();
     timeline_record(std::move(e));
   }
-  if (check) check_outputs(p, outputs);
+  if (check) check_outputs(*p, outputs);
 }
 
 void CallProbe::end() {
   if (timing()) {
     int64_t t1 = now_ns();
-    timeline_record({m_where, "call", "call", "{}", m_start, t1 - m_start, timeline_thread_id()});
+    TraceEvent e;
+    e.call = m_where;
+    e.start_ns = m_start;
+    e.dur_ns = t1 - m_start;
+    e.tid = timeline_thread_id();
+    timeline_record(std::move(e));
   }
   if (found()) {
     std::string message = std::move(m_first);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <memory>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -39,11 +40,28 @@ bool get_check_numerics();
 // Monotonic nanoseconds (steady_clock), the clock of every trace event.
 int64_t now_ns();
 
-// One complete ("X") event of the Chrome trace format; args is the text of a JSON object.
+// What the instrumented path needs about one step, computed once per executable.
+struct StepProbe {
+  std::string name, type, category;  // category: "kernel", "fused" or "collective"
+  std::string args;                  // JSON: shapes, dtypes, bytes, what a fused kernel holds
+  std::string contains;              // a fused kernel's ops ("" otherwise)
+  std::vector<std::pair<element::Type, Shape>> outputs;
+};
+std::shared_ptr<const StepProbe> make_probe(const Node& node);
+
+// One complete ("X") event of the Chrome trace format: a step's kernel, the wait for an
+// overlapped collective, or a whole call. It shares its step's probe (recording copies no
+// strings).
 struct TraceEvent {
-  std::string name, type, category, args;
+  std::shared_ptr<const StepProbe> step;  // null for a call
+  std::string call;                       // a call's graph name
+  bool wait = false;
   int64_t start_ns = 0, dur_ns = 0;
   int tid = 0;
+  std::string name() const { return step ? step->name + (wait ? " (wait)" : "") : call; }
+  std::string type() const { return step ? step->type : "call"; }
+  std::string category() const { return step ? (wait ? "wait" : step->category) : "call"; }
+  std::string args() const { return step ? step->args : "{}"; }
 };
 
 // The timeline: events are collected in memory from start until stop, which returns them.
@@ -54,15 +72,6 @@ bool timeline_active();
 void timeline_record(TraceEvent event);
 // A small number per thread (0 for the first thread that records), for the trace's rows.
 int timeline_thread_id();
-
-// What the instrumented path needs about one step, computed once per executable.
-struct StepProbe {
-  std::string name, type, category;  // category: "kernel", "fused" or "collective"
-  std::string args;                  // JSON: shapes, dtypes, bytes, what a fused kernel holds
-  std::string contains;              // a fused kernel's ops ("" otherwise)
-  std::vector<std::pair<element::Type, Shape>> outputs;
-};
-StepProbe make_probe(const Node& node);
 
 // Index of the first NaN or Inf among `count` values of `type` at `data`, or -1 (and -1 for
 // types that cannot hold them).
@@ -86,10 +95,10 @@ class CallProbe {
   // Checks an argument's or variable's value (`what`: "argument 0 (x)", "variable 'w'").
   void check_value(const std::string& what, element::Type type, const Shape& shape,
                    const void* data);
-  // After a step ran from `t0` (now_ns()): records its event (category overridden when not
-  // empty, e.g. "wait") and checks its outputs unless `check` is false.
-  void step_done(const StepProbe& p, int64_t t0, void* const* outputs, bool check = true,
-                 const char* suffix = nullptr);
+  // After a step ran from `t0` (now_ns()): records its event (the wait for an overlapped
+  // collective when `wait`) and checks its outputs unless `check` is false.
+  void step_done(const std::shared_ptr<const StepProbe>& p, int64_t t0, void* const* outputs,
+                 bool check = true, bool wait = false);
   // Checks the outputs of a step whose values became ready later (an overlapped collective).
   void check_outputs(const StepProbe& p, void* const* outputs);
   // Ends the call: records its span, then throws the first NumericsError found, if any.

@@ -223,8 +223,8 @@ void CPUExecutable::call_raw(void* const* outputs, const void* const* inputs) {
 }
 
 void CPUExecutable::begin_probe(unsigned bits) {
-  if (m_step_probes.size() != m_steps.size()) {
-    m_step_probes.clear();
+  if (!m_probes_made) {
+    m_probes_made = true;
     for (const auto& step : m_steps) m_step_probes.push_back(make_probe(*step.node));
     for (size_t i = 0; i < m_parameters.size(); ++i)
       m_sources.emplace_back("argument " + std::to_string(i) + " (" + m_parameters[i]->get_name() + ")",
@@ -260,7 +260,7 @@ void CPUExecutable::run_steps() {
     if constexpr (Probed) {
       int64_t t0 = now_ns();
       r->wait();
-      m_probe.step_done(m_step_probes[s], t0, m_steps[s].out_ptrs.data(), true, " (wait)");
+      m_probe.step_done(m_step_probes[s], t0, m_steps[s].out_ptrs.data(), true, true);
     } else {
       r->wait();
     }
@@ -285,7 +285,7 @@ void CPUExecutable::run_steps() {
       if (m_pending[s])
         ++pending;
       else if constexpr (Probed)
-        m_probe.check_outputs(m_step_probes[s], step.out_ptrs.data());  // it finished at once
+        m_probe.check_outputs(*m_step_probes[s], step.out_ptrs.data());  // it finished at once
     }
     // Give started collectives a chance to advance while later steps compute.
     if (pending)

@@ -126,9 +126,10 @@ class CPUExecutable : public Executable {
   const void* const* m_inputs = nullptr;  // during a call
   bool m_profiling = false;
   // The instrumented path's view of the steps and the values read (made on first use).
-  std::vector<StepProbe> m_step_probes;
+  std::vector<std::shared_ptr<const StepProbe>> m_step_probes;
   std::vector<std::pair<std::string, std::shared_ptr<Node>>> m_sources;  // parameters, variables
   CallProbe m_probe;
+  bool m_probes_made = false;
   bool m_lightweight = false;
   std::vector<double> m_step_seconds;
 };

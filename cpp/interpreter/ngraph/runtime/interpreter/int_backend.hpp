@@ -61,7 +61,7 @@ class INTExecutable : public Executable {
   std::vector<Collectives> m_collectives;
   bool m_checked_once = false;
   CallState m_call;
-  std::vector<StepProbe> m_step_probes;  // made on the first instrumented call
+  std::vector<std::shared_ptr<const StepProbe>> m_step_probes;  // made on the first instrumented call
   CallProbe m_probe;
   std::mutex m_mutex;
 };
