@@ -194,12 +194,16 @@ def test_check_is_off_by_default_and_the_computation_goes_on():
     assert NumericsError.__module__ == "ngraph.exceptions"
 
 
-def test_failed_call_commits_no_double_buffered_update():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_failed_call_writes_no_result_or_update(backend):
     x = ng.parameter([2], name="x")
     v = ng.variable(np.zeros(2, np.float32), name="v")
-    f = ng.runtime().computation(ng.sum(v), x, updates=[(v, ng.log(x) + v * 2.0)])
+    f = ng.runtime(backend).computation(ng.sum(v), x, updates=[(v, ng.log(x) + v * 2.0)])
     with ng.detect_anomaly(), pytest.raises(NumericsError, match="Log"):
         f(np.array([-1, 1], np.float32))
+    np.testing.assert_array_equal(v.get_value(), [0, 0])  # also when updated in place
+    f(np.array([1, 1], np.float32))  # the next call runs (check off)
+    np.testing.assert_allclose(v.get_value(), [0, 0])
 
 
 def test_check_from_the_environment():

@@ -103,6 +103,9 @@ void CPUExecutable::make_steps(ExecutionPlan& plan) {
       step.out_slots.push_back(m_slots.size());
       m_slots.push_back({SlotKind::arena, off});
     }
+    for (size_t slot : step.out_slots)
+      step.updates_variable = step.updates_variable || m_slots[slot].kind == SlotKind::variable_read ||
+                              m_slots[slot].kind == SlotKind::variable_write;
     step.in_ptrs.resize(step.in_slots.size());
     step.out_ptrs.resize(step.out_slots.size());
     step.async = planned.overlap;
@@ -273,10 +276,18 @@ void CPUExecutable::run_steps() {
     for (size_t i = 0; i < step.out_slots.size(); ++i)
       step.out_ptrs[i] = slot_ptr(step.out_slots[i], m_outputs, m_inputs);
     if constexpr (Probed) {
+      // After a NaN or Inf was found, the call goes on for its collectives (the other ranks
+      // wait for them) but writes no variable: the error leaves the weights as they were.
+      if (step.updates_variable && m_probe.found()) continue;
+      // A kernel that writes a variable in place is checked on a copy of the old value,
+      // put back when the new one holds a NaN or Inf.
+      bool restore = step.updates_variable && m_probe.checking();
+      if (restore) save_in_place(s);
       int64_t t0 = now_ns();
       step.kernel(step.in_ptrs.data(), step.out_ptrs.data());
       if (m_profiling) m_step_seconds[s] += static_cast<double>(now_ns() - t0) * 1e-9;
       m_probe.step_done(m_step_probes[s], t0, step.out_ptrs.data(), !step.async);
+      if (restore && m_probe.found()) restore_in_place(s);
     } else {
       step.kernel(step.in_ptrs.data(), step.out_ptrs.data());
     }
@@ -293,6 +304,27 @@ void CPUExecutable::run_steps() {
         if (p) p->test();
   }
   for (size_t s = 0; s < m_steps.size(); ++s) complete(s);
+}
+
+void CPUExecutable::save_in_place(size_t s) {
+  const Step& step = m_steps[s];
+  m_saved.clear();
+  for (size_t o = 0; o < m_step_probes[s]->outputs.size(); ++o)
+    if (m_slots[step.out_slots[o]].kind == SlotKind::variable_read) {
+      const auto& [type, shape] = m_step_probes[s]->outputs[o];
+      auto* p = static_cast<const char*>(step.out_ptrs[o]);
+      m_saved.emplace_back(p, p + shape_size(shape) * type.size());
+    }
+}
+
+void CPUExecutable::restore_in_place(size_t s) {
+  const Step& step = m_steps[s];
+  size_t k = 0;
+  for (size_t o = 0; o < m_step_probes[s]->outputs.size(); ++o)
+    if (m_slots[step.out_slots[o]].kind == SlotKind::variable_read) {
+      const auto& saved = m_saved[k++];
+      std::memcpy(step.out_ptrs[o], saved.data(), saved.size());
+    }
 }
 
 void CPUExecutable::setup_shared() {

@@ -67,6 +67,7 @@ class CPUExecutable : public Executable {
     std::vector<const void*> in_ptrs;
     std::vector<void*> out_ptrs;
     bool async = false;                // starts a collective that completes later
+    bool updates_variable = false;     // writes a variable's new value (in place or not)
     std::vector<size_t> waits_before;  // async steps to complete before this one runs
   };
   struct Copy {  // a result (or update) whose value no kernel wrote in place
@@ -87,6 +88,10 @@ class CPUExecutable : public Executable {
   template <bool Probed>
   void run_steps();
   void begin_probe(unsigned bits);
+  // The numerics check's copy of the variables step `s` overwrites in place, and putting it back.
+  void save_in_place(size_t s);
+  void restore_in_place(size_t s);
+  std::vector<std::vector<char>> m_saved;
   bool check_collectives();  // true when the ranks are known to agree
 
   // Fused allreduce buffers (inputs and outputs) placed in memory shared by the node's ranks,
