@@ -70,9 +70,10 @@ def main(argv=None):
                     help="write the seeds' chart (CNN images/s against ranks) here")
     ap.add_argument("--only", default=None,
                     help="comma-separated parts to rerun (step_time, call_overhead, memory, "
-                         "allreduce, ddp, cnn); the others are taken from the last saved summary")
+                         "timeline, allreduce, ddp, cnn); the others are taken from the last "
+                         "saved summary")
     args = ap.parse_args(argv)
-    parts = {"step_time", "call_overhead", "memory", "allreduce", "ddp", "cnn"}
+    parts = {"step_time", "call_overhead", "memory", "timeline", "allreduce", "ddp", "cnn"}
     only = set(args.only.split(",")) if args.only else parts
     if only - parts:
         ap.error(f"unknown parts {sorted(only - parts)}; choose from {sorted(parts)}")
@@ -86,6 +87,7 @@ def main(argv=None):
     import call_overhead  # noqa: PLC0415
     import memory  # noqa: PLC0415
     import step_time  # noqa: PLC0415
+    import timeline_overhead  # noqa: PLC0415
 
     if "step_time" in only:
         print("== training step, one thread (bench/step_time.py)")
@@ -96,6 +98,9 @@ def main(argv=None):
     if "memory" in only:
         print("\n== peak memory (bench/memory.py)")
         out["memory"] = memory.main(smoke)
+    if "timeline" in only:
+        print("\n== timeline and numerics check, off vs on (bench/timeline_overhead.py)")
+        out["timeline"] = timeline_overhead.main(smoke)
 
     if have_mpi and "allreduce" in only:
         print("\n== allreduce of the 784-600-10 gradients, 2 ranks (bench/allreduce.py)")

@@ -14,6 +14,7 @@ from ngraph.exceptions import (
     DistributedError,
     NgraphError,
     NgraphTypeError,
+    NumericsError,
     NoGradientError,
     SerializationError,
     UserInputError,
@@ -112,10 +113,12 @@ from ngraph import autodiff, checkpoint, data, datasets, losses, optimizers
 from ngraph import nn
 from ngraph._ngraph import Variable
 from ngraph.checkpoint import load, save
-from ngraph import impl, utils
+from ngraph import impl, profiling, utils
 from ngraph.autodiff import gradients
 from ngraph.losses import log_softmax, mean, mean_squared_error, softmax_cross_entropy
 from ngraph.optimizers import variable
+from ngraph.profiling import detect_anomaly, get_check_numerics, set_check_numerics, timeline
+from ngraph.visualize import to_dot, visualize
 
 grad = gradients
 
@@ -137,6 +140,8 @@ from ngraph.distributed import (  # noqa: E402
 )
 
 __all__ = [name for name in dir() if not name.startswith("_")]
+
+profiling._start_from_environment()
 
 # ng.<name> for a name of nGraph's API that ngraph does not provide says why.
 from ngraph._not_provided import missing_attribute as __getattr__  # noqa: E402

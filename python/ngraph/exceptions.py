@@ -7,7 +7,8 @@ argument type raises ``NgraphTypeError`` (a ``TypeError``).
 
 The exceptions the C++ core raises (``NoGradientError``, ``SerializationError``,
 ``DistributedError``) live in the extension module but are published here, so they print,
-pickle and are caught as ``ngraph.exceptions.<Name>`` (each is also ``ngraph.<Name>``).
+pickle and are caught as ``ngraph.exceptions.<Name>`` (each is also ``ngraph.<Name>``). A NaN
+or Inf found by the opt-in numerics check raises ``NumericsError`` (a ``FloatingPointError``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from ngraph._ngraph import DistributedError, NoGradientError, SerializationError
 
 __all__ = [
     "NgraphError",
+    "NumericsError",
     "UserInputError",
     "NgraphTypeError",
     "CheckpointError",
@@ -38,6 +40,14 @@ class NgraphTypeError(NgraphError, TypeError):
     """An element type or argument of the wrong type."""
 
 
+class NumericsError(NgraphError, FloatingPointError):
+    """A NaN or Inf found by the numerics check (``ng.detect_anomaly()``,
+    ``NGRAPH_CHECK_NUMERICS=1``): the message names the first op (or argument, or variable)
+    whose value holds one, its output index, shape and element and, in a distributed graph,
+    the rank. A ``FloatingPointError`` (an ``ArithmeticError``), as NumPy raises under
+    ``np.errstate(all="raise")``."""
+
+
 class CheckpointError(NgraphError, ValueError):
     """A checkpoint file (``ng.load``) is missing, truncated or corrupt, or does not match the
     variables it is loaded into (names, shapes, dtypes), or holds NaN/Inf values."""
@@ -52,6 +62,7 @@ class DatasetError(NgraphError, ValueError):
 # RuntimeError) are made by pybind11 in ngraph._ngraph; pickle finds a class by __module__
 # and __qualname__, so they must name this module, where they are attributes.
 for _cls in (NgraphError, UserInputError, NgraphTypeError, CheckpointError, DatasetError,
+             NumericsError,
              NoGradientError, SerializationError, DistributedError):
     _cls.__module__ = "ngraph.exceptions"
     _cls.__qualname__ = _cls.__name__

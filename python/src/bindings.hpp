@@ -19,6 +19,7 @@ void init_runtime(pybind11::module_& m);
 void init_training(pybind11::module_& m);
 void init_distributed(pybind11::module_& m);
 void init_serializer(pybind11::module_& m);
+void init_profiling(pybind11::module_& m);
 
 // NumPy dtype <-> element type; unsupported dtypes raise TypeError naming the supported ones.
 element::Type element_type_of(const pybind11::dtype& dtype, const char* what);

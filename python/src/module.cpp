@@ -1,6 +1,7 @@
 #include "bindings.hpp"
 
 #include "ngraph/except.hpp"
+#include "ngraph/runtime/instrument.hpp"
 
 namespace py = pybind11;
 
@@ -25,6 +26,8 @@ PYBIND11_MODULE(_ngraph, m) {
       if (p) std::rethrow_exception(p);
     } catch (const ngraph::ElementTypeError& e) {
       raise_ngraph("NgraphTypeError", e.what());
+    } catch (const ngraph::runtime::NumericsError& e) {
+      raise_ngraph("NumericsError", e.what());
     } catch (const ngraph::ngraph_error& e) {
       PyErr_SetString(PyExc_RuntimeError, e.what());
     } catch (const py::type_error& e) {
@@ -42,4 +45,5 @@ PYBIND11_MODULE(_ngraph, m) {
   ngraph::python::init_training(m);
   ngraph::python::init_distributed(m);
   ngraph::python::init_serializer(m);
+  ngraph::python::init_profiling(m);
 }

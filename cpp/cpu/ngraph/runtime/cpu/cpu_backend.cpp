@@ -94,6 +94,7 @@ void CPUExecutable::make_steps(ExecutionPlan& plan) {
     const Node& node = *planned.node;
     Step step;
     step.name = node.get_name();
+    step.node = planned.node;
     step.kernel = std::move(planned.kernel);
     for (const auto& in : node.input_values()) step.in_slots.push_back(m_slot_of.at(in));
     for (size_t o = 0; o < node.get_output_size(); ++o)
@@ -102,6 +103,9 @@ void CPUExecutable::make_steps(ExecutionPlan& plan) {
       step.out_slots.push_back(m_slots.size());
       m_slots.push_back({SlotKind::arena, off});
     }
+    for (size_t slot : step.out_slots)
+      step.updates_variable = step.updates_variable || m_slots[slot].kind == SlotKind::variable_read ||
+                              m_slots[slot].kind == SlotKind::variable_write;
     step.in_ptrs.resize(step.in_slots.size());
     step.out_ptrs.resize(step.out_slots.size());
     step.async = planned.overlap;
@@ -184,8 +188,15 @@ void CPUExecutable::call_raw(void* const* outputs, const void* const* inputs) {
   m_outputs = outputs;
   m_inputs = inputs;
   m_pending.assign(m_steps.size(), nullptr);
+  unsigned bits = instrumentation();
+  bool probed = bits || m_profiling;
   try {
-    run_steps();
+    if (probed) {
+      begin_probe(bits);
+      run_steps<true>();
+    } else {
+      run_steps<false>();
+    }
   } catch (...) {
     // A rank that failed part-way is out of step with the others' shared-memory arrivals.
     drop_shared();
@@ -202,6 +213,10 @@ void CPUExecutable::call_raw(void* const* outputs, const void* const* inputs) {
     throw;
   }
   m_call.finish();
+  // A NaN or Inf found by the numerics check is raised here, after every collective of the
+  // call completed (the other ranks are not left waiting), before results are copied and
+  // double-buffered updates committed.
+  if (probed) m_probe.end();
   for (const auto& c : m_copies)
     if (c.bytes)
       std::memcpy(slot_ptr(c.to_slot, outputs, inputs), slot_ptr(c.from_slot, outputs, inputs),
@@ -210,6 +225,34 @@ void CPUExecutable::call_raw(void* const* outputs, const void* const* inputs) {
   for (auto* state : m_committed) state->commit();
 }
 
+void CPUExecutable::begin_probe(unsigned bits) {
+  if (!m_probes_made) {
+    m_probes_made = true;
+    for (const auto& step : m_steps) m_step_probes.push_back(make_probe(*step.node));
+    for (size_t i = 0; i < m_parameters.size(); ++i)
+      m_sources.emplace_back("argument " + std::to_string(i) + " (" + m_parameters[i]->get_name() + ")",
+                             m_parameters[i]);
+    for (const auto& node : m_keep_alive)
+      if (node->get_type_name() == std::string("Variable"))
+        m_sources.emplace_back("variable '" + node->get_name() + "'", node);
+  }
+  int rank = -1, size = 1;
+  if (!m_collective_checks.empty()) {
+    rank = m_collective_checks[0].comm->rank();
+    size = m_collective_checks[0].comm->size();
+  }
+  m_probe.begin(bits, m_check_label, rank, size);
+  if (!m_probe.checking()) return;
+  for (size_t i = 0; i < m_sources.size(); ++i) {
+    const auto& [what, node] = m_sources[i];
+    const void* data = i < m_parameters.size()
+                           ? m_inputs[i]
+                           : static_cast<op::Variable&>(*node).get_state()->read_buffer();
+    m_probe.check_value(what, node->get_output_element_type(0), node->get_output_shape(0), data);
+  }
+}
+
+template <bool Probed>
 void CPUExecutable::run_steps() {
   size_t pending = 0;
   auto complete = [&](size_t s) {
@@ -217,7 +260,13 @@ void CPUExecutable::run_steps() {
     m_pending[s] = nullptr;
     if (!r) return;
     --pending;
-    r->wait();
+    if constexpr (Probed) {
+      int64_t t0 = now_ns();
+      r->wait();
+      m_probe.step_done(m_step_probes[s], t0, m_steps[s].out_ptrs.data(), true, true);
+    } else {
+      r->wait();
+    }
   };
   for (size_t s = 0; s < m_steps.size(); ++s) {
     auto& step = m_steps[s];
@@ -226,16 +275,28 @@ void CPUExecutable::run_steps() {
       step.in_ptrs[i] = slot_ptr(step.in_slots[i], m_outputs, m_inputs);
     for (size_t i = 0; i < step.out_slots.size(); ++i)
       step.out_ptrs[i] = slot_ptr(step.out_slots[i], m_outputs, m_inputs);
-    if (m_profiling) {
-      auto t0 = std::chrono::steady_clock::now();
+    if constexpr (Probed) {
+      // After a NaN or Inf was found, the call goes on for its collectives (the other ranks
+      // wait for them) but writes no variable: the error leaves the weights as they were.
+      if (step.updates_variable && m_probe.found()) continue;
+      // A kernel that writes a variable in place is checked on a copy of the old value,
+      // put back when the new one holds a NaN or Inf.
+      bool restore = step.updates_variable && m_probe.checking();
+      if (restore) save_in_place(s);
+      int64_t t0 = now_ns();
       step.kernel(step.in_ptrs.data(), step.out_ptrs.data());
-      m_step_seconds[s] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (m_profiling) m_step_seconds[s] += static_cast<double>(now_ns() - t0) * 1e-9;
+      m_probe.step_done(m_step_probes[s], t0, step.out_ptrs.data(), !step.async);
+      if (restore && m_probe.found()) restore_in_place(s);
     } else {
       step.kernel(step.in_ptrs.data(), step.out_ptrs.data());
     }
     if (step.async) {
       m_pending[s] = m_call.take_started();
-      if (m_pending[s]) ++pending;
+      if (m_pending[s])
+        ++pending;
+      else if constexpr (Probed)
+        m_probe.check_outputs(*m_step_probes[s], step.out_ptrs.data());  // it finished at once
     }
     // Give started collectives a chance to advance while later steps compute.
     if (pending)
@@ -243,6 +304,27 @@ void CPUExecutable::run_steps() {
         if (p) p->test();
   }
   for (size_t s = 0; s < m_steps.size(); ++s) complete(s);
+}
+
+void CPUExecutable::save_in_place(size_t s) {
+  const Step& step = m_steps[s];
+  m_saved.clear();
+  for (size_t o = 0; o < m_step_probes[s]->outputs.size(); ++o)
+    if (m_slots[step.out_slots[o]].kind == SlotKind::variable_read) {
+      const auto& [type, shape] = m_step_probes[s]->outputs[o];
+      auto* p = static_cast<const char*>(step.out_ptrs[o]);
+      m_saved.emplace_back(p, p + shape_size(shape) * type.size());
+    }
+}
+
+void CPUExecutable::restore_in_place(size_t s) {
+  const Step& step = m_steps[s];
+  size_t k = 0;
+  for (size_t o = 0; o < m_step_probes[s]->outputs.size(); ++o)
+    if (m_slots[step.out_slots[o]].kind == SlotKind::variable_read) {
+      const auto& saved = m_saved[k++];
+      std::memcpy(step.out_ptrs[o], saved.data(), saved.size());
+    }
 }
 
 void CPUExecutable::setup_shared() {

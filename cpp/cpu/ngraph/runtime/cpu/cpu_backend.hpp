@@ -13,6 +13,7 @@
 #include "ngraph/ops/collective.hpp"
 #include "ngraph/ops/variable.hpp"
 #include "ngraph/runtime/backend.hpp"
+#include "ngraph/runtime/instrument.hpp"
 #include "ngraph/runtime/cpu/kernel.hpp"
 #include "ngraph/runtime/cpu/plan.hpp"
 
@@ -60,11 +61,13 @@ class CPUExecutable : public Executable {
   };
   struct Step {
     std::string name;
+    std::shared_ptr<Node> node;  // for the instrumented path's StepProbe
     Kernel kernel;
     std::vector<size_t> in_slots, out_slots;  // out_slots: outputs, then scratch buffers
     std::vector<const void*> in_ptrs;
     std::vector<void*> out_ptrs;
     bool async = false;                // starts a collective that completes later
+    bool updates_variable = false;     // writes a variable's new value (in place or not)
     std::vector<size_t> waits_before;  // async steps to complete before this one runs
   };
   struct Copy {  // a result (or update) whose value no kernel wrote in place
@@ -81,7 +84,14 @@ class CPUExecutable : public Executable {
   void summarise(const ExecutionPlan& plan);
 
   void* slot_ptr(size_t slot, void* const* outputs, const void* const* inputs) const;
+  // Probed: the timeline, the numerics check or profiling is on (one branch per call).
+  template <bool Probed>
   void run_steps();
+  void begin_probe(unsigned bits);
+  // The numerics check's copy of the variables step `s` overwrites in place, and putting it back.
+  void save_in_place(size_t s);
+  void restore_in_place(size_t s);
+  std::vector<std::vector<char>> m_saved;
   bool check_collectives();  // true when the ranks are known to agree
 
   // Fused allreduce buffers (inputs and outputs) placed in memory shared by the node's ranks,
@@ -120,6 +130,11 @@ class CPUExecutable : public Executable {
   void* const* m_outputs = nullptr;       // during a call
   const void* const* m_inputs = nullptr;  // during a call
   bool m_profiling = false;
+  // The instrumented path's view of the steps and the values read (made on first use).
+  std::vector<std::shared_ptr<const StepProbe>> m_step_probes;
+  std::vector<std::pair<std::string, std::shared_ptr<Node>>> m_sources;  // parameters, variables
+  CallProbe m_probe;
+  bool m_probes_made = false;
   bool m_lightweight = false;
   std::vector<double> m_step_seconds;
 };

@@ -95,12 +95,17 @@ void INTExecutable::call_raw(void* const* outputs, const void* const* inputs) {
     m_checked_once = true;
   }
   m_call.clear();
+  unsigned bits = instrumentation();
   try {
-    for (auto& step : m_steps) {
-      KernelCall call{*step.node, {}, {}, m_call};
-      for (const auto& in : step.inputs) call.in.push_back(value_ptr(in, inputs));
-      for (size_t slot : step.outputs) call.out.push_back(m_buffers[slot].data());
-      (*step.kernel)(call);
+    if (bits) {
+      run_probed(bits, inputs);
+    } else {
+      for (auto& step : m_steps) {
+        KernelCall call{*step.node, {}, {}, m_call};
+        for (const auto& in : step.inputs) call.in.push_back(value_ptr(in, inputs));
+        for (size_t slot : step.outputs) call.out.push_back(m_buffers[slot].data());
+        (*step.kernel)(call);
+      }
     }
   } catch (...) {
     try {
@@ -110,6 +115,9 @@ void INTExecutable::call_raw(void* const* outputs, const void* const* inputs) {
     throw;
   }
   m_call.finish();
+  // A NaN or Inf found by the numerics check: raised after every collective of the call
+  // completed, before any result or variable is written.
+  if (bits) m_probe.end();
   for (size_t r = 0; r < m_results.size(); ++r) {
     size_t bytes = shape_size(m_results[r]->get_shape()) * m_results[r]->get_element_type().size();
     if (bytes) std::memcpy(outputs[r], value_ptr(m_results[r]->input_value(0), inputs), bytes);
@@ -123,6 +131,34 @@ void INTExecutable::call_raw(void* const* outputs, const void* const* inputs) {
     updated.emplace_back(value, value + assign->get_state()->byte_size());
   }
   for (size_t u = 0; u < m_updates.size(); ++u) m_updates[u]->get_state()->set(updated[u].data());
+}
+
+void INTExecutable::run_probed(unsigned bits, const void* const* inputs) {
+  if (m_step_probes.size() != m_steps.size())
+    for (const auto& step : m_steps) m_step_probes.push_back(make_probe(*step.node));
+  int rank = -1, size = 1;
+  if (!m_collectives.empty()) {
+    rank = m_collectives[0].comm->rank();
+    size = m_collectives[0].comm->size();
+  }
+  m_probe.begin(bits, "graph '" + (m_function->get_name().empty() ? std::string("unnamed") : m_function->get_name()) + "'",
+                rank, size);
+  for (size_t i = 0; i < m_parameters.size(); ++i)
+    m_probe.check_value("argument " + std::to_string(i) + " (" + m_parameters[i]->get_name() + ")",
+                        m_parameters[i]->get_element_type(), m_parameters[i]->get_shape(), inputs[i]);
+  for (const auto& [output, value] : m_values)
+    if (value.source == Source::variable)
+      m_probe.check_value("variable '" + output.get_node()->get_name() + "'",
+                          output.get_element_type(), output.get_shape(), value_ptr(output, inputs));
+  for (size_t s = 0; s < m_steps.size(); ++s) {
+    auto& step = m_steps[s];
+    KernelCall call{*step.node, {}, {}, m_call};
+    for (const auto& in : step.inputs) call.in.push_back(value_ptr(in, inputs));
+    for (size_t slot : step.outputs) call.out.push_back(m_buffers[slot].data());
+    int64_t t0 = now_ns();
+    (*step.kernel)(call);
+    m_probe.step_done(m_step_probes[s], t0, call.out.data());
+  }
 }
 
 std::vector<std::string> INTExecutable::get_schedule() const {

@@ -14,6 +14,7 @@
 #include "ngraph/ops/collective.hpp"
 #include "ngraph/ops/variable.hpp"
 #include "ngraph/runtime/backend.hpp"
+#include "ngraph/runtime/instrument.hpp"
 #include "ngraph/runtime/interpreter/kernel.hpp"
 
 namespace ngraph {
@@ -49,6 +50,8 @@ class INTExecutable : public Executable {
   };
 
   const void* value_ptr(const Output& v, const void* const* inputs) const;
+  // The steps with the timeline or the numerics check on (instrumentation() != 0).
+  void run_probed(unsigned bits, const void* const* inputs);
 
   std::shared_ptr<Function> m_function;
   std::map<Output, Value> m_values;
@@ -58,6 +61,8 @@ class INTExecutable : public Executable {
   std::vector<Collectives> m_collectives;
   bool m_checked_once = false;
   CallState m_call;
+  std::vector<std::shared_ptr<const StepProbe>> m_step_probes;  // made on the first instrumented call
+  CallProbe m_probe;
   std::mutex m_mutex;
 };
 
