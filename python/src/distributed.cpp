@@ -21,7 +21,13 @@ void init_distributed(py::module_& m) {
       .def_property_readonly("name", &Communicator::name)
       .def_property("timeout", &Communicator::get_timeout, &Communicator::set_timeout,
                     "Seconds a collective may wait for the other ranks before it fails.")
-      .def_property_readonly("checks_passed", &Communicator::get_checks_passed)
+      .def_property_readonly("checks_passed",
+                             [](const Communicator& c) {
+                               // With the checks of the computations' own communicators.
+                               if (auto* m = dynamic_cast<const distributed::MPICommunicator*>(&c))
+                                 return m->get_all_checks_passed();
+                               return c.get_checks_passed();
+                             })
       .def("barrier",
            [](Communicator& c) {
              int64_t in = 0, out = 0;
@@ -75,6 +81,14 @@ void init_distributed(py::module_& m) {
     }
     return "always";
   });
+  m.def("set_abort_on_error", &distributed::set_abort_on_error, py::arg("abort"));
+  m.def("get_abort_on_error", &distributed::get_abort_on_error);
+  m.def("mpi_thread_level", [] {
+    int initialized = 0, level = -1;
+    MPI_Initialized(&initialized);
+    if (initialized) MPI_Query_thread(&level);
+    return level;
+  }, "MPI_Query_thread (-1 before MPI is initialised).");
   m.def("abort", [](int code) {
     int initialized = 0, finalized = 0;
     MPI_Initialized(&initialized);
