@@ -298,6 +298,8 @@ std::string survey(MPI_Comm control, int self, int size) {
         continue;
       }
     }
+    // Others ask this rank at the same moment; its watchdog may be the thread asking here.
+    serve_questions();
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   std::string silent;
