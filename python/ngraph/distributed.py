@@ -209,7 +209,13 @@ def init(comm: Any = None, timeout: float | None = None, check: str | None = Non
     check: when ranks verify they run the same collectives: 'always' (before every call;
       the default), 'first' (first call of each computation) or 'never'.
     abort_on_error: with more than one rank, an exception that reaches the top of the
-      program ends every rank (MPI_Abort) after printing it, so no rank is left waiting.
+      program ends every rank (MPI_Abort) after printing it, so no rank is left waiting;
+      and a collective that outlasts the timeout inside MPI's blocking allreduce (the fast
+      path once the ranks were checked to agree) ends the job after printing, on every live
+      rank, which ranks did not arrive. False: nothing ends the job; such collectives run
+      as non-blocking ones polled with the deadline (a little slower), so a stalled or dead
+      rank makes every live rank raise DistributedError naming the collective, the timeout
+      and the ranks that did not answer (catch it to save state, then exit).
     backend: 'mpi' (Open MPI) or 'ccl' (oneCCL, made over the MPI communicator: see
       docs/distributed.md); default $NGRAPH_DIST_BACKEND, else 'mpi'. It also applies to
       the mpi4py communicators given to ops later. DistributedError says what to install
@@ -236,6 +242,7 @@ def init(comm: Any = None, timeout: float | None = None, check: str | None = Non
     if check is not None:
         _ngraph.set_check_mode(check)
     _ngraph.set_default_communicator(ours)
+    _ngraph.set_abort_on_error(bool(abort_on_error))
     if abort_on_error and ours.size > 1:
         _install_excepthook()
     _initialized = True

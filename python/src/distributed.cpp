@@ -20,7 +20,9 @@ void init_distributed(py::module_& m) {
       .def_property_readonly("name", &Communicator::name)
       .def_property("timeout", &Communicator::get_timeout, &Communicator::set_timeout,
                     "Seconds a collective may wait for the other ranks before it fails.")
-      .def_property_readonly("checks_passed", &Communicator::get_checks_passed)
+      .def_property_readonly("checks_passed",
+                             // With the checks of the computations' own communicators.
+                             &Communicator::get_all_checks_passed)
       .def("barrier",
            [](Communicator& c) {
              int64_t in = 0, out = 0;
@@ -51,6 +53,8 @@ void init_distributed(py::module_& m) {
     }
     return "always";
   });
+  m.def("set_abort_on_error", &distributed::set_abort_on_error, py::arg("abort"));
+  m.def("get_abort_on_error", &distributed::get_abort_on_error);
 }
 
 }  // namespace python

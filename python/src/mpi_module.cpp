@@ -45,6 +45,12 @@ PYBIND11_MODULE(_ngraph_mpi, m) {
     MPI_Initialized(&flag);
     return flag != 0;
   });
+  m.def("mpi_thread_level", [] {
+    int initialized = 0, level = -1;
+    MPI_Initialized(&initialized);
+    if (initialized) MPI_Query_thread(&level);
+    return level;
+  }, "MPI_Query_thread (-1 before MPI is initialised).");
   m.def(
       "abort",
       [](int code) {

@@ -1,6 +1,7 @@
 #include "ngraph/distributed/communicator.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -75,11 +76,11 @@ class DoneRequest : public Request {
 };
 }  // namespace
 
-Communicator::Communicator() : m_timeout(default_timeout()) {}
+Communicator::Communicator() : m_timeout(std::make_shared<std::atomic<double>>(default_timeout())) {}
 
 void Communicator::set_timeout(double seconds) {
   if (!(seconds > 0)) throw std::invalid_argument("timeout must be > 0 seconds");
-  m_timeout = seconds;
+  m_timeout->store(seconds);
 }
 
 void Communicator::check_rank(int r, const char* what) const {
@@ -94,7 +95,10 @@ void Communicator::check_same_collectives(const std::vector<std::string>& signat
                                           const std::string& where) {
   int n = size();
   if (n == 1) return;
-  std::string text;
+  // Which computation and which of its calls, then its collectives.
+  uint64_t call = ++m_check_calls;
+  std::string header = "computation " + std::to_string(m_identity) + " call " + std::to_string(call);
+  std::string text = header + "\n";
   for (const auto& s : signature) text += s + "\n";
   // Cheap path: one allreduce of {h, -h} with max; all hashes agree iff max(h) == -max(-h).
   auto h = static_cast<int64_t>(fnv1a(text) >> 2);  // 62 bits: negation cannot overflow
@@ -108,7 +112,8 @@ void Communicator::check_same_collectives(const std::vector<std::string>& signat
     return;
   }
   // They differ: gather everyone's signature (padded to the longest) and explain.
-  std::string mine;
+  std::string mine = header + "\t" + where + (m_label.empty() ? "" : " (" + m_label + ")") +
+                     ", call #" + std::to_string(call) + "\n";
   for (size_t i = 0; i < signature.size(); ++i)
     mine += signature[i] + "\t" + (i < labels.size() ? labels[i] : "") + "\n";
   m_check_send.assign(1, static_cast<int64_t>(mine.size()));
@@ -133,6 +138,13 @@ void Communicator::check_same_collectives(const std::vector<std::string>& signat
       per_rank[r].emplace_back(line.substr(0, tab), tab == std::string::npos ? "" : line.substr(tab + 1));
     }
   }
+  // Each rank's computation line (its first), apart from its collectives.
+  std::vector<std::string> headers(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r)
+    if (!per_rank[r].empty()) {
+      headers[static_cast<size_t>(r)] = per_rank[r][0].first + "\t" + per_rank[r][0].second;
+      per_rank[r].erase(per_rank[r].begin());
+    }
   // The first position where some rank differs from rank 0.
   size_t longest = 0;
   for (auto& v : per_rank) longest = std::max(longest, v.size());
@@ -163,7 +175,20 @@ void Communicator::check_same_collectives(const std::vector<std::string>& signat
     msg << " every rank must run the same collectives in the same order";
     throw DistributedError(msg.str());
   }
-  throw DistributedError("[collective] ranks disagree on the collectives of " + where);
+  // The same collectives, but different computations (or calls of one).
+  std::map<std::string, std::vector<int>> groups;
+  for (int r = 0; r < n; ++r) groups[headers[static_cast<size_t>(r)]].push_back(r);
+  std::ostringstream msg;
+  msg << "[collective] ranks run different computations (or different calls of one) on one "
+         "communicator:";
+  for (auto& [line, ranks] : groups) {
+    msg << (ranks.size() == 1 ? " rank " : " ranks ");
+    for (size_t k = 0; k < ranks.size(); ++k) msg << (k ? "," : "") << ranks[k];
+    msg << (ranks.size() == 1 ? " runs " : " run ") << line.substr(line.find('\t') + 1) << ";";
+  }
+  msg << " every rank must compile the same computations in the same order (compiling one "
+         "with collectives is collective) and call them in the same order";
+  throw DistributedError(msg.str());
 }
 
 // ---------------------------------------------------------------------- blocking forms
@@ -182,6 +207,7 @@ void Communicator::staged(const void* in, size_t in_bytes, void* out, size_t out
   try {
     request->wait();
   } catch (...) {
+    std::lock_guard<std::mutex> lock(m_abandoned_mutex);
     m_abandoned.push_back(in_stage);
     m_abandoned.push_back(out_stage);
     throw;
@@ -289,6 +315,11 @@ CheckMode g_check_mode = initial_check_mode();
 }  // namespace
 
 CheckMode get_check_mode() { return g_check_mode; }
+namespace {
+std::atomic<bool> g_abort_on_error{true};
+}
+bool get_abort_on_error() { return g_abort_on_error; }
+void set_abort_on_error(bool abort) { g_abort_on_error = abort; }
 void set_check_mode(CheckMode mode) { g_check_mode = mode; }
 
 bool shared_memory_enabled() {

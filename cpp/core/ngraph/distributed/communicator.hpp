@@ -4,11 +4,13 @@
 // that never arrives ends in an error instead of a hang.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -136,25 +138,56 @@ class Communicator {
   void recv(void* buffer, size_t count, element::Type type, int source, int tag = 0);
 
   // Seconds a wait may take before it fails (default: $NGRAPH_DIST_TIMEOUT, else 60).
-  double get_timeout() const { return m_timeout; }
+  // A communicator made by duplicate() shares its timeout with the one it came from.
+  double get_timeout() const { return m_timeout->load(std::memory_order_relaxed); }
   void set_timeout(double seconds);
 
   // Checks that every rank is about to run the same sequence of collectives (one text line
-  // per collective, without node names). Throws DistributedError on every rank, naming the
-  // first collective that differs and the ranks, when they are not. `where` names the graph
-  // and `labels` (same length as `signature`) name the nodes, for the message.
+  // per collective, without node names) of the same computation (the identity given to
+  // duplicate()) in the same call (counted per check). Throws DistributedError on every rank,
+  // naming the computations or the first collective that differs and the ranks, when they
+  // are not. `where` names the graph and `labels` (same length as `signature`) name the
+  // nodes, for the message.
   void check_same_collectives(const std::vector<std::string>& signature,
                               const std::vector<std::string>& labels, const std::string& where);
   // How many signature checks found agreement (for tests and benchmarks).
   size_t get_checks_passed() const { return m_checks_passed; }
+  // The same, with the checks of the computations' own communicators (duplicates) made from
+  // this one, where the implementation makes such duplicates.
+  virtual size_t get_all_checks_passed() const { return get_checks_passed(); }
+
+  // A communicator of one compiled computation: the same ranks, with traffic of its own, so
+  // calls of different computations from different threads never match each other's
+  // messages (like a process group). Collective over the ranks, in the same order on every
+  // rank (compiling is); bounded by the timeout. `label` names the computation in messages
+  // and `identity` (equal across ranks for the same graph) is part of every agreement check.
+  // nullptr when this kind of communicator needs none (one process): use this one.
+  virtual std::shared_ptr<Communicator> duplicate(const std::string& label, uint64_t identity) {
+    (void)label;
+    (void)identity;
+    return nullptr;
+  }
+  // Held for the duration of each call of a computation on this communicator: refuses, with
+  // DistributedError, a second thread's call at once when MPI cannot take calls from several
+  // threads (below MPI_THREAD_MULTIPLE). Default: nothing to refuse.
+  virtual std::shared_ptr<void> begin_call(const std::string& where) {
+    (void)where;
+    return nullptr;
+  }
 
  protected:
   Communicator();
   void check_rank(int r, const char* what) const;
+  // Set by duplicate() on the communicator it makes; part of every agreement check.
+  uint64_t m_identity = 0;
+  std::string m_label;
+  // Makes this communicator's timeout the same setting as `other`'s (for duplicates).
+  void share_timeout_with(const Communicator& other) { m_timeout = other.m_timeout; }
 
  private:
-  double m_timeout;
+  std::shared_ptr<std::atomic<double>> m_timeout;
   size_t m_checks_passed = 0;
+  uint64_t m_check_calls = 0;  // checks made: the call number every rank must agree on
   std::vector<int64_t> m_check_send, m_check_recv;  // check_same_collectives' buffers
   // Runs start(in_stage, out_stage) on copies of `in` (in_bytes) and into a buffer of
   // out_bytes copied to `out` after the wait; a wait that fails leaves the staging buffers
@@ -163,6 +196,7 @@ class Communicator {
               const std::function<std::unique_ptr<Request>(const void*, void*)>& start,
               bool in_place = false);
   std::vector<std::shared_ptr<std::vector<char>>> m_abandoned;
+  std::mutex m_abandoned_mutex;  // threads may share a communicator (barrier, send/recv)
 };
 
 // One process: rank 0 of 1; collectives copy `in` to `out`; send/recv to self are an error.
@@ -191,6 +225,14 @@ class LocalCommunicator : public Communicator {
 enum class CheckMode { always, first, never };
 CheckMode get_check_mode();
 void set_check_mode(CheckMode mode);
+
+// What a collective that outlasts the timeout does where it cannot be interrupted (MPI's
+// blocking allreduce, used once the ranks were checked to agree): true (default) ends the
+// job after printing which ranks did not arrive on every rank; false makes such collectives
+// run as non-blocking ones polled with the deadline, so the live ranks raise
+// DistributedError instead (a little slower). ngraph.distributed.init(abort_on_error=...).
+bool get_abort_on_error();
+void set_abort_on_error(bool abort);
 
 // The communicator ops use when they are given none. Until set, the first use creates it:
 // the MPI world (initialising MPI if needed) when the process was started by an MPI launcher

@@ -1,5 +1,11 @@
 #include "ngraph/ops/collective.hpp"
 
+#include <algorithm>
+#include <sstream>
+#include <unordered_map>
+
+#include "ngraph/function.hpp"
+
 #include "ngraph/autodiff/adjoints.hpp"
 #include "ngraph/ops/elementwise.hpp"
 #include "ngraph/ops/reduction.hpp"
@@ -254,6 +260,46 @@ NGRAPH_REGISTER_OP(AllGather);
 NGRAPH_REGISTER_OP(ReduceScatter);
 NGRAPH_REGISTER_OP(Send);
 NGRAPH_REGISTER_OP(Recv);
+
+void use_private_communicators(Function& f) {
+  NodeVector ops = f.get_ordered_ops();
+  std::vector<Collective*> collectives;
+  for (const auto& node : ops) {
+    auto* coll = dynamic_cast<Collective*>(node.get());
+    if (coll && !coll->collective_signature().empty()) collectives.push_back(coll);
+  }
+  if (collectives.empty()) return;
+  // The graph's structure, the same text on every rank that built the same graph (names
+  // are left out: the counters in default names depend on what else each process built).
+  std::ostringstream text;
+  std::unordered_map<const Node*, size_t> index;
+  for (const auto& node : ops) {
+    index[node.get()] = index.size();
+    text << node->get_type_name();
+    for (const auto& in : node->input_values()) text << " " << index.at(in.get_node()) << ":" << in.get_index();
+    for (size_t i = 0; i < node->get_output_size(); ++i)
+      text << " -> " << node->get_output_element_type(i).get_type_name() << to_braces(node->get_output_shape(i));
+    if (auto* coll = dynamic_cast<Collective*>(node.get())) text << " " << coll->collective_signature();
+    text << "\n";
+  }
+  uint64_t identity = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char c : text.str()) {
+    identity ^= c;
+    identity *= 1099511628211ull;
+  }
+  std::string label = "graph '" + (f.get_name().empty() ? std::string("unnamed") : f.get_name()) + "'";
+  std::vector<std::pair<distributed::Communicator*, std::shared_ptr<distributed::Communicator>>> made;
+  for (Collective* coll : collectives) {
+    std::shared_ptr<distributed::Communicator> comm = coll->get_communicator();
+    if (!comm) comm = distributed::get_default_communicator();
+    auto it = std::find_if(made.begin(), made.end(), [&](const auto& m) { return m.first == comm.get(); });
+    if (it == made.end()) {
+      auto mine = comm->duplicate(label, identity);
+      it = made.insert(made.end(), {comm.get(), mine ? mine : comm});
+    }
+    coll->set_communicator(it->second);
+  }
+}
 
 }  // namespace op
 }  // namespace ngraph

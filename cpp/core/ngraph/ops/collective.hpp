@@ -9,6 +9,7 @@
 #include "ngraph/node.hpp"
 
 namespace ngraph {
+class Function;
 namespace op {
 
 // What every collective shares: its communicator (the default one when none is given) and
@@ -26,6 +27,16 @@ class Collective {
   distributed::Communicator& communicator();
   std::shared_ptr<distributed::Communicator> m_comm;
 };
+
+// Gives the collectives of `f` (a backend's compiled copy of a graph) communicators of their
+// own: one Communicator::duplicate of each communicator their ops run on, made in the order
+// the ops come in, so every call of the compiled computation has its traffic to itself
+// (concurrent calls of different computations cannot match each other's messages). The
+// identity given to each duplicate hashes the graph's structure (op types, element types,
+// shapes, edges; not names), so ranks that pair up different computations find out at the
+// first call. Collective over the ranks of each communicator when the graph has
+// collectives; point-to-point ops (Send/Recv, paired by tag) keep their communicator.
+void use_private_communicators(Function& f);
 
 // AllReduce(x, reduce_op): every rank gets the elementwise reduction of all ranks' x.
 // reduce_op: sum, mean (floating-point only), max, min, prod.

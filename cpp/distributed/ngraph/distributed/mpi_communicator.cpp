@@ -2,13 +2,18 @@
 
 #include "ngraph/distributed/mpi_detail.hpp"
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
 #include <chrono>
-#include <cstdio>
-#include <map>
-#include <mutex>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <sstream>
 #include <thread>
 
 namespace ngraph {
@@ -27,6 +32,94 @@ void finalize_if_ours() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (g_we_initialized && !finalized) MPI_Finalize();
+}
+
+// ------------------------------------------------------------------- the side channel
+//
+// After a timeout a rank asks every other rank, on a duplicate of the communicator made for
+// this purpose, what it is waiting for; the watchdog thread of every rank answers within
+// 100 ms (with MPI_THREAD_MULTIPLE), from a table of the waits its threads are in. A rank
+// that does not answer within a second is stopped, dead, or inside an MPI call that does not
+// progress: that is the rank the others name.
+constexpr int kAskTag = 1, kAnswerTag = 2;  // an answer's tag: kAnswerTag + question id % 30000
+constexpr double kSurveySeconds = 1.0;
+
+std::mutex g_waits_mutex;
+std::map<uint64_t, std::string> g_waits;  // this process's threads' current long waits
+uint64_t g_next_wait = 0;
+
+std::mutex g_side_mutex;  // the side channels, the answers in flight, g_finalizing
+std::vector<std::weak_ptr<MPI_Comm>> g_controls;
+std::vector<std::pair<std::shared_ptr<std::string>, MPI_Request>> g_answers;
+std::vector<std::shared_ptr<int64_t>> g_questions;  // buffers of questions sent (freed requests)
+bool g_finalizing = false;
+
+std::string current_waits() {
+  std::lock_guard<std::mutex> lock(g_waits_mutex);
+  if (g_waits.empty()) return "is not waiting in ngraph (it runs other code)";
+  std::string out = "waits in ";
+  bool first = true;
+  for (const auto& [id, text] : g_waits) {
+    out += (first ? "" : ", and in ") + text;
+    first = false;
+  }
+  return out;
+}
+
+// MPI_Finalize deletes MPI_COMM_SELF's attributes first: from then on the side channels
+// are left alone.
+int on_finalize(MPI_Comm, int, void*, void*) {
+  std::lock_guard<std::mutex> lock(g_side_mutex);
+  g_finalizing = true;
+  return MPI_SUCCESS;
+}
+
+void watch_finalize() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    int key = MPI_KEYVAL_INVALID;
+    if (MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, on_finalize, &key, nullptr) == MPI_SUCCESS)
+      MPI_Comm_set_attr(MPI_COMM_SELF, key, nullptr);
+  });
+}
+
+// Answers the questions waiting on every side channel (the watchdog thread, every 100 ms).
+void serve_questions() {
+  std::lock_guard<std::mutex> lock(g_side_mutex);
+  if (g_finalizing) return;
+  for (size_t i = 0; i < g_answers.size();) {
+    int done = 0;
+    MPI_Test(&g_answers[i].second, &done, MPI_STATUS_IGNORE);
+    if (done) {
+      g_answers[i] = g_answers.back();
+      g_answers.pop_back();
+    } else {
+      ++i;
+    }
+  }
+  for (size_t i = 0; i < g_controls.size();) {
+    auto control = g_controls[i].lock();
+    if (!control) {
+      g_controls[i] = g_controls.back();
+      g_controls.pop_back();
+      continue;
+    }
+    ++i;
+    for (;;) {
+      int flag = 0;
+      MPI_Message message;
+      MPI_Status status;
+      if (MPI_Improbe(MPI_ANY_SOURCE, kAskTag, *control, &flag, &message, &status) != MPI_SUCCESS || !flag)
+        break;
+      int64_t id = 0;
+      MPI_Mrecv(&id, 1, MPI_INT64_T, &message, MPI_STATUS_IGNORE);
+      auto text = std::make_shared<std::string>(current_waits());
+      MPI_Request req;
+      if (MPI_Isend(text->data(), static_cast<int>(text->size()), MPI_CHAR, status.MPI_SOURCE,
+                    kAnswerTag + static_cast<int>(id % 30000), *control, &req) == MPI_SUCCESS)
+        g_answers.emplace_back(text, req);
+    }
+  }
 }
 
 int mpi_count(size_t count, const char* op) {
@@ -155,18 +248,128 @@ std::string describe(const char* op, size_t count, element::Type t) {
 
 }  // namespace
 
+namespace detail {
+
+WaitNote::WaitNote(const std::string& text) {
+  std::lock_guard<std::mutex> lock(g_waits_mutex);
+  m_id = ++g_next_wait;
+  g_waits.emplace(m_id, text);
+}
+
+WaitNote::~WaitNote() {
+  std::lock_guard<std::mutex> lock(g_waits_mutex);
+  g_waits.erase(m_id);
+}
+
+std::string survey(MPI_Comm control, int self, int size) {
+  if (size < 2 || control == MPI_COMM_NULL) return "";
+  if (MPICommunicator::thread_level() < MPI_THREAD_MULTIPLE)
+    return " (the other ranks cannot be asked what they wait for: MPI was initialised below "
+           "MPI_THREAD_MULTIPLE)";
+  static std::atomic<int64_t> next{0};
+  auto id = std::make_shared<int64_t>(++next);
+  int tag = kAnswerTag + static_cast<int>(*id % 30000);
+  {
+    std::lock_guard<std::mutex> lock(g_side_mutex);
+    if (g_finalizing) return "";
+    g_questions.push_back(id);  // a freed request may still read it
+    for (int r = 0; r < size; ++r) {
+      if (r == self) continue;
+      MPI_Request req;
+      if (MPI_Isend(id.get(), 1, MPI_INT64_T, r, kAskTag, control, &req) == MPI_SUCCESS)
+        MPI_Request_free(&req);
+    }
+  }
+  std::map<int, std::string> answers;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(kSurveySeconds);
+  while (static_cast<int>(answers.size()) < size - 1 && std::chrono::steady_clock::now() < deadline) {
+    {
+      std::lock_guard<std::mutex> lock(g_side_mutex);
+      if (g_finalizing) return "";
+      int flag = 0;
+      MPI_Message message;
+      MPI_Status status;
+      if (MPI_Improbe(MPI_ANY_SOURCE, tag, control, &flag, &message, &status) == MPI_SUCCESS && flag) {
+        int bytes = 0;
+        MPI_Get_count(&status, MPI_CHAR, &bytes);
+        std::string text(static_cast<size_t>(std::max(bytes, 0)), '\0');
+        MPI_Mrecv(text.data(), bytes, MPI_CHAR, &message, MPI_STATUS_IGNORE);
+        answers[status.MPI_SOURCE] = text;
+        continue;
+      }
+    }
+    // Others ask this rank at the same moment; its watchdog may be the thread asking here.
+    serve_questions();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  std::string silent;
+  std::ostringstream out;
+  for (int r = 0; r < size; ++r)
+    if (r != self && !answers.count(r)) silent += (silent.empty() ? "" : ",") + std::to_string(r);
+  out << " Other ranks:";
+  if (!silent.empty())
+    out << (silent.find(',') == std::string::npos ? " rank " : " ranks ") << silent
+        << " did not answer within " << kSurveySeconds
+        << " s (stopped, killed, or stuck inside MPI);";
+  for (const auto& [r, text] : answers) out << " rank " << r << " " << text << ";";
+  return out.str();
+}
+
+}  // namespace detail
+
+int MPICommunicator::thread_level() {
+  static std::atomic<int> level{-1};
+  int v = level.load();
+  if (v < 0) {
+    MPI_Query_thread(&v);
+    level = v;
+  }
+  return v;
+}
+
+namespace {
+std::atomic<int> g_calls_in_flight{0};  // below MPI_THREAD_MULTIPLE: distributed calls running
+std::atomic<uint64_t> g_next_uid{0};
+
+const char* thread_level_name(int level) {
+  switch (level) {
+    case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
+    default: return "MPI_THREAD_MULTIPLE";
+  }
+}
+void start_watchdog();
+}  // namespace
+
+std::shared_ptr<void> MPICommunicator::begin_call(const std::string& where) {
+  int level = thread_level();
+  if (level >= MPI_THREAD_MULTIPLE) return nullptr;
+  if (g_calls_in_flight.fetch_add(1) > 0) {
+    --g_calls_in_flight;
+    throw DistributedError(
+        where + ": another thread is running a distributed computation, and MPI was initialised "
+                "with " + thread_level_name(level) +
+        "; calls from several threads need MPI_THREAD_MULTIPLE (mpi4py's default: leave "
+        "mpi4py.rc.thread_level alone; ngraph asks for it when it initialises MPI itself)");
+  }
+  return std::shared_ptr<void>(nullptr, [](void*) { --g_calls_in_flight; });
+}
+
 bool MPICommunicator::ensure_initialized() {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (initialized) return false;
   int provided = 0;
-  check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
+  // MULTIPLE: computations may run in several threads at once (each on a communicator of
+  // its own), and the watchdog thread answers other ranks' questions after a timeout.
+  check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
   g_we_initialized = true;
   std::atexit(finalize_if_ours);
   if (provided < MPI_THREAD_SERIALIZED)
-    throw DistributedError("MPI provides thread level " + std::to_string(provided) +
-                           ", ngraph needs MPI_THREAD_SERIALIZED (" +
-                           std::to_string(MPI_THREAD_SERIALIZED) + ")");
+    throw DistributedError(std::string("MPI provides thread level ") + thread_level_name(provided) +
+                           ", ngraph needs at least MPI_THREAD_SERIALIZED (MPI_THREAD_MULTIPLE "
+                           "for calls from several threads)");
   return true;
 }
 
@@ -186,50 +389,218 @@ MPICommunicator::MPICommunicator(MPI_Comm comm, const std::string& description) 
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) throw DistributedError("[MPICommunicator] MPI is not initialised");
-  check(MPI_Comm_dup(comm, &m_comm), "[MPICommunicator] MPI_Comm_dup");
-  MPI_Comm_set_errhandler(m_comm, MPI_ERRORS_RETURN);
-  MPI_Comm_rank(m_comm, &m_rank);
-  MPI_Comm_size(m_comm, &m_size);
+  watch_finalize();
+  thread_level();  // asked here, in a thread that may call MPI, and kept
+  m_uid = ++g_next_uid;
+  MPI_Comm_rank(comm, &m_rank);
+  MPI_Comm_size(comm, &m_size);
   m_name = "MPI communicator (duplicate of " + (description.empty() ? std::string("a user communicator") : description) +
            ", size " + std::to_string(m_size) + ")";
+  // Non-blocking duplicates polled with the deadline: a rank that never comes is an error.
+  const std::string what = "[init] duplicating " + (description.empty() ? std::string("the communicator") : description);
+  auto control = std::make_shared<MPI_Comm>(MPI_COMM_NULL);
+  for (MPI_Comm* c : {&m_comm, control.get()}) {
+    MPI_Request req;
+    check(MPI_Comm_idup(comm, c, &req), what);
+    int flag = 0;
+    if (!poll_until(get_timeout(), [&] {
+          check(MPI_Test(&req, &flag, MPI_STATUS_IGNORE), what);
+          return flag != 0;
+        }))
+      throw DistributedError(what + ": rank " + std::to_string(m_rank) + " timed out after " +
+                             timeout_text(get_timeout()) + " waiting for the other ranks");
+    MPI_Comm_set_errhandler(*c, MPI_ERRORS_RETURN);
+  }
+  m_control = std::shared_ptr<MPI_Comm>(new MPI_Comm(*control), [](MPI_Comm* c) {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized && *c != MPI_COMM_NULL) MPI_Comm_free(c);
+    delete c;
+  });
+  {
+    std::lock_guard<std::mutex> lock(g_side_mutex);
+    g_controls.push_back(m_control);
+  }
+  start_watchdog();
+  agree_on_settings("[init] " + m_name);
+}
+
+MPICommunicator::MPICommunicator(Adopt, MPI_Comm comm, const MPICommunicator& parent, const std::string& name)
+    : m_comm(comm), m_control(parent.m_control), m_rank(parent.m_rank), m_size(parent.m_size), m_name(name) {
+  m_uid = ++g_next_uid;
+  share_timeout_with(parent);
+  MPI_Comm_set_errhandler(m_comm, MPI_ERRORS_RETURN);
+}
+
+size_t MPICommunicator::get_all_checks_passed() const {
+  std::lock_guard<std::mutex> lock(m_family->mutex);
+  size_t n = get_checks_passed() + m_family->gone_checks;
+  for (const auto& child : m_family->children)
+    if (auto c = child.lock()) n += c->get_checks_passed();
+  return n;
 }
 
 MPICommunicator::~MPICommunicator() {
+  if (m_parent_family) {
+    std::lock_guard<std::mutex> lock(m_parent_family->mutex);
+    m_parent_family->gone_checks += get_checks_passed();
+  }
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (finalized || !m_broken.empty()) return;
+  if (finalized || is_broken()) return;
   for (MPI_Comm* c : {&m_topology.node, &m_topology.cross, &m_comm})
     if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
 }
 
 void MPICommunicator::mark_broken(const std::string& why) {
+  std::lock_guard<std::mutex> lock(m_broken_mutex);
   if (m_broken.empty()) m_broken = why;
 }
 
+bool MPICommunicator::is_broken() const {
+  std::lock_guard<std::mutex> lock(m_broken_mutex);
+  return !m_broken.empty();
+}
+
+std::string MPICommunicator::broken_reason() const {
+  std::lock_guard<std::mutex> lock(m_broken_mutex);
+  return m_broken;
+}
+
 std::string MPICommunicator::timeout_message(const std::string& what, const std::string& waiting) const {
+  // Still waiting, as far as the others are concerned: they time out about now and ask too.
+  detail::WaitNote note(what + " (timed out " + waiting + ")");
   return what + ": rank " + std::to_string(m_rank) + " timed out after " +
-         timeout_text(get_timeout()) + " " + waiting +
-         " (a rank failed, exited, or runs different collectives; set the timeout with "
-         "NGRAPH_DIST_TIMEOUT or ngraph.distributed.init)";
+         timeout_text(get_timeout()) + " " + waiting + "." +
+         detail::survey(m_control ? *m_control : MPI_COMM_NULL, m_rank, m_size) +
+         " (A rank failed, exited, stopped, or runs different collectives or computations; set "
+         "the timeout with NGRAPH_DIST_TIMEOUT or ngraph.distributed.init.)";
 }
 
 void MPICommunicator::wait_request(MPI_Request& req, const std::string& what, MPI_Status* status) {
   int flag = 0;
-  if (poll_until(get_timeout(), [&] {
-        check(MPI_Test(&req, &flag, status), what);
-        return flag != 0;
-      }))
+  if (poll_until(
+          get_timeout(),
+          [&] {
+            check(MPI_Test(&req, &flag, status), what);
+            return flag != 0;
+          },
+          {}, [&] { return what + " on " + m_name; }))
     return;
   std::string msg = timeout_message(what, "waiting for the other ranks of " + m_name);
   mark_broken(msg);
   throw DistributedError(msg);
 }
 
+void MPICommunicator::wait_setup(MPI_Request& req, const std::string& what) { wait_request(req, what); }
+
 void MPICommunicator::check_usable(const char* op) const {
+  std::lock_guard<std::mutex> lock(m_broken_mutex);
   if (!m_broken.empty())
     throw DistributedError(std::string("[") + op + "] rank " + std::to_string(m_rank) +
                            ": the communicator is unusable after an earlier failure: " + m_broken);
 }
+
+// ------------------------------------------------------------------ settings agreement
+
+namespace {
+struct Setting {
+  std::string name, value;
+};
+
+std::vector<Setting> settings_that_must_agree() {
+  auto env = [](const char* var) {
+    const char* v = std::getenv(var);
+    return v ? std::string(v) : std::string("(unset)");
+  };
+  const char* mode = "always";
+  if (get_check_mode() == CheckMode::first) mode = "first";
+  if (get_check_mode() == CheckMode::never) mode = "never";
+  return {
+      {"NGRAPH_SHM", shared_memory_enabled() ? "on" : "0 (off)"},
+      {"NGRAPH_SHM_NODE_SIZE", env("NGRAPH_SHM_NODE_SIZE")},
+      {"the check mode (NGRAPH_DIST_CHECK, ngraph.distributed.init(check=...))", mode},
+      {"NGRAPH_CPU_FUSION", env("NGRAPH_CPU_FUSION")},
+      {"NGRAPH_FUSION_THRESHOLD", env("NGRAPH_FUSION_THRESHOLD")},
+  };
+}
+constexpr size_t kSettingBytes = 64;  // each value, NUL-terminated (longer ones are cut)
+}  // namespace
+
+void MPICommunicator::agree_on_settings(const std::string& where) {
+  if (m_size < 2) return;
+  auto mine = settings_that_must_agree();
+  size_t block = mine.size() * kSettingBytes;
+  std::vector<char> send(block, '\0'), recv(block * static_cast<size_t>(m_size), '\0');
+  for (size_t i = 0; i < mine.size(); ++i)
+    std::strncpy(send.data() + i * kSettingBytes, mine[i].value.c_str(), kSettingBytes - 1);
+  MPI_Request req;
+  const std::string what = where + ": comparing the settings that must agree";
+  check(MPI_Iallgather(send.data(), static_cast<int>(block), MPI_CHAR, recv.data(), static_cast<int>(block),
+                       MPI_CHAR, m_comm, &req),
+        what);
+  wait_setup(req, what);
+  std::string differences;
+  for (size_t i = 0; i < mine.size(); ++i) {
+    std::map<std::string, std::vector<int>> values;
+    for (int r = 0; r < m_size; ++r)
+      values[std::string(recv.data() + static_cast<size_t>(r) * block + i * kSettingBytes)].push_back(r);
+    if (values.size() < 2) continue;
+    differences += " " + mine[i].name + " is";
+    bool first = true;
+    for (const auto& [value, ranks] : values) {
+      differences += std::string(first ? " " : " but ") + value + " on rank" + (ranks.size() > 1 ? "s " : " ");
+      for (size_t k = 0; k < ranks.size(); ++k) differences += (k ? "," : "") + std::to_string(ranks[k]);
+      first = false;
+    }
+    differences += ";";
+  }
+  if (differences.empty()) return;
+  throw DistributedError(where + ": settings that must be the same on every rank differ:" + differences +
+                         " set them alike on every rank (mpirun -x NAME=value exports a variable "
+                         "to every rank; see docs/distributed.md, Settings)");
+}
+
+// ------------------------------------------------------- communicators of computations
+
+std::shared_ptr<Communicator> MPICommunicator::duplicate(const std::string& label, uint64_t identity) {
+  std::lock_guard<std::mutex> lock(m_setup_mutex);
+  check_usable("compile");
+  const std::string what = "[compile] " + label + ": making its communicator";
+  bool shm = m_size > 1 && shared_memory_enabled();
+  if (shm) make_topology();
+  uint64_t n = ++m_duplicates;
+  MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Request req;
+  check(MPI_Comm_idup(m_comm, &comm, &req), what);
+  wait_setup(req, what);
+  std::string name = "MPI communicator of " + label + " (computation #" + std::to_string(n) + " on " + m_name + ")";
+  auto child = std::shared_ptr<MPICommunicator>(new MPICommunicator(Adopt{}, comm, *this, name));
+  child->m_identity = identity ^ (n * 0x9E3779B97F4A7C15ull);
+  child->m_label = "computation #" + std::to_string(n);
+  if (shm && m_topology.made) {
+    Topology& t = child->m_topology;
+    t = m_topology;
+    t.node = t.cross = MPI_COMM_NULL;
+    // Its own node and cross-node communicators: another computation's shared-memory
+    // allreduce between nodes must not match this one's.
+    check(MPI_Comm_idup(m_topology.node, &t.node, &req), what);
+    wait_setup(req, what);
+    check(MPI_Comm_idup(m_topology.cross, &t.cross, &req), what);
+    wait_setup(req, what);
+    child->gather_creator(what);
+  }
+  child->agree_on_settings(what);
+  child->m_parent_family = m_family;
+  {
+    std::lock_guard<std::mutex> family(m_family->mutex);
+    auto& kids = m_family->children;
+    kids.erase(std::remove_if(kids.begin(), kids.end(), [](const auto& k) { return k.expired(); }), kids.end());
+    kids.push_back(child);
+  }
+  return child;
+}
+
 
 std::unique_ptr<Request> MPICommunicator::start_allreduce(const void* in, void* out, size_t count,
                                                           element::Type type, ReduceOp op) {
@@ -307,11 +678,16 @@ class Watchdog {
     static Watchdog* w = new Watchdog();  // never destroyed: the thread outlives statics
     return *w;
   }
-  uint64_t arm(double seconds, std::string message) {
+  struct Entry {
+    std::chrono::steady_clock::time_point deadline;
+    std::string message;
+    const MPICommunicator* comm;  // for the survey (armed only while its call runs)
+  };
+  uint64_t arm(double seconds, std::string message, const MPICommunicator* comm) {
     auto deadline = deadline_after(seconds);
     std::lock_guard<std::mutex> lock(m_mutex);
     uint64_t id = ++m_next;
-    m_armed.emplace(id, std::make_pair(deadline, std::move(message)));
+    m_armed.emplace(id, Entry{deadline, std::move(message), comm});
     return id;
   }
   void disarm(uint64_t id) {
@@ -324,41 +700,56 @@ class Watchdog {
   void run() {
     for (;;) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      if (MPICommunicator::thread_level() >= MPI_THREAD_MULTIPLE) serve_questions();
       std::string expired;
+      const MPICommunicator* comm = nullptr;
       {
         std::lock_guard<std::mutex> lock(m_mutex);
         auto now = std::chrono::steady_clock::now();
         for (const auto& [id, entry] : m_armed)
-          if (entry.first < now) {
-            expired = entry.second;
+          if (entry.deadline < now) {
+            expired = entry.message;
+            comm = entry.comm;
             break;
           }
       }
       if (!expired.empty()) {
-        std::fprintf(stderr, "%s\n", expired.c_str());
+        // The stuck call holds the communicator alive; other ranks are asked (the blocking
+        // MPI_Allreduce still runs in its thread) so every rank's message names the missing.
+        if (comm) expired = comm->timeout_message(expired, "in a blocking MPI_Allreduce");
+        std::fprintf(stderr, "[ngraph] %s; ending the job (MPI_Abort)\n", expired.c_str());
         std::fflush(stderr);
+        // The other live ranks time out about now: let them print theirs before the abort.
+        std::this_thread::sleep_for(std::chrono::seconds(1));
         MPI_Abort(MPI_COMM_WORLD, 3);
         std::_Exit(3);
       }
     }
   }
   std::mutex m_mutex;
-  std::map<uint64_t, std::pair<std::chrono::steady_clock::time_point, std::string>> m_armed;
+  std::map<uint64_t, Entry> m_armed;
   uint64_t m_next = 0;
   std::thread m_thread;
 };
 
 }  // namespace
 
+namespace {
+void start_watchdog() { Watchdog::get(); }
+}  // namespace
+
 void MPICommunicator::allreduce_guarded(const void* in, void* out, size_t count, element::Type type,
                                         ReduceOp op) {
+  if (!get_abort_on_error()) {  // polled: a stall raises DistributedError instead
+    allreduce(in, out, count, type, op);
+    return;
+  }
   check_usable("AllReduce");
   check_mean(op, type, "AllReduce");
   std::string what = describe("AllReduce", count, type) + " " + to_string(op);
-  uint64_t guard = Watchdog::get().arm(
-      get_timeout(), "[ngraph] " + what + ": rank " + std::to_string(m_rank) +
-                         " did not complete within " + timeout_text(get_timeout()) +
-                         " (a rank failed or stopped taking part); ending the job");
+  std::string waiting = what + " on " + m_name;
+  detail::WaitNote note(waiting);  // for other ranks that ask after a timeout of theirs
+  uint64_t guard = Watchdog::get().arm(get_timeout(), std::move(waiting), this);
   int err = MPI_Allreduce(in, out, mpi_count(count, "AllReduce"), mpi_type(type, "AllReduce"), mpi_op(op), m_comm);
   Watchdog::get().disarm(guard);
   check(err, what);

@@ -18,14 +18,33 @@ namespace distributed {
 
 class MPICommunicator : public Communicator {
  public:
-  // Duplicates `comm` (collective over its ranks). MPI must be initialised.
+  // Duplicates `comm` (collective over its ranks, bounded by the timeout), then checks that
+  // the settings that must agree across ranks do (see agree_on_settings). MPI must be
+  // initialised.
   explicit MPICommunicator(MPI_Comm comm, const std::string& description = "");
   ~MPICommunicator() override;
 
-  // The world, initialising MPI (MPI_THREAD_SERIALIZED) if it is not yet.
+  // The world, initialising MPI (MPI_THREAD_MULTIPLE) if it is not yet.
   static std::shared_ptr<MPICommunicator> world();
   // Initialises MPI if nobody has; returns true if this call did.
   static bool ensure_initialized();
+  // MPI_Query_thread: the thread level MPI was initialised with.
+  static int thread_level();
+
+  // A communicator of its own for one compiled computation (Communicator::duplicate):
+  // MPI_Comm_idup of this one (and of its node and cross-node communicators, for shared
+  // memory), polled with the deadline; then the settings check on the new one.
+  std::shared_ptr<Communicator> duplicate(const std::string& label, uint64_t identity) override;
+  std::shared_ptr<void> begin_call(const std::string& where) override;
+  // Agreement checks passed on this communicator and on the communicators duplicate() made
+  // from it (the computations' own, where their checks run), alive or gone.
+  size_t get_all_checks_passed() const override;
+
+  // Every rank's value of every setting that must agree (NGRAPH_SHM, NGRAPH_SHM_NODE_SIZE,
+  // the check mode, NGRAPH_CPU_FUSION, NGRAPH_FUSION_THRESHOLD), gathered with the
+  // timeout: DistributedError on every rank naming each setting that differs and which
+  // ranks have which value.
+  void agree_on_settings(const std::string& where);
   // MPI_Get_library_version of the library this code is linked with.
   static std::string library_version();
 
@@ -65,19 +84,41 @@ class MPICommunicator : public Communicator {
 
   // After a failed wait the communicator may hold unfinished operations: every later
   // operation fails at once with the first error.
-  bool is_broken() const { return !m_broken.empty(); }
-  const std::string& broken_reason() const { return m_broken; }
+  bool is_broken() const;
+  std::string broken_reason() const;
   void mark_broken(const std::string& why);
-  // "<what>: rank R timed out after T s <waiting> (a rank failed, ...)": every timeout says
-  // this, with what the rank was waiting for.
+  // "<what>: rank R timed out after T s <waiting>; rank 1 did not answer (stopped, ...);
+  // rank 2 is waiting in ... (a rank failed, ...)": every timeout says this, with what the
+  // rank was waiting for and what the other ranks answer about themselves within a second
+  // (see survey in mpi_communicator.cpp).
   std::string timeout_message(const std::string& what, const std::string& waiting) const;
   // Waits for `req` (an operation on this communicator's ranks) with the timeout; after it,
   // marks the communicator broken and throws DistributedError.
   void wait_request(MPI_Request& req, const std::string& what, MPI_Status* status = MPI_STATUS_IGNORE);
 
  private:
+  struct Adopt {};
+  // Takes `comm` (already duplicated) and the parent's shared state.
+  MPICommunicator(Adopt, MPI_Comm comm, const MPICommunicator& parent, const std::string& name);
   void check_usable(const char* op) const;
+  // Waits for a request made during set-up; on timeout marks this communicator broken.
+  void wait_setup(MPI_Request& req, const std::string& what);
   MPI_Comm m_comm = MPI_COMM_NULL;
+  // A duplicate of the communicator this one was made from, shared by its duplicates: the
+  // side channel on which ranks ask each other what they are waiting for after a timeout.
+  std::shared_ptr<MPI_Comm> m_control;
+  std::mutex m_setup_mutex;   // duplicate() and the topology, from several threads
+  uint64_t m_duplicates = 0;  // made so far: "computation #n" in names
+  uint64_t m_uid = 0;         // unique in this process: part of shared-memory names
+  uint64_t m_regions = 0;     // shared regions made on this communicator so far
+  // The duplicates made from this one, and the checks passed by those that are gone.
+  struct Family {
+    std::mutex mutex;
+    std::vector<std::weak_ptr<MPICommunicator>> children;
+    size_t gone_checks = 0;
+  };
+  std::shared_ptr<Family> m_family = std::make_shared<Family>();
+  std::shared_ptr<Family> m_parent_family;  // a duplicate's parent's
   // The ranks on this rank's node (m_node) and the ranks with this rank's place on the other
   // nodes (m_cross), made at the first create_shared_region.
   struct Topology {
@@ -85,12 +126,17 @@ class MPICommunicator : public Communicator {
     MPI_Comm node = MPI_COMM_NULL, cross = MPI_COMM_NULL;
     int local_rank = 0, local_size = 1, nodes = 1;
     std::vector<int> node_ranks;  // ranks (in this communicator) of this node's members
+    long creator_pid = 0;         // local rank 0's pid and communicator uid: shared-memory
+    uint64_t creator_uid = 0;     // names every rank of the node can compute
   };
   Topology m_topology;
   void make_topology();
+  // Gathers local rank 0's pid and uid over the node (for shared-memory names).
+  void gather_creator(const std::string& what);
   int m_rank = 0, m_size = 1;
   std::string m_name;
   std::string m_broken;
+  mutable std::mutex m_broken_mutex;
 };
 
 }  // namespace distributed

@@ -4,6 +4,9 @@
 #include <mpi.h>
 
 #include <chrono>
+#include <cstdint>
+#include <optional>
+#include <type_traits>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -61,12 +64,29 @@ struct Backoff {
   static Backoff spin() { return {2000, std::chrono::microseconds(20000), std::chrono::microseconds(20)}; }
 };
 
-// Calls ready() until it returns true or `seconds` pass (then returns false).
-template <typename Ready>
-bool poll_until(double seconds, Ready ready, Backoff backoff = {}) {
+// While a thread waits longer than a moment, what it waits for ("[AllReduce] 10 x f32 sum
+// on MPI communicator of graph 'g' ..."): the answer other ranks get when they ask this
+// one after a timeout of theirs (see survey in mpi_communicator.cpp).
+class WaitNote {
+ public:
+  explicit WaitNote(const std::string& text);
+  ~WaitNote();
+  WaitNote(const WaitNote&) = delete;
+  WaitNote& operator=(const WaitNote&) = delete;
+
+ private:
+  uint64_t m_id;
+};
+
+// Calls ready() until it returns true or `seconds` pass (then returns false). `waiting`
+// (lazily, once the wait has outlasted its spinning phase) describes the wait for a
+// WaitNote; empty: none.
+template <typename Ready, typename Text = std::nullptr_t>
+bool poll_until(double seconds, Ready ready, Backoff backoff = {}, Text waiting = nullptr) {
   using clock = std::chrono::steady_clock;
   auto start = clock::now();
   auto deadline = deadline_after(seconds);
+  std::optional<WaitNote> note;
   for (long spins = 0;; ++spins) {
     if (ready()) return true;
     if (spins < backoff.spins) {
@@ -77,6 +97,8 @@ bool poll_until(double seconds, Ready ready, Backoff backoff = {}) {
       auto now = clock::now();
       if (now > deadline) return false;
       if (now - start > backoff.sleep_after) {
+        if constexpr (!std::is_same_v<Text, std::nullptr_t>)
+          if (!note) note.emplace(waiting());
         std::this_thread::sleep_for(backoff.sleep);
         continue;
       }
@@ -84,6 +106,13 @@ bool poll_until(double seconds, Ready ready, Backoff backoff = {}) {
     if (backoff.spins) std::this_thread::yield();
   }
 }
+
+// After a timeout on a communicator whose side channel is `control` (rank `self` of
+// `size`): asks every other rank what it waits for and collects the answers for up to a
+// second. Returns " Other ranks: rank 1 did not answer within 1 s (stopped, killed, or its
+// MPI is stuck); rank 2 waits in ..." (empty when MPI cannot serve questions from another
+// thread: below MPI_THREAD_MULTIPLE).
+std::string survey(MPI_Comm control, int self, int size);
 
 }  // namespace detail
 }  // namespace distributed

@@ -18,7 +18,9 @@
 // every other node before it is written into the node's slots: a two-level allreduce with
 // the same bytes across the network as one flat ring would carry per rank, divided by the
 // ranks per node.
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -31,6 +33,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
+#include <thread>
 
 #include "ngraph/distributed/mpi_communicator.hpp"
 #include "ngraph/distributed/mpi_detail.hpp"
@@ -236,7 +239,12 @@ class MPISharedRegion : public SharedRegion {
 
 void MPICommunicator::make_topology() {
   if (m_topology.made) return;
-  const char* what = "[SharedRegion] node topology";
+  const std::string what = "[SharedRegion] node topology of " + m_name;
+  // MPI_Comm_split(_type) block until every rank calls them: a barrier polled with the
+  // deadline first, so a rank that never comes is an error here, not a hang inside MPI.
+  MPI_Request req;
+  detail::check(MPI_Ibarrier(m_comm, &req), what);
+  wait_request(req, what + " (every rank arriving)");
   int node_size = 0;
   if (const char* e = std::getenv("NGRAPH_SHM_NODE_SIZE")) node_size = std::atoi(e);
   if (node_size > 0)
@@ -244,10 +252,10 @@ void MPICommunicator::make_topology() {
   else
     detail::check(MPI_Comm_split_type(m_comm, MPI_COMM_TYPE_SHARED, m_rank, MPI_INFO_NULL, &m_topology.node),
                   what);
+  MPI_Comm_set_errhandler(m_topology.node, MPI_ERRORS_RETURN);
   MPI_Comm_rank(m_topology.node, &m_topology.local_rank);
   MPI_Comm_size(m_topology.node, &m_topology.local_size);
   m_topology.node_ranks.resize(static_cast<size_t>(m_topology.local_size));
-  MPI_Request req;
   detail::check(MPI_Iallgather(&m_rank, 1, MPI_INT, m_topology.node_ranks.data(), 1, MPI_INT,
                                m_topology.node, &req),
                 what);
@@ -258,15 +266,53 @@ void MPICommunicator::make_topology() {
   wait_request(req, what);
   m_topology.usable = agreed[0] == -agreed[1] && m_topology.local_size > 1;
   m_topology.nodes = m_size / m_topology.local_size;
+  // Every rank has passed the allreduce: the split below finds them all.
   detail::check(MPI_Comm_split(m_comm, m_topology.local_rank, m_rank, &m_topology.cross), what);
+  MPI_Comm_set_errhandler(m_topology.cross, MPI_ERRORS_RETURN);
+  gather_creator(what);
   m_topology.made = true;
 }
 
 MPI_Comm MPICommunicator::cross_node_handle(int* nodes) {
-  make_topology();
+  {
+    std::lock_guard<std::mutex> lock(m_setup_mutex);
+    make_topology();
+  }
   if (nodes) *nodes = m_topology.nodes;
   return m_topology.cross;
 }
+
+void MPICommunicator::gather_creator(const std::string& what) {
+  int64_t mine[2] = {static_cast<int64_t>(getpid()), static_cast<int64_t>(m_uid)};
+  int64_t first[2] = {mine[0], mine[1]};
+  MPI_Request req;
+  detail::check(MPI_Ibcast(first, 2, MPI_INT64_T, 0, m_topology.node, &req), what);
+  wait_request(req, what);
+  m_topology.creator_pid = static_cast<long>(first[0]);
+  m_topology.creator_uid = static_cast<uint64_t>(first[1]);
+}
+
+namespace {
+
+// "/ngraph-<pid>-...": objects whose creating process is gone (killed before every rank had
+// mapped and unlinked them) are removed by the next region made on the machine.
+void remove_stale_objects() {
+  DIR* dir = opendir("/dev/shm");
+  if (!dir) return;
+  while (dirent* entry = readdir(dir)) {
+    const char* prefix = "ngraph-";
+    if (std::strncmp(entry->d_name, prefix, std::strlen(prefix)) != 0) continue;
+    char* end = nullptr;
+    long pid = std::strtol(entry->d_name + std::strlen(prefix), &end, 10);
+    if (pid <= 0 || end == entry->d_name + std::strlen(prefix) || *end != '-') continue;
+    if (pid == static_cast<long>(getpid())) continue;
+    if (kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
+      shm_unlink((std::string("/") + entry->d_name).c_str());
+  }
+  closedir(dir);
+}
+
+}  // namespace
 
 std::shared_ptr<SharedRegion> MPICommunicator::create_shared_region(size_t bytes) {
   return create_shared_region_with(bytes, nullptr);
@@ -276,19 +322,25 @@ std::shared_ptr<SharedRegion> MPICommunicator::create_shared_region_with(size_t 
                                                                          CrossNodeAllreduce cross) {
   check_usable("SharedRegion");
   if (m_size < 2) return nullptr;
-  make_topology();
+  {
+    std::lock_guard<std::mutex> lock(m_setup_mutex);
+    make_topology();  // made at compile time for computations' communicators
+  }
   const std::string what = "[SharedRegion] " + std::to_string(bytes) + " bytes per rank";
   const Topology& t = m_topology;
   size_t header = round_up(kLine * static_cast<size_t>(t.local_size), kPage);
   size_t slot = round_up(std::max<size_t>(bytes, 1), kPage);
   size_t total = header + slot * static_cast<size_t>(t.local_size);
   bool ok = t.usable && shared_memory_enabled();
-  // Local rank 0 creates the object and names it to the others.
+  // Local rank 0 creates the object; every rank of the node knows its name (creator's pid,
+  // communicator and count), so any of them can remove it when set-up fails.
   char name[64] = {0};
+  std::snprintf(name, sizeof name, "/ngraph-%ld-%llu-%llu", t.creator_pid,
+                static_cast<unsigned long long>(t.creator_uid), static_cast<unsigned long long>(++m_regions));
+  const std::string object = name;
   int fd = -1;
   if (ok && t.local_rank == 0) {
-    static std::atomic<unsigned long> made{0};  // unique names across communicators
-    std::snprintf(name, sizeof name, "/ngraph-%ld-%lu", static_cast<long>(getpid()), made++);
+    remove_stale_objects();
     fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
     // fallocate reserves the pages now: tmpfs would otherwise fail later with SIGBUS.
     if (fd >= 0 && (ftruncate(fd, static_cast<off_t>(total)) != 0 ||
@@ -298,29 +350,42 @@ std::shared_ptr<SharedRegion> MPICommunicator::create_shared_region_with(size_t 
       fd = -1;
     }
     if (fd < 0) name[0] = 0;
+    // Fault injection for tests: the creator stalls here, the object made, nobody mapped.
+    if (const char* delay = std::getenv("NGRAPH_TEST_SHM_SETUP_DELAY"))
+      std::this_thread::sleep_for(std::chrono::duration<double>(std::atof(delay)));
   }
-  MPI_Request req;
-  if (t.local_size > 1) {
-    detail::check(MPI_Ibcast(name, sizeof name, MPI_CHAR, 0, t.node, &req), what);
-    wait_request(req, what);
-  }
-  if (ok && t.local_rank != 0 && name[0]) fd = shm_open(name, O_RDWR, 0600);
   char* base = nullptr;
-  if (fd >= 0) {
-    void* p = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (p != MAP_FAILED) base = static_cast<char*>(p);
-  }
-  // All ranks mapped it, and all asked for the same size: {ok, bytes, -bytes} at their minimum.
-  int64_t mine[3] = {base ? 1 : 0, static_cast<int64_t>(bytes), -static_cast<int64_t>(bytes)};
-  int64_t all[3] = {0, 0, 0};
-  detail::check(MPI_Iallreduce(mine, all, 3, MPI_INT64_T, MPI_MIN, m_comm, &req), what);
-  wait_request(req, what);
-  // Everyone has it open (or gave up): the name can go, so nothing is left in /dev/shm.
-  if (t.local_rank == 0 && name[0]) shm_unlink(name);
-  if (all[0] != 1 || all[1] != -all[2]) {
+  try {
+    MPI_Request req;
+    if (t.local_size > 1) {  // whether it was made
+      detail::check(MPI_Ibcast(name, sizeof name, MPI_CHAR, 0, t.node, &req), what);
+      wait_request(req, what);
+    }
+    if (ok && t.local_rank != 0 && name[0]) fd = shm_open(name, O_RDWR, 0600);
+    if (fd >= 0) {
+      void* p = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      close(fd);
+      fd = -1;
+      if (p != MAP_FAILED) base = static_cast<char*>(p);
+    }
+    // All ranks mapped it, and all asked for the same size: {ok, bytes, -bytes} at their minimum.
+    int64_t mine[3] = {base ? 1 : 0, static_cast<int64_t>(bytes), -static_cast<int64_t>(bytes)};
+    int64_t all[3] = {0, 0, 0};
+    detail::check(MPI_Iallreduce(mine, all, 3, MPI_INT64_T, MPI_MIN, m_comm, &req), what);
+    wait_request(req, what);
+    // Everyone has it open (or gave up): the name can go, so nothing is left in /dev/shm.
+    if (t.local_rank == 0 && name[0]) shm_unlink(name);
+    if (all[0] != 1 || all[1] != -all[2]) {
+      if (base) munmap(base, total);
+      return nullptr;
+    }
+  } catch (...) {
+    // A rank failed or stalled during set-up: whoever notices removes the object (the
+    // creator may be the one that is gone), so nothing stays in /dev/shm.
+    if (fd >= 0) close(fd);
     if (base) munmap(base, total);
-    return nullptr;
+    if (ok) shm_unlink(object.c_str());
+    throw;
   }
   return std::make_shared<MPISharedRegion>(*this, base, total, header, slot, bytes, t.local_rank,
                                            t.local_size, t.nodes, t.cross, t.node_ranks, std::move(cross));

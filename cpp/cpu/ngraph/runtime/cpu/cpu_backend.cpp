@@ -181,6 +181,8 @@ bool CPUExecutable::check_collectives() {
 
 void CPUExecutable::call_raw(void* const* outputs, const void* const* inputs) {
   std::lock_guard<std::mutex> lock(m_mutex);
+  // Refuses a second thread's distributed call where MPI cannot take it.
+  auto in_call = m_collective_checks.empty() ? nullptr : m_collective_checks[0].comm->begin_call(m_check_label);
   apply_num_threads();
   bool verified = !m_collective_checks.empty() && check_collectives();
   if (verified && !m_shared_tried) setup_shared();

@@ -1,3 +1,4 @@
+#include "ngraph/ops/collective.hpp"
 #include "ngraph/runtime/interpreter/int_backend.hpp"
 
 #include <algorithm>
@@ -27,6 +28,7 @@ NodeVector run_order(const Function& f) {
 
 INTExecutable::INTExecutable(std::shared_ptr<Function> function)
     : m_function(function->clone()) {
+  op::use_private_communicators(*m_function);  // collective when the graph has collectives
   m_parameters = m_function->get_parameters();
   m_results = m_function->get_results();
   for (const auto& node : run_order(*m_function)) {
@@ -86,6 +88,7 @@ const void* INTExecutable::value_ptr(const Output& v, const void* const* inputs)
 
 void INTExecutable::call_raw(void* const* outputs, const void* const* inputs) {
   std::lock_guard<std::mutex> lock(m_mutex);
+  auto in_call = m_collectives.empty() ? nullptr : m_collectives[0].comm->begin_call("graph '" + m_function->get_name() + "'");
   auto mode = distributed::get_check_mode();
   if (mode == distributed::CheckMode::always ||
       (mode == distributed::CheckMode::first && !m_checked_once)) {

@@ -1,5 +1,6 @@
 // The CPU compiler's passes, in the order they run. Each reads what earlier passes decided
 // from the ExecutionPlan and adds its own decisions there.
+#include "ngraph/ops/collective.hpp"
 #include "ngraph/ops/parameter.hpp"
 #include "ngraph/runtime/cpu/plan.hpp"
 
@@ -46,6 +47,7 @@ ExecutionPlan build_plan(const std::shared_ptr<Function>& function, const Compil
   ExecutionPlan plan;
   // Passes rewrite nodes in place: work on a copy so the caller's graph is untouched.
   plan.function = function->clone();
+  op::use_private_communicators(*plan.function);  // collective when the graph has collectives
   plan.options = options;
   plan.call_state = &call_state;
   for (const auto& p : pipeline()) p.run(plan);

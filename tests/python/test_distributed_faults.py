@@ -1,0 +1,260 @@
+"""Fault injection on small MPI jobs started from here (issue 14, items 3, 8 and 9): a rank
+stopped (SIGSTOP) or killed (kill -9) mid-training or while shared memory is set up, and
+settings that differ between ranks. Every live rank must end - with a DistributedError
+naming the collective, the timeout and the rank that did not answer, or by the watchdog
+ending the job with that message - within the timeout plus a few seconds, and nothing of
+the job may stay in /dev/shm."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+MPIRUN = shutil.which("mpirun")
+pytestmark = pytest.mark.skipif(
+    MPIRUN is None or importlib.util.find_spec("mpi4py") is None,
+    reason="needs mpirun and mpi4py (apt-get install openmpi-bin libopenmpi-dev; "
+           "pip install --no-binary=mpi4py mpi4py)")
+
+TIMEOUT = 2.0     # the collectives' timeout inside the jobs (set after start-up)
+SLACK = 8.0       # what a live rank may take beyond it (the survey takes 1 s; a loaded machine)
+JOB_LIMIT = 120   # seconds: a job still running then has hung
+
+HEADER = """
+import os, signal, sys, time
+import numpy as np
+from mpi4py import MPI
+import ngraph as ng
+OUT = sys.argv[1]
+comm = ng.distributed.init(MPI.COMM_WORLD, abort_on_error=ABORT, check=CHECK)
+r, n = comm.rank, comm.size
+with open(os.path.join(OUT, f"pid-{r}"), "w") as f:
+    f.write(str(os.getpid()))
+comm.barrier()  # start-up skew stays out of the short timeout
+comm.timeout = TIMEOUT
+rt = ng.runtime()
+
+def report(text):
+    path = os.path.join(OUT, f"out-{r}")
+    with open(path + ".tmp", "w") as f:
+        f.write(text)
+    os.replace(path + ".tmp", path)
+"""
+
+TRAINING = """
+x = ng.parameter([4096], np.float32)
+w = ng.parameter([300], np.float32)
+one = ng.constant(np.float32(1))
+step = rt.computation([ng.allreduce(x * one), ng.allreduce(w * one)], x, w)
+for i in range(100000):
+    if r == STALLER and i == 5:
+        os.kill(os.getpid(), SIGNAL)
+    start = time.monotonic()
+    try:
+        got = step(np.full(4096, r + i, np.float32), np.full(300, 1.0, np.float32))
+    except ng.distributed.DistributedError as e:
+        report(f"{time.monotonic() - start:.2f}\\n{e}")
+        time.sleep(600)  # the harness ends the job
+    assert got[0][0] == n * (n - 1) / 2 + n * i, got[0][0]
+"""
+
+
+def ngraph_objects():
+    try:
+        return {p for p in os.listdir("/dev/shm") if p.startswith("ngraph-")}
+    except FileNotFoundError:
+        return set()
+
+
+def start_job(tmp_path: Path, script: str, ranks: int, tcp: bool, **values):
+    for k, v in values.items():
+        script = script.replace(k, repr(v) if not isinstance(v, str) or k == "CHECK" else v)
+    path = tmp_path / "job.py"
+    path.write_text(textwrap.dedent(script))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMI", "PMIX"))}
+    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_rmaps_base_oversubscribe="1", PYTHONUNBUFFERED="1")
+    cmd = [MPIRUN, "-np", str(ranks)]
+    if tcp:
+        env["NGRAPH_SHM"] = "0"
+        cmd += ["--mca", "btl", "tcp,self", "-x", "NGRAPH_SHM"]
+    cmd += [sys.executable, str(path), str(tmp_path)]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=env, cwd=tmp_path, start_new_session=True)
+
+
+def pids(tmp_path: Path, ranks: int):
+    return {r: int((tmp_path / f"pid-{r}").read_text()) for r in range(ranks)
+            if (tmp_path / f"pid-{r}").exists()}
+
+
+def end_job(proc, tmp_path: Path, ranks: int):
+    """Kills what is left of the job (the stopped rank included); returns mpirun's output."""
+    for pid in pids(tmp_path, ranks).values():
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    try:
+        out, _ = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+    return out
+
+
+def wait_for_reports(proc, tmp_path: Path, ranks, limit):
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if all((tmp_path / f"out-{r}").exists() for r in ranks):
+            return {r: (tmp_path / f"out-{r}").read_text() for r in ranks}
+        if proc.poll() is not None:
+            break
+        time.sleep(0.1)
+    out = end_job(proc, tmp_path, max(ranks) + 2)
+    pytest.fail(f"ranks {list(ranks)} did not all report within {limit} s:\n{out}")
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+@pytest.mark.parametrize("tcp", [False, True], ids=["shm", "tcp"])
+@pytest.mark.parametrize("check", ["always", "first"])
+def test_stopped_rank_makes_every_live_rank_raise(tmp_path, ranks, tcp, check):
+    """abort_on_error=False: rank 1 stops itself (SIGSTOP) before step 5. Every other rank
+    raises DistributedError within the timeout plus the survey, naming the collective, the
+    timeout and rank 1 as the rank that did not answer. check='first' makes them wait in the
+    data allreduce itself (shared memory, or MPI's allreduce run polled), 'always' in the
+    agreement check."""
+    proc = start_job(tmp_path, HEADER + TRAINING, ranks, tcp, ABORT=False, CHECK=check,
+                     TIMEOUT=TIMEOUT, STALLER=1, SIGNAL="signal.SIGSTOP")
+    live = [r for r in range(ranks) if r != 1]
+    reports = wait_for_reports(proc, tmp_path, live, JOB_LIMIT)
+    job_pids = set(pids(tmp_path, ranks).values())
+    end_job(proc, tmp_path, ranks)
+    for r, text in reports.items():
+        seconds, msg = text.split("\n", 1)
+        assert float(seconds) < TIMEOUT + SLACK, (r, text)
+        assert "[AllReduce]" in msg, msg
+        assert f"rank {r} timed out after 2 s" in msg, msg
+        assert "rank 1 did not answer within 1 s" in msg, msg
+    left = {o for o in ngraph_objects() if any(f"ngraph-{p}-" in o for p in job_pids)}
+    assert not left, left
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_stopped_rank_with_abort_ends_the_job_naming_it(tmp_path, ranks):
+    """abort_on_error=True (the default) over TCP with check='first': the live ranks sit in
+    MPI's blocking allreduce; the watchdog of every live rank prints which rank did not
+    answer and ends the job within the timeout plus a few seconds."""
+    proc = start_job(tmp_path, HEADER + TRAINING, ranks, True, ABORT=True, CHECK="first",
+                     TIMEOUT=TIMEOUT, STALLER=1, SIGNAL="signal.SIGSTOP")
+    deadline = time.monotonic() + JOB_LIMIT
+    while not (tmp_path / "pid-1").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    try:
+        out, _ = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        out = end_job(proc, tmp_path, ranks)
+        pytest.fail(f"the job was not ended by its watchdog:\n{out}")
+    assert proc.returncode != 0, out
+    for r in range(ranks):
+        if r != 1:
+            assert re.search(rf"\[AllReduce\][^\n]*rank {r} timed out after 2 s in a blocking "
+                             rf"MPI_Allreduce[^\n]*rank 1 did not answer", out), out
+    assert "ending the job (MPI_Abort)" in out, out
+
+
+@pytest.mark.parametrize("sig", ["SIGSTOP", "SIGKILL"])
+def test_creator_stalls_or_dies_while_shared_memory_is_set_up(tmp_path, sig):
+    """Rank 0 makes the shared-memory object, then stalls before anyone mapped it (the test
+    switch NGRAPH_TEST_SHM_SETUP_DELAY); the harness stops or kills it there. Stopped: rank
+    1 times out and removes the object itself. Killed: mpirun ends the job at once (Open MPI
+    kills the other ranks), and the next job on the machine removes the object of the dead
+    process. Either way nothing is left in /dev/shm."""
+    script = HEADER.replace("comm.timeout = TIMEOUT", """comm.timeout = TIMEOUT
+if r == 0:
+    os.environ["NGRAPH_TEST_SHM_SETUP_DELAY"] = "60"
+""") + TRAINING
+    before = ngraph_objects()
+    proc = start_job(tmp_path, script, 2, False, ABORT=False, CHECK="always", TIMEOUT=TIMEOUT,
+                     STALLER=-1, SIGNAL="signal.SIGSTOP")
+    deadline = time.monotonic() + JOB_LIMIT
+    made = set()
+    while time.monotonic() < deadline and not made:
+        creator = pids(tmp_path, 2).get(0)
+        if creator:
+            made = {o for o in ngraph_objects() - before if o.startswith(f"ngraph-{creator}-")}
+        if proc.poll() is not None:
+            pytest.fail(proc.communicate()[0])
+        time.sleep(0.02)
+    assert made, "rank 0 made no shared-memory object"
+    os.kill(creator, getattr(signal, sig))
+    if sig == "SIGSTOP":
+        reports = wait_for_reports(proc, tmp_path, [1], TIMEOUT + SLACK + 5)
+        seconds, msg = reports[1].split("\n", 1)
+        assert float(seconds) < TIMEOUT + SLACK, reports
+        assert "[SharedRegion]" in msg and "timed out after 2 s" in msg, msg
+        assert "rank 0 did not answer" in msg, msg
+        assert not (made & ngraph_objects()), "rank 1 left the object in /dev/shm"
+        end_job(proc, tmp_path, 2)
+    else:
+        try:
+            proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            end_job(proc, tmp_path, 2)
+            pytest.fail("mpirun did not end the job after a rank was killed")
+        # The next job that sets up shared memory removes the dead job's object.
+        again = tmp_path / "again"
+        again.mkdir()
+        proc = start_job(again, HEADER + TRAINING.replace("range(100000)", "range(3)"), 2,
+                         False, ABORT=True, CHECK="always", TIMEOUT=30.0, STALLER=-1,
+                         SIGNAL="signal.SIGSTOP")
+        out, _ = proc.communicate(timeout=JOB_LIMIT)
+        assert proc.returncode == 0, out
+        assert not (made & ngraph_objects()), "the dead job's object is still in /dev/shm"
+
+
+@pytest.mark.parametrize("variable, values", [
+    ("NGRAPH_SHM", ("1", "0")),
+    ("NGRAPH_DIST_CHECK", ("always", "never")),
+    ("NGRAPH_FUSION_THRESHOLD", ("0", "1000000")),
+])
+def test_settings_that_differ_between_ranks_fail_at_init(tmp_path, variable, values):
+    """Set on some ranks only (easy across hosts), these crashed a job ("stack smashing
+    detected", SIGSEGV). Now init raises on every rank, naming the setting and the ranks."""
+    script = f"""
+import os, sys
+os.environ[{variable!r}] = {values!r}[int(os.environ["OMPI_COMM_WORLD_RANK"]) % 2]
+from mpi4py import MPI
+import ngraph as ng
+try:
+    ng.distributed.init(MPI.COMM_WORLD)
+except ng.distributed.DistributedError as e:
+    print(f"rank {{MPI.COMM_WORLD.rank}} refused: {{e}}", flush=True)
+    sys.exit(0)
+print(f"rank {{MPI.COMM_WORLD.rank}} was not refused", flush=True)
+"""
+    (tmp_path / "job.py").write_text(script)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMI", "PMIX"))}
+    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_rmaps_base_oversubscribe="1")
+    proc = subprocess.run([MPIRUN, "-np", "3", sys.executable, str(tmp_path / "job.py")],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=JOB_LIMIT, env=env)
+    out = proc.stdout
+    assert "was not refused" not in out, out
+    for r in range(3):
+        assert f"rank {r} refused" in out, out
+    name = variable if variable != "NGRAPH_DIST_CHECK" else "the check mode (NGRAPH_DIST_CHECK"
+    assert out.count(name) >= 3, out
+    shown = {"NGRAPH_SHM": ("on", "0 (off)")}.get(variable, values)
+    assert f"{shown[0]} on ranks 0,2" in out and f"{shown[1]} on rank 1" in out, out
