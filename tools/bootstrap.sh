@@ -185,6 +185,7 @@ else
   [ "$native" = 1 ] && arch_flag=ON
   log="$repo/build/bootstrap-ngraph.log"
   mkdir -p "$repo/build"
+  : >"$log"  # exists before tail follows it (tail -f of a missing file gives up at once)
   arch_text="portable instruction set"
   [ "$native" = 1 ] && arch_text="-march=native"
   echo "   compiling with $(nproc) jobs, $arch_text; full log: $log"
