@@ -19,7 +19,7 @@ def test_collectives_round_trip_with_a_communicator(world, comm):
     text = ng.serialize(graph)
     ops = {op["op"]: op for op in json.loads(text)[0]["ops"]}
     assert ops["BroadcastDistributed"]["root"] == n - 1
-    assert (ops["Send"]["dest"], ops["Recv"]["src"]) == ((r + 1) % n, (r - 1) % n)
+    assert (ops["Send"]["dest_id"], ops["Recv"]["source_id"]) == ((r + 1) % n, (r - 1) % n)
 
     value = np.arange(6 * n, dtype=np.float32).reshape(2 * n, 3) + 100 * r
     expected = ng.runtime().computation(graph, x)(value)
