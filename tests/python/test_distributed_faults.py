@@ -173,6 +173,30 @@ def test_stopped_rank_with_abort_ends_the_job_naming_it(tmp_path, ranks):
     assert "ending the job (MPI_Abort)" in out, out
 
 
+def test_rank_stopped_inside_the_node_split_ends_the_job(tmp_path):
+    """MPI_Comm_split_type cannot be polled: every rank arrives at a polled barrier first,
+    then splits. Rank 1 stops between the two (the test switch NGRAPH_TEST_STOP_IN_TOPOLOGY),
+    so rank 0 sits in the blocking split. Its watchdog ends the job within the timeout plus
+    a few seconds, naming the split and rank 1; before, it waited forever."""
+    script = HEADER.replace("comm.timeout = TIMEOUT", """comm.timeout = TIMEOUT
+if r == 1:
+    os.environ["NGRAPH_TEST_STOP_IN_TOPOLOGY"] = "1"
+""") + TRAINING
+    proc = start_job(tmp_path, script, 2, False, ABORT=True, CHECK="first", TIMEOUT=TIMEOUT,
+                     STALLER=-1, SIGNAL="signal.SIGSTOP")
+    start = time.monotonic()
+    try:
+        out, _ = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        out = end_job(proc, tmp_path, 2)
+        pytest.fail(f"the job was not ended by its watchdog:\n{out}")
+    assert proc.returncode != 0, out
+    assert time.monotonic() - start < 45, out
+    assert re.search(r"\[SharedRegion\] node topology[^\n]*rank 0 timed out after 2 s in a "
+                     r"blocking MPI_Comm_split_type[^\n]*rank 1 did not answer", out), out
+    assert "ending the job (MPI_Abort)" in out, out
+
+
 @pytest.mark.parametrize("sig", ["SIGSTOP", "SIGKILL"])
 def test_creator_stalls_or_dies_while_shared_memory_is_set_up(tmp_path, sig):
     """Rank 0 makes the shared-memory object, then stalls before anyone mapped it (the test

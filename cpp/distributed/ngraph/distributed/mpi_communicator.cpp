@@ -680,14 +680,14 @@ class Watchdog {
   }
   struct Entry {
     std::chrono::steady_clock::time_point deadline;
-    std::string message;
+    std::string message, waiting;
     const MPICommunicator* comm;  // for the survey (armed only while its call runs)
   };
-  uint64_t arm(double seconds, std::string message, const MPICommunicator* comm) {
+  uint64_t arm(double seconds, std::string message, std::string waiting, const MPICommunicator* comm) {
     auto deadline = deadline_after(seconds);
     std::lock_guard<std::mutex> lock(m_mutex);
     uint64_t id = ++m_next;
-    m_armed.emplace(id, Entry{deadline, std::move(message), comm});
+    m_armed.emplace(id, Entry{deadline, std::move(message), std::move(waiting), comm});
     return id;
   }
   void disarm(uint64_t id) {
@@ -701,7 +701,7 @@ class Watchdog {
     for (;;) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
       if (MPICommunicator::thread_level() >= MPI_THREAD_MULTIPLE) serve_questions();
-      std::string expired;
+      std::string expired, waiting;
       const MPICommunicator* comm = nullptr;
       {
         std::lock_guard<std::mutex> lock(m_mutex);
@@ -709,6 +709,7 @@ class Watchdog {
         for (const auto& [id, entry] : m_armed)
           if (entry.deadline < now) {
             expired = entry.message;
+            waiting = entry.waiting;
             comm = entry.comm;
             break;
           }
@@ -716,7 +717,7 @@ class Watchdog {
       if (!expired.empty()) {
         // The stuck call holds the communicator alive; other ranks are asked (the blocking
         // MPI_Allreduce still runs in its thread) so every rank's message names the missing.
-        if (comm) expired = comm->timeout_message(expired, "in a blocking MPI_Allreduce");
+        if (comm) expired = comm->timeout_message(expired, waiting);
         std::fprintf(stderr, "[ngraph] %s; ending the job (MPI_Abort)\n", expired.c_str());
         std::fflush(stderr);
         // The other live ranks time out about now: let them print theirs before the abort.
@@ -738,6 +739,12 @@ namespace {
 void start_watchdog() { Watchdog::get(); }
 }  // namespace
 
+namespace detail {
+BlockingGuard::BlockingGuard(double seconds, std::string what, std::string waiting, const MPICommunicator* comm)
+    : m_id(Watchdog::get().arm(seconds, std::move(what), std::move(waiting), comm)) {}
+BlockingGuard::~BlockingGuard() { Watchdog::get().disarm(m_id); }
+}  // namespace detail
+
 void MPICommunicator::allreduce_guarded(const void* in, void* out, size_t count, element::Type type,
                                         ReduceOp op) {
   if (!get_abort_on_error()) {  // polled: a stall raises DistributedError instead
@@ -749,9 +756,11 @@ void MPICommunicator::allreduce_guarded(const void* in, void* out, size_t count,
   std::string what = describe("AllReduce", count, type) + " " + to_string(op);
   std::string waiting = what + " on " + m_name;
   detail::WaitNote note(waiting);  // for other ranks that ask after a timeout of theirs
-  uint64_t guard = Watchdog::get().arm(get_timeout(), std::move(waiting), this);
-  int err = MPI_Allreduce(in, out, mpi_count(count, "AllReduce"), mpi_type(type, "AllReduce"), mpi_op(op), m_comm);
-  Watchdog::get().disarm(guard);
+  int err;
+  {
+    detail::BlockingGuard guard(get_timeout(), std::move(waiting), "in a blocking MPI_Allreduce", this);
+    err = MPI_Allreduce(in, out, mpi_count(count, "AllReduce"), mpi_type(type, "AllReduce"), mpi_op(op), m_comm);
+  }
   check(err, what);
   if (op == ReduceOp::mean) {
     double f = 1.0 / m_size;

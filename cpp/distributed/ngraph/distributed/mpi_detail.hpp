@@ -15,6 +15,7 @@
 
 namespace ngraph {
 namespace distributed {
+class MPICommunicator;
 namespace detail {
 
 inline MPI_Datatype mpi_type(element::Type t, const char* op) {
@@ -73,6 +74,21 @@ class WaitNote {
   ~WaitNote();
   WaitNote(const WaitNote&) = delete;
   WaitNote& operator=(const WaitNote&) = delete;
+
+ private:
+  uint64_t m_id;
+};
+
+// Arms the watchdog around an MPI call that blocks and cannot be polled (MPI_Comm_split,
+// MPI_Comm_split_type, MPI_Allreduce): if it outlasts `seconds`, the watchdog prints `what`
+// with the other ranks' answers (survey) and ends the job (MPI_Abort), never a hang. `comm`
+// (may be null) must outlive the guard.
+class BlockingGuard {
+ public:
+  BlockingGuard(double seconds, std::string what, std::string waiting, const MPICommunicator* comm);
+  ~BlockingGuard();
+  BlockingGuard(const BlockingGuard&) = delete;
+  BlockingGuard& operator=(const BlockingGuard&) = delete;
 
  private:
   uint64_t m_id;

@@ -241,17 +241,24 @@ void MPICommunicator::make_topology() {
   if (m_topology.made) return;
   const std::string what = "[SharedRegion] node topology of " + m_name;
   // MPI_Comm_split(_type) block until every rank calls them: a barrier polled with the
-  // deadline first, so a rank that never comes is an error here, not a hang inside MPI.
+  // deadline first, so a rank that never comes is an error here, not a hang inside MPI. A
+  // rank stopped or lost between the barrier and a split is caught by the watchdog, which
+  // ends the job with the message (no MPI call can be interrupted).
   MPI_Request req;
   detail::check(MPI_Ibarrier(m_comm, &req), what);
   wait_request(req, what + " (every rank arriving)");
   int node_size = 0;
   if (const char* e = std::getenv("NGRAPH_SHM_NODE_SIZE")) node_size = std::atoi(e);
-  if (node_size > 0)
-    detail::check(MPI_Comm_split(m_comm, m_rank / node_size, m_rank, &m_topology.node), what);
-  else
-    detail::check(MPI_Comm_split_type(m_comm, MPI_COMM_TYPE_SHARED, m_rank, MPI_INFO_NULL, &m_topology.node),
-                  what);
+  // Fault injection for tests: this rank stops between the barrier and the split.
+  if (const char* stop = std::getenv("NGRAPH_TEST_STOP_IN_TOPOLOGY"); stop && *stop == '1') raise(SIGSTOP);
+  {
+    detail::BlockingGuard guard(get_timeout(), what, "in a blocking MPI_Comm_split_type", this);
+    if (node_size > 0)
+      detail::check(MPI_Comm_split(m_comm, m_rank / node_size, m_rank, &m_topology.node), what);
+    else
+      detail::check(
+          MPI_Comm_split_type(m_comm, MPI_COMM_TYPE_SHARED, m_rank, MPI_INFO_NULL, &m_topology.node), what);
+  }
   MPI_Comm_set_errhandler(m_topology.node, MPI_ERRORS_RETURN);
   MPI_Comm_rank(m_topology.node, &m_topology.local_rank);
   MPI_Comm_size(m_topology.node, &m_topology.local_size);
@@ -267,7 +274,10 @@ void MPICommunicator::make_topology() {
   m_topology.usable = agreed[0] == -agreed[1] && m_topology.local_size > 1;
   m_topology.nodes = m_size / m_topology.local_size;
   // Every rank has passed the allreduce: the split below finds them all.
-  detail::check(MPI_Comm_split(m_comm, m_topology.local_rank, m_rank, &m_topology.cross), what);
+  {
+    detail::BlockingGuard guard(get_timeout(), what, "in a blocking MPI_Comm_split", this);
+    detail::check(MPI_Comm_split(m_comm, m_topology.local_rank, m_rank, &m_topology.cross), what);
+  }
   MPI_Comm_set_errhandler(m_topology.cross, MPI_ERRORS_RETURN);
   gather_creator(what);
   m_topology.made = true;
