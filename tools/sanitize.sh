@@ -6,11 +6,8 @@
 #
 # AddressSanitizer + UndefinedBehaviorSanitizer (with LeakSanitizer) in build/asan: every
 # ctest suite (the MPI ones under mpirun), then a short Python run with the instrumented
-# extension (libasan preloaded into the interpreter). A ThreadSanitizer build is configured
-# with -DNGRAPH_SANITIZE=thread; it is not part of this job yet.
-#
-# Not yet in tools/test.sh: so far only the MPI suites have been run clean with it (the build
-# of the other suites and the extension did not finish on the shared CI machine in time).
+# extension (libasan preloaded into the interpreter), single-process and under mpirun. Then
+# ThreadSanitizer in build/tsan: the extensions, and the threading tests under mpirun.
 #
 # Suppressions (tools/sanitizers/*.supp) cover only code that is not ours (Open MPI and its
 # libraries, CPython), each with the reason. Needs gcc's sanitizer runtimes (libasan,
@@ -21,6 +18,7 @@ root=$PWD
 jobs=$(nproc 2>/dev/null || echo 2)
 python=${PYTHON:-python3}
 supp="$root/tools/sanitizers"
+MPIRUN=(mpirun --allow-run-as-root --oversubscribe)
 
 configure_and_build() { # DIR SANITIZERS [extra cmake args...]
   local dir=$1 san=$2
@@ -51,17 +49,48 @@ ctest --test-dir build/asan --output-on-failure -j "$jobs" --timeout 900 -E '^mp
 ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" \
   ctest --test-dir build/asan --output-on-failure --timeout 900 -R '^mpi_'
 
-# The interpreter is not instrumented: the ASan runtime must be loaded first. The package is
-# the source tree's Python files next to the instrumented extension (which finds its libraries
-# in the build tree through its RUNPATH). CPython and NumPy keep memory until exit by design,
-# so leak detection is off for this part.
-echo "== AddressSanitizer + UndefinedBehaviorSanitizer: Python (test_training, test_ops subset)"
-pkg=build/asan/pkg/ngraph
-rm -rf build/asan/pkg && mkdir -p "$pkg"
-for f in python/ngraph/*; do ln -s "$root/$f" "$pkg/"; done
-ln -s "$root"/build/asan/python/src/_ngraph*.so "$pkg/"
-LD_PRELOAD="$(${CXX:-g++} -print-file-name=libasan.so) $(${CXX:-g++} -print-file-name=libubsan.so)" \
-  PYTHONPATH="$root/build/asan/pkg" ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" \
-  "$python" -m pytest -q -p no:cacheprovider tests/python/test_training.py \
-  tests/python/test_ops.py -k "test_training or add or dot or relu or softmax or sum"
+# The interpreter is not instrumented: the sanitizer's runtime must be loaded first. The
+# package is the source tree's Python files next to the instrumented extensions (which find
+# their libraries in the build tree through their RUNPATH).
+make_package() { # BUILD_DIR
+  local pkg=$1/pkg/ngraph
+  rm -rf "$1/pkg" && mkdir -p "$pkg"
+  for f in python/ngraph/*; do ln -s "$root/$f" "$pkg/"; done
+  ln -s "$root/$1"/python/src/_ngraph*.so "$pkg/"
+}
+runtime() { "${CXX:-g++}" -print-file-name="$1"; }
+
+# CPython and NumPy keep memory until exit by design, so leak detection is off for this part.
+echo "== AddressSanitizer + UndefinedBehaviorSanitizer: Python (training, ops, threads under mpirun)"
+make_package build/asan
+asan_python() {
+  LD_PRELOAD="$(runtime libasan.so) $(runtime libubsan.so)" PYTHONPATH="$root/build/asan/pkg" \
+    ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" "$@"
+}
+asan_python "$python" -m pytest -q -p no:cacheprovider tests/python/test_training.py \
+  tests/python/test_ops.py tests/python/test_batch_norm.py tests/python/test_nn.py \
+  -k "test_training or add or dot or relu or softmax or sum or conv or pool or batch_norm"
+asan_python "${MPIRUN[@]}" -np 2 -x LD_PRELOAD -x PYTHONPATH -x ASAN_OPTIONS -x UBSAN_OPTIONS \
+  "$python" -m pytest -q -p no:cacheprovider tests/python/distributed/mpi_test_threads.py \
+  tests/python/distributed/mpi_test_collectives.py
+
+# ThreadSanitizer: the libraries and extensions only (the C++ suites are single-threaded), then
+# the threading tests under mpirun: two and three threads calling distributed computations,
+# and one computation from two threads. Kernels run on one thread (NGRAPH_NUM_THREADS=1):
+# oneDNN's OpenMP runtime (libgomp) is not instrumented, so ThreadSanitizer cannot see its
+# barriers. Reports inside Open MPI, libgomp and CPython (not instrumented, not ours) are
+# suppressed in tools/sanitizers/tsan.supp, each with the reason.
+echo "== ThreadSanitizer: build (build/tsan)"
+configure_and_build build/tsan thread -DNGRAPH_BUILD_PYTHON=ON -DNGRAPH_BUILD_TESTS=OFF \
+  "-DPython_EXECUTABLE=$(command -v "$python")" \
+  "-Dpybind11_DIR=$("$python" -m pybind11 --cmakedir)"
+echo "== ThreadSanitizer: Python threading tests under mpirun"
+make_package build/tsan
+# halt_on_error: the first race fails the test run. ASLR is turned off for the ranks
+# (setarch -R): ThreadSanitizer of gcc 12 refuses the high-entropy mappings of newer kernels.
+LD_PRELOAD="$(runtime libtsan.so)" PYTHONPATH="$root/build/tsan/pkg" NGRAPH_NUM_THREADS=1 \
+  TSAN_OPTIONS="halt_on_error=1:exitcode=66:second_deadlock_stack=1:suppressions=$supp/tsan.supp" \
+  "${MPIRUN[@]}" -np 2 -x LD_PRELOAD -x PYTHONPATH -x NGRAPH_NUM_THREADS -x TSAN_OPTIONS \
+  setarch "$(uname -m)" -R "$python" -m pytest -q -p no:cacheprovider \
+  tests/python/distributed/mpi_test_threads.py
 echo "sanitizers: clean"

@@ -345,11 +345,15 @@ def test_fault_leaves_nothing_in_dev_shm(fault):
     assert not any(fault["shm"].values()), f"left in the hosts' /dev/shm: {fault['shm']}"
 
 
-@pytest.mark.xfail(strict=False, reason="issue 14 item 8/9, fixed on branch h-dist")
 def test_fault_names_the_stuck_ranks(fault):
-    """The ranks on h0 name a rank they waited for on h1 (2 or 3)."""
+    """The ranks on h0 name a rank they waited for on h1 (2 or 3), unless mpirun ended the
+    job first and named h1 itself (a link taken down: Open MPI's daemons may notice before
+    the ranks' timeout)."""
     if fault["fault"] == "kill_rank":
         pytest.skip("mpirun ends the job at once and names the killed rank (tested above)")
+    if fault["fault"] in MPIRUN_NAMES_CAUSE and re.search(
+            MPIRUN_NAMES_CAUSE[fault["fault"]], fault["mpirun"], re.S):
+        return
     errors = [line for r in (0, 1) for line in fault["logs"][r].splitlines()
               if "DistributedError" in line or line.startswith("[ngraph]")]
     assert errors, "the ranks on h0 report no error\n" + _report(fault)
