@@ -197,6 +197,31 @@ if r == 1:
     assert "ending the job (MPI_Abort)" in out, out
 
 
+def test_rank_late_for_the_node_split_ends_the_job(tmp_path):
+    """abort_on_error=False. Rank 1 arrives at the topology set-up 4 s late (the test switch
+    NGRAPH_TEST_TOPOLOGY_LATE): rank 0 raises at the barrier after the 2 s timeout, while
+    compiling. Rank 1 then passes the barrier (rank 0's is still pending inside MPI) into the
+    blocking split, where it used to wait forever; now its watchdog ends the job, naming the
+    split."""
+    script = HEADER.replace("comm.timeout = TIMEOUT", """comm.timeout = TIMEOUT
+if r == 1:
+    os.environ["NGRAPH_TEST_TOPOLOGY_LATE"] = "4"
+""") + TRAINING
+    proc = start_job(tmp_path, script, 2, False, ABORT=False, CHECK="first", TIMEOUT=TIMEOUT,
+                     STALLER=-1, SIGNAL="signal.SIGSTOP")
+    try:
+        out, _ = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        out = end_job(proc, tmp_path, 2)
+        pytest.fail(f"the late rank was not ended by its watchdog:\n{out}")
+    assert proc.returncode != 0, out
+    # The topology is made when the step is compiled: rank 0's error is uncaught there.
+    assert re.search(r"DistributedError: \[SharedRegion\] node topology[^\n]*\(every rank "
+                     r"arriving\): rank 0 timed out after 2 s", out), out
+    assert re.search(r"rank 1 timed out after 2 s in a blocking MPI_Comm_split_type", out), out
+    assert "ending the job (MPI_Abort)" in out, out
+
+
 @pytest.mark.parametrize("sig", ["SIGSTOP", "SIGKILL"])
 def test_creator_stalls_or_dies_while_shared_memory_is_set_up(tmp_path, sig):
     """Rank 0 makes the shared-memory object, then stalls before anyone mapped it (the test

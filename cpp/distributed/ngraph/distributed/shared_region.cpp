@@ -244,6 +244,9 @@ void MPICommunicator::make_topology() {
   // deadline first, so a rank that never comes is an error here, not a hang inside MPI. A
   // rank stopped or lost between the barrier and a split is caught by the watchdog, which
   // ends the job with the message (no MPI call can be interrupted).
+  // Fault injection for tests: this rank arrives late, after the others gave up waiting.
+  if (const char* late = std::getenv("NGRAPH_TEST_TOPOLOGY_LATE"))
+    std::this_thread::sleep_for(std::chrono::duration<double>(std::atof(late)));
   MPI_Request req;
   detail::check(MPI_Ibarrier(m_comm, &req), what);
   wait_request(req, what + " (every rank arriving)");
