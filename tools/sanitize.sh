@@ -63,14 +63,16 @@ runtime() { "${CXX:-g++}" -print-file-name="$1"; }
 # CPython and NumPy keep memory until exit by design, so leak detection is off for this part.
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer: Python (training, ops, threads under mpirun)"
 make_package build/asan
+asan_preload="$(runtime libasan.so) $(runtime libubsan.so)"
 asan_python() {
-  LD_PRELOAD="$(runtime libasan.so) $(runtime libubsan.so)" PYTHONPATH="$root/build/asan/pkg" \
-    ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" "$@"
+  PYTHONPATH="$root/build/asan/pkg" ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" "$@"
 }
-asan_python "$python" -m pytest -q -p no:cacheprovider tests/python/test_training.py \
+asan_python env LD_PRELOAD="$asan_preload" "$python" -m pytest -q -p no:cacheprovider tests/python/test_training.py \
   tests/python/test_ops.py tests/python/test_batch_norm.py tests/python/test_nn.py \
   -k "test_training or add or dot or relu or softmax or sum or conv or pool or batch_norm"
-asan_python "${MPIRUN[@]}" -np 2 -x LD_PRELOAD -x PYTHONPATH -x ASAN_OPTIONS -x UBSAN_OPTIONS \
+# The runtimes are preloaded into the ranks only (-x NAME=value), not into mpirun.
+asan_python "${MPIRUN[@]}" -np 2 -x LD_PRELOAD="$asan_preload" -x PYTHONPATH -x ASAN_OPTIONS \
+  -x UBSAN_OPTIONS \
   "$python" -m pytest -q -p no:cacheprovider tests/python/distributed/mpi_test_threads.py \
   tests/python/distributed/mpi_test_collectives.py
 
@@ -86,11 +88,21 @@ configure_and_build build/tsan thread -DNGRAPH_BUILD_PYTHON=ON -DNGRAPH_BUILD_TE
   "-Dpybind11_DIR=$("$python" -m pybind11 --cmakedir)"
 echo "== ThreadSanitizer: Python threading tests under mpirun"
 make_package build/tsan
-# halt_on_error: the first race fails the test run. ASLR is turned off for the ranks
-# (setarch -R): ThreadSanitizer of gcc 12 refuses the high-entropy mappings of newer kernels.
-LD_PRELOAD="$(runtime libtsan.so)" PYTHONPATH="$root/build/tsan/pkg" NGRAPH_NUM_THREADS=1 \
-  TSAN_OPTIONS="halt_on_error=1:exitcode=66:second_deadlock_stack=1:suppressions=$supp/tsan.supp" \
-  "${MPIRUN[@]}" -np 2 -x LD_PRELOAD -x PYTHONPATH -x NGRAPH_NUM_THREADS -x TSAN_OPTIONS \
-  setarch "$(uname -m)" -R "$python" -m pytest -q -p no:cacheprovider \
-  tests/python/distributed/mpi_test_threads.py
+# halt_on_error: the first race fails the test run. Reports go to files (log_path), printed
+# here: a rank that halts can end before mpirun forwards its stderr. ASLR is turned off for
+# the ranks (setarch -R): ThreadSanitizer of gcc 12 refuses the mappings of kernels with
+# vm.mmap_rnd_bits above 28 ("unexpected memory mapping").
+reports="$root/build/tsan/reports"
+rm -rf "$reports" && mkdir -p "$reports"
+status=0
+PYTHONPATH="$root/build/tsan/pkg" NGRAPH_NUM_THREADS=1 \
+  TSAN_OPTIONS="halt_on_error=1:exitcode=66:second_deadlock_stack=1:suppressions=$supp/tsan.supp:log_path=$reports/tsan" \
+  "${MPIRUN[@]}" -np 2 -x LD_PRELOAD="$(runtime libtsan.so)" -x PYTHONPATH -x NGRAPH_NUM_THREADS \
+  -x TSAN_OPTIONS setarch "$(uname -m)" -R "$python" -m pytest -q -p no:cacheprovider \
+  tests/python/distributed/mpi_test_threads.py || status=$?
+if [ "$status" != 0 ] || compgen -G "$reports/tsan*" >/dev/null; then
+  cat "$reports"/tsan* 2>/dev/null || true
+  echo "sanitize.sh: ThreadSanitizer run failed (exit $status; reports above, in $reports)" >&2
+  exit 1
+fi
 echo "sanitizers: clean"

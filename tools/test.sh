@@ -63,4 +63,12 @@ echo "== examples"
 echo "== benchmarks (smoke)"
 "$py" bench/run_all.py --smoke >/dev/null
 "$py" bench/isa.py --smoke >/dev/null
+
+# The sanitizer job (issue 14): AddressSanitizer + UndefinedBehaviorSanitizer on every C++
+# suite and a Python run (one process and under mpirun), ThreadSanitizer on the threading
+# tests. It builds twice more (build/asan, build/tsan): NGRAPH_SANITIZERS=0 skips it locally.
+if [ "${NGRAPH_SANITIZERS:-1}" != 0 ]; then
+  echo "== sanitizers (tools/sanitize.sh)"
+  PYTHON="$py" bash tools/sanitize.sh
+fi
 echo "all tests passed"
