@@ -9,7 +9,8 @@ usage() {
 usage: tools/run_ngraph_tests.sh [-p PYTHON] [-b BACKENDS] [-k] DIR [-- PYTEST_ARGS...]
 
 DIR holds nGraph's Python test package as nGraph's repository lays it out: DIR/test/
-(conftest.py, __init__.py) and DIR/test/ngraph/ (util.py, test_*.py). Get it with:
+(conftest.py, __init__.py, test_ops.py: the low-level ngraph.impl API) and DIR/test/ngraph/
+(util.py, test_*.py). Every test_*.py under DIR/test runs. Get it with:
 
   git clone --depth 1 --branch v0.26.0 https://github.com/NervanaSystems/ngraph.git /tmp/ngraph-src
   tools/run_ngraph_tests.sh /tmp/ngraph-src/python
@@ -75,7 +76,7 @@ status=0
 for backend in $backends; do
   echo "== nGraph's tests on $backend ($dir)"
   set +e
-  (cd "$dir" && PYTHONPATH="$work${PYTHONPATH:+:$PYTHONPATH}" "$python" -m pytest test/ngraph \
+  (cd "$dir" && PYTHONPATH="$work${PYTHONPATH:+:$PYTHONPATH}" "$python" -m pytest test \
      --backend="$backend" -p ngraph_legacy_test_api -p no:cacheprovider -q -rfE \
      --continue-on-collection-errors \
      --junitxml="$work/$backend.xml" -W ignore "$@") >"$work/$backend.log" 2>&1

@@ -95,6 +95,7 @@ from ngraph.fused import (
     depth_to_space,
     dequantize,
     elu,
+    fake_quantize,
     gemm,
     grn,
     hard_sigmoid,

@@ -11,7 +11,6 @@ NOT_PROVIDED = {
     "quantize": _QUANTIZED,
     "quantized_convolution": _QUANTIZED,
     "quantized_dot": _QUANTIZED,
-    "fake_quantize": _QUANTIZED,
     "rnn_cell": "a recurrent cell, which ngraph does not have",
     "replace_slice": "ngraph's graphs are pure; a slice update is ng.pad plus ng.select",
     "function_call": "nGraph's FunctionCall op, gone before v0.26; compile the ng.Function or "
@@ -24,12 +23,23 @@ NOT_PROVIDED = {
     "split": _OPSET1 + "; use ng.slice for each part",
     "variadic_split": _OPSET1 + "; use ng.slice for each part",
     "reverse_sequence": _OPSET1 + "; use ng.reverse on slices",
+    "greater_equal": _OPSET1 + "; use ng.greater_eq (v0.26's name)",
+    "less_equal": _OPSET1 + "; use ng.less_eq (v0.26's name)",
+    "batch_norm_inference": _OPSET1 + "; use ng.batch_norm(eps, gamma, beta, data, mean, "
+                                      "variance)",
+    "batch_norm_training": _OPSET1 + "; use ng.batch_norm(eps, gamma, beta, data)",
+    "scatter_update": _OPSET1 + "; ngraph has no scatter op",
+    "scatter_nd_update": _OPSET1 + "; ngraph has no scatter op",
+    "scatter_elements_update": _OPSET1 + "; ngraph has no scatter op",
+    "binary_convolution": _OPSET1 + " (1-bit convolution), which ngraph does not have",
+    "ctc_greedy_decoder": _OPSET1 + ", which ngraph does not have",
 }
 
 
-def missing_attribute(name: str):
-    """The module ``__getattr__`` of ngraph: only called for names it does not have."""
+def missing_attribute(name: str, module: str = "ngraph"):
+    """The module ``__getattr__`` of ngraph (and of ngraph.ops, nGraph's module of the op
+    functions): only called for names it does not have."""
     if name in NOT_PROVIDED:
         raise AttributeError(f"ngraph has no {name}: {NOT_PROVIDED[name]} (see docs/api.md, "
                              "'Differences from nGraph's Python API')")
-    raise AttributeError(f"module 'ngraph' has no attribute {name!r}")
+    raise AttributeError(f"module {module!r} has no attribute {name!r}")

@@ -14,9 +14,12 @@ from ngraph.ops import (
     add,
     convert,
     divide,
+    equal,
     exp,
+    floor,
     greater,
     less,
+    less_eq,
     matmul,
     maximum,
     minimum,
@@ -143,7 +146,11 @@ def shuffle_channels(data: NodeInput, axis: int, groups: int, name: str | None =
     return _named(_transpose_reshape(x, split, [0, 2, 1, 3], shape), name)
 
 
-def _block_check(op: str, x: Node, block_size: int, mode: str) -> list[int]:
+def _block_check(op: str, x: Node, block_size: int | None, mode: str) -> list[int]:
+    if block_size is None:
+        raise UserInputError(f"[{op}] block_size is missing: the signature is (data, mode, "
+                             f"block_size) as in nGraph v0.26; nGraph's earlier (data, "
+                             f"block_size) form is not provided (mode {mode!r})")
     shape = x.shape
     if len(shape) != 4:
         raise UserInputError(f"[{op}] data must be NCHW (rank 4), got shape {shape}")
@@ -155,7 +162,8 @@ def _block_check(op: str, x: Node, block_size: int, mode: str) -> list[int]:
     return shape
 
 
-def depth_to_space(node: NodeInput, mode: str, block_size: int, name: str | None = None) -> Node:
+def depth_to_space(node: NodeInput, mode: str, block_size: int | None = None,
+                   name: str | None = None) -> Node:
     """[N, C, H, W] to [N, C / b^2, H b, W b]: the channels' blocks become spatial blocks
     (ONNX's DCR order for 'blocks_first', CRD for 'depth_first')."""
     x = as_node(node)
@@ -172,7 +180,8 @@ def depth_to_space(node: NodeInput, mode: str, block_size: int, name: str | None
     return _named(_transpose_reshape(x, split, order, [n, c2, h * b, w * b]), name)
 
 
-def space_to_depth(data: NodeInput, mode: str, block_size: int, name: str | None = None) -> Node:
+def space_to_depth(data: NodeInput, mode: str, block_size: int | None = None,
+                   name: str | None = None) -> Node:
     """The inverse of depth_to_space: [N, C, H, W] to [N, C b^2, H / b, W / b]."""
     x = as_node(data)
     n, c, h, w = _block_check("SpaceToDepth", x, block_size, mode)
@@ -183,6 +192,49 @@ def space_to_depth(data: NodeInput, mode: str, block_size: int, name: str | None
     split = [n, c, h // b, b, w // b, b]
     order = [0, 3, 5, 1, 2, 4] if mode == "blocks_first" else [0, 1, 3, 5, 2, 4]
     return _named(_transpose_reshape(x, split, order, [n, c * b * b, h // b, w // b]), name)
+
+
+def _round_half_to_even(y: Node) -> Node:
+    """y rounded to the nearest integer, a tie to the even one (C's nearbyint)."""
+    low = floor(y)
+    frac = subtract(y, low)
+    odd = subtract(low, multiply(2, floor(multiply(low, 0.5))))  # 1 where low is odd, else 0
+    return select(greater(frac, 0.5), add(low, 1), select(less(frac, 0.5), low, add(low, odd)))
+
+
+def fake_quantize(data: NodeInput, input_low: NodeInput, input_high: NodeInput,
+                  output_low: NodeInput, output_high: NodeInput, levels: int,
+                  name: str | None = None) -> Node:
+    """Quantizes `data` to `levels` evenly spaced values and maps them back to floats, as
+    nGraph's FakeQuantize: `output_low` where x <= input_low, `output_high` where
+    x > input_high, else round((x - input_low) / (input_high - input_low) * (levels - 1))
+    / (levels - 1) * (output_high - output_low) + output_low, rounding a tie to even. The four
+    bounds broadcast (NumPy-style) to the shape of `data`."""
+    x = _float_data("FakeQuantize", data)
+    try:
+        steps = float(levels) - 1
+    except (TypeError, ValueError):
+        steps = float("nan")
+    if not (steps.is_integer() and steps >= 1):
+        raise UserInputError(f"[FakeQuantize] levels must be an integer >= 2, got {levels!r}")
+    x, in_low, in_high, out_low, out_high = as_nodes(
+        x, input_low, input_high, output_low, output_high, op="FakeQuantize")
+    for what, bound in zip(("input_low", "input_high", "output_low", "output_high"),
+                           (in_low, in_high, out_low, out_high)):
+        try:
+            fits = list(np.broadcast_shapes(tuple(bound.shape), tuple(x.shape))) == x.shape
+        except ValueError:
+            fits = False
+        if not fits:
+            raise UserInputError(f"[FakeQuantize] {what} of shape {bound.shape} does not "
+                                 f"broadcast to the data's shape {x.shape}")
+    width = subtract(in_high, in_low)
+    # Where input_high == input_low every x is below or above: divide by 1 there, not 0.
+    width = select(equal(width, 0), add(multiply(width, 0), 1), width)
+    q = _round_half_to_even(multiply(divide(subtract(x, in_low), width), steps))
+    mid = add(multiply(divide(q, steps), subtract(out_high, out_low)), out_low)
+    return _named(select(less_eq(x, in_low), out_low,
+                         select(greater(x, in_high), out_high, mid)), name)
 
 
 def mvn(data: NodeInput, axes: Iterable[int], normalize_variance: bool, eps: float,

@@ -664,3 +664,15 @@ def _install_operators() -> None:
 
 
 _install_operators()
+
+
+def __getattr__(name: str) -> Any:
+    """nGraph's ``ngraph.ops`` holds every op function: the fused ones (ngraph.fused) resolve
+    here too, and a name ngraph does not provide says why."""
+    from ngraph import fused
+    from ngraph._not_provided import missing_attribute
+
+    fn = getattr(fused, name, None)
+    if not name.startswith("_") and getattr(fn, "__module__", None) == fused.__name__:
+        return fn
+    return missing_attribute(name, "ngraph.ops")

@@ -368,6 +368,23 @@ TEST(pooling_lrn, by_hand) {
   EXPECT_TRUE(all_close(y, {1 / std::sqrt(6.0), 2 / std::sqrt(15.0), 3 / std::sqrt(14.0)}));
 }
 
+TEST(pooling_geometry, left_out_strides_and_padding_default_to_ones_and_zeros) {
+  // nGraph's MaxPool(arg, window_shape) and AvgPool(arg, window_shape, strides).
+  auto x = std::make_shared<op::Parameter>(element::f32, Shape{1, 2, 10, 7});
+  auto mp = std::make_shared<op::MaxPool>(x, Shape{3, 2}, Strides{}, Shape{}, Shape{});
+  EXPECT_EQ(mp->get_shape(), (Shape{1, 2, 8, 6}));
+  EXPECT_EQ(mp->get_window_movement_strides(), (Strides{1, 1}));
+  EXPECT_EQ(mp->get_padding_below(), (Shape{0, 0}));
+  EXPECT_EQ(mp->get_padding_above(), (Shape{0, 0}));
+  auto ap = std::make_shared<op::AvgPool>(x, Shape{3, 2}, Strides{2, 3}, Shape{}, Shape{1, 0},
+                                          true);
+  EXPECT_EQ(ap->get_shape(), (Shape{1, 2, 5, 2}));
+  EXPECT_EQ(ap->get_padding_below(), (Shape{0, 0}));
+  // A window of the wrong rank is still an error, not filled in.
+  EXPECT_THROW(std::make_shared<op::MaxPool>(x, Shape{3}, Strides{}, Shape{}, Shape{}),
+               NodeValidationFailure);
+}
+
 // --------------------------------------------------------- max pooling with its workspace
 
 namespace {

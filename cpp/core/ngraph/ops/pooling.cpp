@@ -16,6 +16,13 @@ void PoolingAttributes::visit_geometry(AttributeVisitor& v, bool with_ceil_mode)
   if (with_ceil_mode) v.on("ceil_mode", m_ceil_mode);
 }
 
+void PoolingAttributes::default_geometry() {
+  size_t n = m_window_shape.size();
+  if (m_window_movement_strides.empty()) m_window_movement_strides.assign(n, 1);
+  if (m_padding_below.empty()) m_padding_below.assign(n, 0);
+  if (m_padding_above.empty()) m_padding_above.assign(n, 0);
+}
+
 namespace {
 
 // Output cells on one axis of `padded` cells: floor or ceiling of (padded - window) / stride,
@@ -103,6 +110,7 @@ MaxPool::MaxPool(const Output& arg, const Shape& window_shape,
 }
 
 void MaxPool::validate_and_infer_types() {
+  default_geometry();
   check_input_count(1);
   check_element_kind(*this, 0, ElementKind::real);
   set_output_type(0, get_input_element_type(0),
@@ -121,6 +129,7 @@ AvgPool::AvgPool(const Output& arg, const Shape& window_shape,
 }
 
 void AvgPool::validate_and_infer_types() {
+  default_geometry();
   check_input_count(1);
   check_element_kind(*this, 0, ElementKind::real);
   set_output_type(0, get_input_element_type(0),
@@ -163,6 +172,7 @@ void check_same_types(const Node& node, const char* a, const char* b) {
 }  // namespace
 
 void MaxPoolBackprop::validate_and_infer_types() {
+  default_geometry();
   check_input_count(2);
   check_same_types(*this, "arg_forward", "delta");
   const Shape& arg = get_input_shape(0);
@@ -184,6 +194,7 @@ AvgPoolBackprop::AvgPoolBackprop(const Shape& forward_arg_shape, const Output& d
 }
 
 void AvgPoolBackprop::validate_and_infer_types() {
+  default_geometry();
   check_input_count(1);
   check_element_kind(*this, 0, ElementKind::real);
   Shape forward = infer_pooling_shape(*this, m_forward_arg_shape, *this, !m_include_padding);

@@ -34,6 +34,9 @@ class PoolingAttributes {
         m_ceil_mode(ceil_mode) {}
   // window_shape, window_movement_strides, padding_below, padding_above (and ceil_mode).
   void visit_geometry(AttributeVisitor& v, bool with_ceil_mode);
+  // Empty window_movement_strides become ones and empty paddings zeros, one per axis of the
+  // window (nGraph's MaxPool(arg, window_shape) and AvgPool(arg, window_shape, strides)).
+  void default_geometry();
 
   Shape m_window_shape;
   Strides m_window_movement_strides;
