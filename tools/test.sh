@@ -63,4 +63,5 @@ echo "== examples"
 echo "== benchmarks (smoke)"
 "$py" bench/run_all.py --smoke >/dev/null
 "$py" bench/isa.py --smoke >/dev/null
+"$py" bench/convert.py --smoke >/dev/null
 echo "all tests passed"

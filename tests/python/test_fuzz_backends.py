@@ -296,6 +296,19 @@ OPS = [op_unary_float, op_unary_exact, op_binary, op_binary, op_select, op_reduc
        op_softmax, op_convolution, op_pooling, op_normalization, op_convert]
 
 
+def try_op(b, ops, v):
+    """(op, (node, exact)) for a random op of `ops` applied to `v`; None for an invalid
+    random geometry or a result of more than 20000 elements (the caller tries another)."""
+    op = b.pick(ops)
+    try:
+        made = op(b, v)
+    except (ValueError, TypeError):
+        return None
+    if made is None or int(np.prod(made[0].shape)) > 20000:
+        return None
+    return op, made
+
+
 def build_case(rng):
     """A random graph: (builder, results, the scalar loss of float graphs or None)."""
     b = Builder(rng)
@@ -303,13 +316,10 @@ def build_case(rng):
     results = []
     for _ in range(int(rng.integers(2, 7))):
         v = values[-1] if rng.random() < 0.7 else b.pick(values)
-        op = b.pick(OPS)
-        try:
-            made = op(b, v)
-        except (ValueError, TypeError):  # an invalid random geometry: try another op
+        tried = try_op(b, OPS, v)
+        if tried is None:
             continue
-        if made is None or int(np.prod(made[0].shape)) > 20000:
-            continue
+        op, made = tried
         b.steps.append(f"{op.__name__}({v.node.name}) -> {made[0].get_type_name()} "
                        f"{made[0].dtype}{list(made[0].shape)}")
         values.append(Value(*made))
@@ -416,13 +426,10 @@ def build_low_case(rng):
     v = Value(ng.convert(p, low), True)
     steps = [f"p0 = parameter({list(p.shape)}, {src.name}), tame={tame}", f"convert -> {low}"]
     for _ in range(int(rng.integers(1, 6))):
-        op = b.pick(LOW_OPS)
-        try:
-            made = op(b, v)
-        except (ValueError, TypeError):  # an invalid random geometry: try another op
+        tried = try_op(b, LOW_OPS, v)
+        if tried is None:
             continue
-        if made is None or int(np.prod(made[0].shape)) > 20000:
-            continue
+        op, made = tried
         v = Value(*made)
         steps.append(f"{op.__name__} -> {v.node.get_type_name()} {v.node.element_type}"
                      f"{list(v.shape)}")
