@@ -25,6 +25,29 @@ uint16_t nan_bits(uint16_t sign, uint64_t fraction, int fraction_bits_in, int ex
   return static_cast<uint16_t>(sign | (((1u << exponent_bits) - 1) << fraction_bits) | kept);
 }
 
+// float16 from a float's bits (not NaN), in integer arithmetic: the same result as
+// round_from_double, without the double.
+uint16_t float16_from_float_bits(uint32_t bits) {
+  const auto sign = static_cast<uint16_t>((bits >> 16) & 0x8000);
+  const uint32_t magnitude = bits & 0x7FFFFFFF;
+  if (magnitude >= 0x477FF000) return static_cast<uint16_t>(sign | 0x7C00);  // >= 65520: inf
+  if (magnitude >= 0x38800000) {  // a float16 normal (>= 2^-14)
+    // Rebias the exponent (127 -> 15), add just under half an ulp plus the kept lowest bit
+    // (ties to even), and drop the 13 extra fraction bits; a carry moves the exponent up.
+    const uint32_t odd = (magnitude >> 13) & 1;
+    return static_cast<uint16_t>(sign | ((magnitude - (112u << 23) + 0xFFF + odd) >> 13));
+  }
+  const int exponent = static_cast<int>(magnitude >> 23);
+  if (exponent < 102) return sign;  // below 2^-25: rounds to zero
+  // A subnormal: the significand with its leading 1, shifted to units of 2^-24.
+  const uint32_t significand = (magnitude & 0x7FFFFF) | 0x800000;
+  const int shift = 126 - exponent;  // 14 ... 24
+  uint32_t kept = significand >> shift;
+  const uint32_t rest = significand & ((1u << shift) - 1), half = 1u << (shift - 1);
+  if (rest > half || (rest == half && (kept & 1))) ++kept;
+  return static_cast<uint16_t>(sign | kept);
+}
+
 }  // namespace
 
 uint16_t round_from_double(double value, int exponent_bits, int fraction_bits) {
@@ -66,10 +89,10 @@ uint16_t round_from_float(float value, int exponent_bits, int fraction_bits) {
     const auto sign = static_cast<uint16_t>((bits >> 31) << (exponent_bits + fraction_bits));
     return nan_bits(sign, bits & 0x7FFFFF, 23, exponent_bits, fraction_bits);
   }
-  if (exponent_bits == 8 && fraction_bits == 7) {  // bfloat16: round the float's bits
-    const auto bits = bit_cast<uint32_t>(value);
+  const auto bits = bit_cast<uint32_t>(value);
+  if (exponent_bits == 8 && fraction_bits == 7)  // bfloat16: round the float's bits
     return static_cast<uint16_t>((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16);
-  }
+  if (exponent_bits == 5 && fraction_bits == 10) return float16_from_float_bits(bits);
   return round_from_double(static_cast<double>(value), exponent_bits, fraction_bits);
 }
 
@@ -80,14 +103,14 @@ float decode_to_float(uint16_t bits, int exponent_bits, int fraction_bits) {
   const uint32_t fraction = bits & ((1u << fraction_bits) - 1);
   if (exponent == max_exponent)  // infinity or NaN, payload kept bit for bit
     return bit_cast<float>(sign | 0x7F800000u | (fraction << (23 - fraction_bits)));
+  if (exponent_bits == 8) return bit_cast<float>(static_cast<uint32_t>(bits) << 16);  // bfloat16
   const int bias = (1 << (exponent_bits - 1)) - 1;
-  // Subnormals: fraction * 2^(1 - bias - fraction_bits); normals add the leading 1. Exact.
-  float magnitude =
-      exponent == 0
-          ? std::ldexp(static_cast<float>(fraction), 1 - bias - fraction_bits)
-          : std::ldexp(static_cast<float>(fraction | (1u << fraction_bits)),
-                       exponent - bias - fraction_bits);
-  return bit_cast<float>(sign | bit_cast<uint32_t>(magnitude));
+  if (exponent != 0)  // a normal: rebias the exponent, widen the fraction
+    return bit_cast<float>(sign | (static_cast<uint32_t>(exponent - bias + 127) << 23) |
+                           (fraction << (23 - fraction_bits)));
+  // Zero and subnormals: fraction * 2^(1 - bias - fraction_bits), a float normal. Exact.
+  const float scale = bit_cast<float>(static_cast<uint32_t>(1 - bias - fraction_bits + 127) << 23);
+  return bit_cast<float>(sign | bit_cast<uint32_t>(static_cast<float>(fraction) * scale));
 }
 
 namespace {
