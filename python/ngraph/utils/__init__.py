@@ -115,7 +115,9 @@ def as_nodes(*values: NodeInput, op: str = "") -> list[Node]:
     """Nodes for `values`; non-nodes become constants of the first node's dtype (as in
     nGraph: ``x_f32 + 1`` adds an f32 constant). A value that the dtype cannot hold exactly
     (``x_i32 + 0.5``) raises TypeError."""
-    dtype = next((v.dtype for v in values if isinstance(v, Node)), None)
+    # (A bf16 node without ml_dtypes has no dtype: the op then names what it refuses.)
+    dtype = next((v.dtype for v in values if isinstance(v, Node)
+                  and (bfloat16 is not None or v.element_type != "bf16")), None)
     out = []
     for v in values:
         if not isinstance(v, Node) and dtype is not None:
