@@ -28,6 +28,7 @@ import numpy as np
 
 from ngraph._ngraph import Variable
 from ngraph.exceptions import CheckpointError, NgraphTypeError
+from ngraph.utils import _NO_BF16, bfloat16
 
 __all__ = ["CheckpointError", "Checkpoint", "save", "load"]
 
@@ -36,6 +37,11 @@ VERSION = 1
 _HEADER = "checkpoint.json"
 
 Variables = Union[Sequence[Variable], Mapping[str, Variable]]
+_BF16 = "bfloat16"  # the header's dtype of bf16 arrays (stored as their uint16 bits)
+
+
+def _is_bf16(dtype: np.dtype) -> bool:
+    return bfloat16 is not None and dtype == np.dtype(bfloat16)
 
 
 class Checkpoint(NamedTuple):
@@ -127,12 +133,16 @@ def save(path: str | os.PathLike, variables: Variables, optimizer=None,
                     header[section] = []
                 for section, i, name, v in entries:
                     value = np.asarray(v.get_value(), order="C")  # keeps scalars 0-d
+                    # .npy has no bfloat16: its bits go in as uint16, the header says bfloat16.
+                    dtype_name = _BF16 if _is_bf16(value.dtype) else value.dtype.str
+                    if dtype_name == _BF16:
+                        value = value.view(np.uint16)
                     with z.open(_entry(section, i), "w",
                                 force_zip64=value.nbytes > 2**31) as entry:
                         np.lib.format.write_array(entry, value, allow_pickle=False)
                     # The entry's CRC-32, computed while writing: one pass over the data.
                     header[section].append(
-                        {"name": name, "shape": list(value.shape), "dtype": value.dtype.str,
+                        {"name": name, "shape": list(value.shape), "dtype": dtype_name,
                          "crc32": z.getinfo(_entry(section, i)).CRC})
                 z.writestr(_HEADER, json.dumps(header, indent=1))
             f.flush()
@@ -185,7 +195,7 @@ def _read(path: str, allow_nonfinite: bool) -> tuple[dict, dict[str, dict[str, n
                 out[section] = {}
                 for i, info in enumerate(header[section]):
                     value = _read_array(path, z, _entry(section, i), info)
-                    if not allow_nonfinite and value.dtype.kind == "f":
+                    if not allow_nonfinite and (value.dtype.kind == "f" or _is_bf16(value.dtype)):
                         bad = int(np.count_nonzero(~np.isfinite(value)))
                         if bad:
                             raise CheckpointError(
@@ -244,7 +254,11 @@ def _read_array(path: str, z: zipfile.ZipFile, entry: str, info: dict) -> np.nda
             if read_header is None:
                 raise ValueError(f".npy format version {version}")
             shape, fortran, dtype = read_header(f)
-            if list(shape) != list(info["shape"]) or dtype.str != info["dtype"]:
+            bf16 = info["dtype"] == _BF16
+            if bf16 and bfloat16 is None:
+                raise CheckpointError(f"{path}: {name} is bfloat16: {_NO_BF16}")
+            if list(shape) != list(info["shape"]) or dtype.str != (
+                    np.dtype(np.uint16).str if bf16 else info["dtype"]):
                 raise CheckpointError(
                     f"{path}: {name} is {dtype} {list(shape)} in the archive but "
                     f"{np.dtype(info['dtype'])} {info['shape']} in its header: corrupt "
@@ -256,6 +270,8 @@ def _read_array(path: str, z: zipfile.ZipFile, entry: str, info: dict) -> np.nda
             got = f.readinto(buffer) if value.nbytes else 0
             if got != value.nbytes or f.read(1):
                 raise ValueError(f"{got} data bytes for {value.nbytes}, or more")
+            if bf16:
+                value = value.view(bfloat16)
     except zipfile.BadZipFile as e:
         raise CheckpointError(f"{path}: {name} fails its checksum: corrupt checkpoint "
                               f"({e})") from None

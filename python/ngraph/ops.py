@@ -20,6 +20,7 @@ from ngraph.utils import (
     as_node,
     as_nodes,
     axis_list,
+    element_type_arg,
     int_list,
     make_constant_node,
     shape_of,
@@ -40,7 +41,7 @@ def parameter(shape: Sequence[int], dtype: Any = np.float32, name: str | None = 
         "Parameter",
         [],
         name,
-        element_type=to_dtype(dtype, "[Parameter] dtype"),
+        element_type=element_type_arg(dtype, "[Parameter] dtype"),
         shape=shape_of(shape, "[Parameter] shape"),
     )
 
@@ -144,7 +145,7 @@ def select(
 def convert(node: NodeInput, new_type: Any, name: str | None = None) -> Node:
     """Elementwise conversion to `new_type` (a NumPy dtype or type, or its name)."""
     return _make("Convert", [as_node(node)], name,
-                 destination_type=to_dtype(new_type, "[Convert] new_type"))
+                 destination_type=element_type_arg(new_type, "[Convert] new_type"))
 
 
 # ----------------------------------------------------------------------- contractions

@@ -10,7 +10,15 @@ import numpy as np
 from ngraph import _ngraph
 from ngraph._ngraph import Function, Node, Variable
 from ngraph.exceptions import NgraphTypeError, UserInputError
-from ngraph.utils import as_node
+from ngraph.utils import as_node, bfloat16
+
+
+def _host_result(node: Node) -> Node:
+    """`node`, or for a bf16 result where NumPy has no bfloat16 (ml_dtypes not installed) the
+    same values as float32 (exact: every bf16 value is a float32 value)."""
+    if bfloat16 is None and node.element_type == "bf16":
+        return _ngraph.make_node("Convert", [node], {"destination_type": "f32"}, "")
+    return node
 
 
 def runtime(backend_name: str = "CPU") -> Runtime:
@@ -109,7 +117,7 @@ class Computation(_ngraph.ComputationBase):
                                     f"Parameter node, got {p!r}")
             # Nodes without a value (ng.send) run as sinks; their place in the output is None.
             self._layout = [r.get_output_size() > 0 for r in given]
-            results = [r for r, has_value in zip(given, self._layout) if has_value]
+            results = [_host_result(r) for r, has_value in zip(given, self._layout) if has_value]
             sinks = [r for r, has_value in zip(given, self._layout) if not has_value]
             name = given[0].name if self._single else ""
             pairs = []

@@ -18,7 +18,7 @@ element::Type element_type_of(const py::dtype& dtype, const char* what) {
   auto name = py::str(dtype).cast<std::string>();
 #define NGRAPH_FROM_NUMPY(t, ctype, numpy) \
   if (name == numpy) return element::t;
-  NGRAPH_ELEMENT_TYPES(NGRAPH_FROM_NUMPY)
+  NGRAPH_ALL_ELEMENT_TYPES(NGRAPH_FROM_NUMPY)
 #undef NGRAPH_FROM_NUMPY
   // A byte-swapped form of a supported type is refused by name, not read as raw bytes.
   if (dtype.attr("byteorder").cast<std::string>() == ">" || dtype.attr("byteorder").cast<std::string>() == "<") {
@@ -31,8 +31,8 @@ element::Type element_type_of(const py::dtype& dtype, const char* what) {
 }
 
 std::string supported_dtypes() {
-  return "use bool, float32, float64, int8, int16, int32, int64, uint8, uint16, uint32 or "
-         "uint64";
+  return "use bool, float16, float32, float64, int8, int16, int32, int64, uint8, uint16, "
+         "uint32, uint64 or ml_dtypes.bfloat16";
 }
 
 py::dtype dtype_of(element::Type type) {
@@ -40,6 +40,19 @@ py::dtype dtype_of(element::Type type) {
   if (type == element::t) return py::dtype(numpy);
   NGRAPH_ELEMENT_TYPES(NGRAPH_TO_NUMPY)
 #undef NGRAPH_TO_NUMPY
+  if (type == element::f16) return py::dtype("float16");
+  if (type == element::bf16) {
+    // NumPy has no bfloat16; ml_dtypes (JAX's) adds it. Without it, bf16 values stay in the
+    // graph: PyTorch's .numpy() refuses bfloat16 tensors the same way.
+    try {
+      return py::dtype::from_args(py::module_::import("ml_dtypes").attr("bfloat16"));
+    } catch (py::error_already_set& e) {
+      if (!e.matches(PyExc_ImportError)) throw;
+    }
+    throw py::type_error("element type bf16 has no NumPy dtype: NumPy has no bfloat16, and the "
+                         "ml_dtypes package that adds it is not installed (pip install ml_dtypes). "
+                         "Without it, convert to f32 in the graph first: ng.convert(x, np.float32)");
+  }
   throw py::type_error("element type " + type.get_type_name() + " has no NumPy dtype");
 }
 

@@ -19,7 +19,8 @@ import pytest
 BACKENDS = [b.strip() for b in os.environ.get("NGRAPH_TEST_BACKENDS", "CPU,INTERPRETER").split(",")
             if b.strip()]
 # Suites (module names) whose RUNTIME is each backend in turn.
-BACKEND_SUITES = {"test_ops", "test_gradients", "test_batch_norm", "test_nn", "test_errors"}
+BACKEND_SUITES = {"test_ops", "test_gradients", "test_batch_norm", "test_nn", "test_errors",
+                  "test_low_precision"}
 
 _runtimes: dict[str, ng.Runtime] = {}
 

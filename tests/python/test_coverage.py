@@ -146,7 +146,9 @@ def test_interpreter_runs_every_element_type():
     names = set(_ngraph.interpreter_element_types())
     assert names == {"boolean", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32",
                      "u64"}
-    assert len(names) == len(SUPPORTED_DTYPES)
+    # ... and the storage-only f16 and bf16 (Convert and data movement; test_low_precision).
+    storage = [d for d in SUPPORTED_DTYPES if np.dtype(d).name in ("float16", "bfloat16")]
+    assert len(names) + len(storage) == len(SUPPORTED_DTYPES)
 
 
 def test_both_backends_are_registered_and_unknown_names_list_them():
@@ -341,7 +343,8 @@ TYPED_BUILDERS = {
     "StopGradient": lambda p: ng.stop_gradient(p),
 }
 ALL_DTYPES = [np.bool_, np.float32, np.float64, np.int8, np.int16, np.int32, np.int64,
-              np.uint8, np.uint16, np.uint32, np.uint64]
+              np.uint8, np.uint16, np.uint32, np.uint64, np.float16] + (
+    [ng.utils.bfloat16] if ng.utils.bfloat16 is not None else [])
 
 
 @pytest.mark.parametrize("dtype", ALL_DTYPES, ids=lambda d: np.dtype(d).name)

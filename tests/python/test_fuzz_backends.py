@@ -7,6 +7,11 @@ reshapes and transposes, slices, pads, matmul and dot, convolution, pooling, sof
 normalization and LRN; float graphs also get the gradients of a scalar loss (autodiff). Values
 are compared exactly for integers and booleans and with a tolerance suited to the float type.
 
+A second fuzzer covers the storage-only types f16 and bf16: a parameter of a random type
+(floats of every magnitude with NaN and infinities, or integers) is converted to f16 or bf16,
+moved by data-movement ops and Converts between the two, and converted out again; both backends
+must agree bit for bit (any NaN matching any NaN). NGRAPH_FUZZ_LOW_CASES (default 100) cases.
+
 CI runs NGRAPH_FUZZ_CASES (default 300) cases from NGRAPH_FUZZ_SEED (default below); a failure
 names the seed and case so that it can be replayed alone::
 
@@ -28,6 +33,7 @@ import pytest
 
 SEED = int(os.environ.get("NGRAPH_FUZZ_SEED", "20261122"))
 CASES = int(os.environ.get("NGRAPH_FUZZ_CASES", "300"))
+LOW_CASES = int(os.environ.get("NGRAPH_FUZZ_LOW_CASES", "100"))
 CPU = ng.runtime("CPU")
 INTERPRETER = ng.runtime("INTERPRETER")
 
@@ -290,6 +296,19 @@ OPS = [op_unary_float, op_unary_exact, op_binary, op_binary, op_select, op_reduc
        op_softmax, op_convolution, op_pooling, op_normalization, op_convert]
 
 
+def try_op(b, ops, v):
+    """(op, (node, exact)) for a random op of `ops` applied to `v`; None for an invalid
+    random geometry or a result of more than 20000 elements (the caller tries another)."""
+    op = b.pick(ops)
+    try:
+        made = op(b, v)
+    except (ValueError, TypeError):
+        return None
+    if made is None or int(np.prod(made[0].shape)) > 20000:
+        return None
+    return op, made
+
+
 def build_case(rng):
     """A random graph: (builder, results, the scalar loss of float graphs or None)."""
     b = Builder(rng)
@@ -297,13 +316,10 @@ def build_case(rng):
     results = []
     for _ in range(int(rng.integers(2, 7))):
         v = values[-1] if rng.random() < 0.7 else b.pick(values)
-        op = b.pick(OPS)
-        try:
-            made = op(b, v)
-        except (ValueError, TypeError):  # an invalid random geometry: try another op
+        tried = try_op(b, OPS, v)
+        if tried is None:
             continue
-        if made is None or int(np.prod(made[0].shape)) > 20000:
-            continue
+        op, made = tried
         b.steps.append(f"{op.__name__}({v.node.name}) -> {made[0].get_type_name()} "
                        f"{made[0].dtype}{list(made[0].shape)}")
         values.append(Value(*made))
@@ -357,3 +373,81 @@ def test_cpu_matches_interpreter(case):
     got_ref = INTERPRETER.computation(outputs, *params)(*b.inputs)
     for i, (x, y) in enumerate(zip(got_cpu, got_ref)):
         compare(x, y, b.precision, f"output {i} ({outputs[i].get_type_name()}) differs: {replay}")
+
+
+# ------------------------------------------------------------------- f16 and bf16
+
+
+def low_data(rng, shape, dtype, tame):
+    """Values of `dtype`: small quarter-integers if `tame`, else floats of every magnitude with
+    NaN, infinities and values that overflow f16 (integers: the type's small values)."""
+    if np.dtype(dtype).kind in "iu":
+        low = 0 if np.dtype(dtype).kind == "u" else -100
+        return rng.integers(low, 100, size=shape).astype(dtype)
+    if tame:
+        return (rng.integers(-400, 400, size=shape) / 4).astype(dtype)
+    x = rng.standard_normal(size=shape) * 10.0 ** rng.uniform(-12, 12, size=shape)
+    special = rng.random(size=shape)
+    x = np.where(special < 0.05, np.nan, np.where(special > 0.95, np.inf * np.sign(x), x))
+    return x.astype(dtype)
+
+
+def op_low_move(b, v):
+    """Reverse, concat with itself, pad with a constant, select against its reverse, or a
+    Convert to the other 16-bit type."""
+    kind = b.pick(["reverse", "concat", "pad", "select", "other"])
+    rank = len(v.shape)
+    if kind == "other" or not v.shape:
+        return ng.convert(v.node, "bf16" if v.node.element_type == "f16" else "f16"), True
+    if kind == "reverse":
+        return ng.reverse(v.node, b.subset(rank)), True
+    if kind == "concat":
+        return ng.concat([v.node, v.node], int(b.rng.integers(rank))), True
+    if kind == "select":
+        mask = ng.constant(b.rng.random(v.shape) < 0.5)
+        return ng.select(mask, v.node, ng.reverse(v.node, list(range(rank)))), True
+    value = ng.convert(ng.constant(np.float32(b.rng.uniform(-3, 3))), v.node.element_type)
+    below = [int(b.rng.integers(0, 3)) for _ in v.shape]
+    above = [int(b.rng.integers(0, 3)) for _ in v.shape]
+    return ng.pad(v.node, value, below, above), True
+
+
+LOW_OPS = [op_reshape, op_broadcast, op_slice, op_low_move]
+
+
+def build_low_case(rng):
+    """(parameter, input, results, steps) of a random f16/bf16 data-movement graph."""
+    b = Builder(rng)
+    src = np.dtype(b.pick([np.float32, np.float64, np.int32, np.int64, np.uint8]))
+    tame = src.kind != "f" or bool(rng.random() < 0.5)
+    p = ng.parameter(list(b.shape()), src, name="p0")
+    x = low_data(rng, tuple(p.shape), src, tame)
+    low = b.pick(["f16", "bf16"])
+    v = Value(ng.convert(p, low), True)
+    steps = [f"p0 = parameter({list(p.shape)}, {src.name}), tame={tame}", f"convert -> {low}"]
+    for _ in range(int(rng.integers(1, 6))):
+        tried = try_op(b, LOW_OPS, v)
+        if tried is None:
+            continue
+        op, made = tried
+        v = Value(*made)
+        steps.append(f"{op.__name__} -> {v.node.get_type_name()} {v.node.element_type}"
+                     f"{list(v.shape)}")
+    # Out: as f32 always; as f64 or as the source's type (integers only from tame values).
+    outs = [ng.convert(v.node, np.float32),
+            ng.convert(v.node, b.pick([np.float64, src] if tame else [np.float64]))]
+    if v.node.element_type == "f16":
+        outs.append(v.node)  # a float16 result, as NumPy's
+    return p, x, outs, steps
+
+
+@pytest.mark.parametrize("case", range(LOW_CASES), ids=lambda c: f"low{c}")
+def test_cpu_matches_interpreter_f16_bf16(case):
+    p, x, outs, steps = build_low_case(np.random.default_rng([SEED, 1, case]))
+    replay = (f"seed {SEED}, case low{case} (replay: NGRAPH_FUZZ_SEED={SEED} python -m pytest "
+              f"{__file__} -k low{case}); graph:\n  " + "\n  ".join(steps))
+    got_cpu = CPU.computation(outs, p)(x)
+    got_ref = INTERPRETER.computation(outs, p)(x)
+    for i, (a, r) in enumerate(zip(got_cpu, got_ref)):
+        assert a.dtype == r.dtype and a.shape == r.shape, f"output {i}: {replay}"
+        np.testing.assert_array_equal(a, r, err_msg=f"output {i} differs: {replay}")

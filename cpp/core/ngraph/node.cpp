@@ -143,6 +143,14 @@ void Node::fail_type(const std::string& message) const {
 
 void Node::set_output_size(size_t n) { m_outputs.resize(n); }
 
+void Node::check_no_storage_only_types(element::Type output_type) const {
+  for (const auto& in : m_inputs)
+    if (in && in.get_element_type().is_storage_only())
+      throw ElementTypeError(element::storage_only_message(get_type_name(), in.get_element_type()));
+  if (output_type.is_storage_only())
+    throw ElementTypeError(element::storage_only_message(get_type_name(), output_type));
+}
+
 void Node::set_output_type(size_t i, element::Type type, const Shape& shape) {
   // Every value's size is checked where it is made: a count or byte size that wraps around
   // would otherwise compile to a tiny buffer.
@@ -150,6 +158,7 @@ void Node::set_output_type(size_t i, element::Type type, const Shape& shape) {
   if (!checked_byte_size(shape, type.size(), bytes))
     fail(concat_message("output ", i, " of shape ", shape, " and type ", type.get_type_name(),
                         " has more bytes than fit in 64 bits"));
+  if (!admits_storage_only_types()) check_no_storage_only_types(type);
   if (i >= m_outputs.size()) m_outputs.resize(i + 1);
   m_outputs[i] = OutputDesc{type, shape};
 }

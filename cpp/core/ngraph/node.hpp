@@ -73,6 +73,10 @@ class Node : public std::enable_shared_from_this<Node> {
   // For common-subexpression elimination: equal ops with equal attributes on equal inputs
   // compute the same value. Stateful ops (later: variables, collectives) return false.
   virtual bool is_pure() const { return true; }
+  // True for ops whose kernels only move or convert values (Parameter, Reshape, Convert,
+  // ...): they take the storage-only element types f16 and bf16. Every other op refuses them
+  // when its output type is set, naming the op, the type and the fix (convert to f32).
+  virtual bool admits_storage_only_types() const { return false; }
   // Hash and equality of attributes; the default goes through visit_attributes.
   virtual size_t attributes_hash() const;
   virtual bool attributes_equal(const Node& other) const;
@@ -124,6 +128,9 @@ class Node : public std::enable_shared_from_this<Node> {
   void set_output_type(size_t i, element::Type type, const Shape& shape);
   // Used by typed constructors: validates and infers right away.
   void constructor_validate_and_infer_types() { validate_and_infer_types(); }
+  // Throws NodeValidationFailure if an input or `output_type` is f16 or bf16 (set_output_type
+  // calls it for ops that do not admit them; ops without outputs call it themselves).
+  void check_no_storage_only_types(element::Type output_type = element::undefined) const;
   // Checks the number of inputs, with a message naming the op.
   void check_input_count(size_t expected) const;
 

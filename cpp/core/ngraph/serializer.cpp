@@ -74,9 +74,12 @@ Value write_values(element::Type type, size_t count, const void* data) {
   for (size_t i = 1; i < count && all_equal; ++i)
     all_equal = std::memcmp(bytes, bytes + i * esize, esize) == 0;
   size_t written = all_equal ? 1 : count;
-  element::dispatch(type, [&](auto tag) {
+  element::dispatch_storage(type, [&](auto tag) {
     using S = decltype(tag);
-    if constexpr (std::is_arithmetic_v<S>) {
+    if constexpr (is_low_precision_v<S>) {  // as the float it equals exactly
+      const S* p = static_cast<const S*>(data);
+      for (size_t i = 0; i < written; ++i) out.push_back(Value::string(value_text<float>(p[i].to_float())));
+    } else if constexpr (std::is_arithmetic_v<S>) {
       const S* p = static_cast<const S*>(data);
       for (size_t i = 0; i < written; ++i) out.push_back(Value::string(value_text<S>(p[i])));
     } else {
@@ -175,30 +178,32 @@ void read_values(const Where& w, const Value& v, element::Type type, size_t coun
   if (given != count && !(given == 1 && count > 0))
     w.fail(&v, "\"value\" has " + std::to_string(given) + " elements for " +
                    std::to_string(count) + " (give all, or one for all)");
-  element::dispatch(type, [&](auto tag) {
+  element::dispatch_storage(type, [&](auto tag) {
     using S = decltype(tag);
-    if constexpr (std::is_arithmetic_v<S>) {
+    // f16 and bf16 values are read as doubles and rounded once to nearest even.
+    using Read = std::conditional_t<is_low_precision_v<S>, double, S>;
+    if constexpr (std::is_arithmetic_v<Read>) {
       S* out = static_cast<S*>(data);
       for (size_t i = 0; i < given; ++i) {
         const Value& item = v.items()[i];
-        S x{};
+        Read x{};
         bool ok = false;
         if (type == element::boolean) {
           const std::string& t = item.text();
           if (item.is(Kind::boolean)) x = item.as_bool(), ok = true;
           else if (item.is(Kind::string) || item.is(Kind::number))
             ok = t == "0" || t == "1" || t == "true" || t == "false",
-            x = static_cast<S>(t == "1" || t == "true");
+            x = static_cast<Read>(t == "1" || t == "true");
         } else if (item.is(Kind::string) || item.is(Kind::number)) {
-          ok = parse_scalar<S>(item.text(), x);
-          if (ok && item.is(Kind::number) && std::is_floating_point_v<S> && std::isinf(x))
+          ok = parse_scalar<Read>(item.text(), x);
+          if (ok && item.is(Kind::number) && std::is_floating_point_v<Read> && std::isinf(x))
             ok = false;  // 1e999 as a number is an error; write "inf"
         }
         if (!ok)
           w.fail(&item, "\"value\"[" + std::to_string(i) + "]: " + got(item) +
                             (item.is(Kind::string) ? " '" + item.text().substr(0, 40) + "'" : "") +
                             " is not a " + type.get_type_name() + " value");
-        out[i] = x;
+        out[i] = static_cast<S>(x);
       }
       for (size_t i = given; i < count; ++i) out[i] = out[0];
     } else {

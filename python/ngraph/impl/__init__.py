@@ -16,10 +16,12 @@ import numpy as np
 
 from ngraph._ngraph import Function, Node
 from ngraph.exceptions import NgraphTypeError, UserInputError
-from ngraph.utils import SHORT_NAMES
+from ngraph.utils import _NO_BF16, SHORT_NAMES, bfloat16
 
-# Element type short names and their NumPy types (from ngraph.utils' one list).
-_TYPES = {short: np.dtype(name).type for short, name in SHORT_NAMES.items()}
+# Element type short names and their NumPy types (from ngraph.utils' one list); bf16's is
+# ml_dtypes.bfloat16, None without ml_dtypes.
+_TYPES = {short: bfloat16 if short == "bf16" else np.dtype(name).type
+          for short, name in SHORT_NAMES.items()}
 
 
 class Type(str):
@@ -27,6 +29,8 @@ class Type(str):
     (a ``str``), so it is accepted wherever ngraph takes a dtype."""
 
     boolean: Type
+    f16: Type
+    bf16: Type
     f32: Type
     f64: Type
     i8: Type
@@ -48,11 +52,13 @@ class Type(str):
         """The element type of a NumPy dtype; NgraphTypeError for unsupported ones."""
         dtype = np.dtype(dtype)
         for name, np_type in _TYPES.items():
-            if dtype == np_type:
+            if np_type is not None and dtype == np_type:
                 return cls(name)
         raise NgraphTypeError(f"dtype {dtype} has no element type")
 
     def to_dtype(self) -> np.dtype:
+        if _TYPES[self] is None:
+            raise NgraphTypeError(f"element type {self} has no NumPy dtype: {_NO_BF16}")
         return np.dtype(_TYPES[self])
 
     def get_type_name(self) -> str:
@@ -60,20 +66,20 @@ class Type(str):
 
     @property
     def bitwidth(self) -> int:
-        return self.to_dtype().itemsize * 8
+        return self.size * 8
 
     @property
     def size(self) -> int:
-        return self.to_dtype().itemsize
+        return 2 if self == "bf16" else self.to_dtype().itemsize
 
     def is_real(self) -> bool:
-        return self.to_dtype().kind == "f"
+        return self == "bf16" or self.to_dtype().kind == "f"
 
     def is_integral(self) -> bool:
-        return self.to_dtype().kind in "iu"
+        return self != "bf16" and self.to_dtype().kind in "iu"
 
     def is_signed(self) -> bool:
-        return self.to_dtype().kind in "if"
+        return self == "bf16" or self.to_dtype().kind in "if"
 
     def is_static(self) -> bool:
         return True
@@ -164,7 +170,7 @@ def _install_node_accessors() -> None:
     Node.get_output_shape = lambda self, i: Shape(self[i].shape)
     Node.get_output_element_type = lambda self, i: Type.from_dtype(self[i].dtype)
     Node.get_shape = lambda self: Shape(self.shape)
-    Node.get_element_type = lambda self: Type.from_dtype(self.dtype)
+    Node.get_element_type = lambda self: Type(self.element_type)
     Node.get_name = lambda self: self.name
     Node.get_friendly_name = lambda self: self.friendly_name
 

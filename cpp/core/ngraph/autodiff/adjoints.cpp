@@ -116,6 +116,10 @@ void Adjoints::add_delta(const Output& x, const Output& delta) {
   auto it = m_deltas.find(x);
   if (it == m_deltas.end()) {
     m_deltas.emplace(x, delta);
+  } else if (element::Type t = delta.get_element_type(); t.is_storage_only()) {
+    // f16/bf16 gradients of a value used twice: summed in f32, rounded once to the type.
+    auto f32 = [](const Output& v) { return std::make_shared<op::Convert>(v, element::f32); };
+    it->second = std::make_shared<op::Convert>(std::make_shared<op::Add>(f32(it->second), f32(delta)), t);
   } else {
     it->second = std::make_shared<op::Add>(it->second, delta);
   }

@@ -22,6 +22,10 @@ distributed::Communicator& Collective::communicator() {
 namespace {
 // Collectives move numbers: boolean is not supported, as in MPI reductions.
 void check_collective_type(const Node& node, size_t i) {
+  // MPI has no 16-bit float type: collectives take what they can reduce and send as is.
+  element::Type t = node.get_input_element_type(i);
+  if (t.is_storage_only())
+    throw ElementTypeError(element::storage_only_message(node.get_type_name(), t));
   check_element_kind(node, i, ElementKind::numeric);
 }
 // The reduction named `op`; an unknown name fails from `node`.

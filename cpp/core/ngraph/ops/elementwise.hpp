@@ -176,6 +176,7 @@ class Divide : public BinaryElementwise<Divide, ElementKind::numeric, false> {
 class Select : public Op<Select> {
  public:
   static constexpr const char* type_name = "Select";
+  bool admits_storage_only_types() const override { return true; }
   Select() = default;
   Select(const Output& cond, const Output& then_value, const Output& else_value,
          AutoBroadcast auto_broadcast = AutoBroadcast::none);
@@ -198,6 +199,7 @@ class Select : public Op<Select> {
 class Convert : public Op<Convert> {
  public:
   static constexpr const char* type_name = "Convert";
+  bool admits_storage_only_types() const override { return true; }
   Convert() = default;
   Convert(const Output& arg, element::Type destination_type);
   void validate_and_infer_types() override;

@@ -17,6 +17,7 @@ namespace op {
 class GetOutputElement : public Op<GetOutputElement> {
  public:
   static constexpr const char* type_name = "GetOutputElement";
+  bool admits_storage_only_types() const override { return true; }
   GetOutputElement() = default;
   // Throws (naming arg and its output count) when arg has no output n.
   GetOutputElement(const std::shared_ptr<Node>& arg, size_t n);

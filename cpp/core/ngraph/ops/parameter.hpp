@@ -14,6 +14,7 @@ namespace op {
 class Parameter : public Op<Parameter> {
  public:
   static constexpr const char* type_name = "Parameter";
+  bool admits_storage_only_types() const override { return true; }
   Parameter() = default;
   Parameter(element::Type element_type, const Shape& shape);
   void validate_and_infer_types() override;
@@ -29,6 +30,7 @@ class Parameter : public Op<Parameter> {
 class Result : public Op<Result> {
  public:
   static constexpr const char* type_name = "Result";
+  bool admits_storage_only_types() const override { return true; }
   Result() = default;
   explicit Result(const Output& arg);
   void generate_adjoints(autodiff::Adjoints& adjoints, const OutputVector& deltas) override;
@@ -39,6 +41,7 @@ class Result : public Op<Result> {
 class Constant : public Op<Constant> {
  public:
   static constexpr const char* type_name = "Constant";
+  bool admits_storage_only_types() const override { return true; }
   Constant() = default;
   // Copies shape_size(shape) elements of `type` from `data`.
   Constant(element::Type type, const Shape& shape, const void* data);
@@ -50,7 +53,7 @@ class Constant : public Op<Constant> {
     if (values.size() != n && values.size() != 1)
       fail(concat_message("got ", values.size(), " values for shape ", shape, " (",
                           n, " elements)"));
-    element::dispatch(type, [&](auto tag) {
+    element::dispatch_storage(type, [&](auto tag) {
       using S = decltype(tag);
       S* dst = reinterpret_cast<S*>(m_data.get());
       for (size_t i = 0; i < n; ++i)
@@ -68,7 +71,7 @@ class Constant : public Op<Constant> {
   template <typename T>
   std::vector<T> get_vector() const {
     std::vector<T> out(shape_size(m_shape));
-    element::dispatch(m_element_type, [&](auto tag) {
+    element::dispatch_storage(m_element_type, [&](auto tag) {
       using S = decltype(tag);
       const S* src = reinterpret_cast<const S*>(m_data.get());
       for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<T>(src[i]);

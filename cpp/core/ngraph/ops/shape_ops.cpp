@@ -1,6 +1,7 @@
 #include "ngraph/ops/shape_ops.hpp"
 
 #include "ngraph/autodiff/adjoints.hpp"
+#include "ngraph/ops/elementwise.hpp"
 #include "ngraph/ops/reduction.hpp"
 
 #include <algorithm>
@@ -197,7 +198,14 @@ Output pad_into(const Output& v, const Coordinate& lower, const Shape& whole) {
 }  // namespace
 
 void Broadcast::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
-  adj.add_delta(input_value(0), std::make_shared<Sum>(deltas[0], m_broadcast_axes));
+  element::Type t = deltas[0].get_element_type();
+  if (!t.is_storage_only()) {
+    adj.add_delta(input_value(0), std::make_shared<Sum>(deltas[0], m_broadcast_axes));
+    return;
+  }
+  // f16/bf16: summed in f32, rounded once to the type.
+  auto sum = std::make_shared<Sum>(std::make_shared<Convert>(deltas[0], element::f32), m_broadcast_axes);
+  adj.add_delta(input_value(0), std::make_shared<Convert>(sum, t));
 }
 
 void Reshape::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {

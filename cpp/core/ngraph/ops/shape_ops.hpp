@@ -13,6 +13,7 @@ namespace op {
 class Broadcast : public Op<Broadcast> {
  public:
   static constexpr const char* type_name = "Broadcast";
+  bool admits_storage_only_types() const override { return true; }
   Broadcast() = default;
   Broadcast(const Output& arg, const Shape& shape, const AxisSet& broadcast_axes);
   void validate_and_infer_types() override;
@@ -33,6 +34,7 @@ class Broadcast : public Op<Broadcast> {
 class Reshape : public Op<Reshape> {
  public:
   static constexpr const char* type_name = "Reshape";
+  bool admits_storage_only_types() const override { return true; }
   Reshape() = default;
   Reshape(const Output& arg, const AxisVector& input_order, const Shape& output_shape);
   void validate_and_infer_types() override;
@@ -54,6 +56,7 @@ class Reshape : public Op<Reshape> {
 class Slice : public Op<Slice> {
  public:
   static constexpr const char* type_name = "Slice";
+  bool admits_storage_only_types() const override { return true; }
   Slice() = default;
   Slice(const Output& arg, const Coordinate& lower_bounds, const Coordinate& upper_bounds,
         const Strides& strides = Strides());
@@ -76,6 +79,7 @@ class Slice : public Op<Slice> {
 class Concat : public Op<Concat> {
  public:
   static constexpr const char* type_name = "Concat";
+  bool admits_storage_only_types() const override { return true; }
   Concat() = default;
   Concat(const OutputVector& args, size_t concatenation_axis);
   void validate_and_infer_types() override;
@@ -95,6 +99,7 @@ class Concat : public Op<Concat> {
 class Pad : public Op<Pad> {
  public:
   static constexpr const char* type_name = "Pad";
+  bool admits_storage_only_types() const override { return true; }
   Pad() = default;
   Pad(const Output& arg, const Output& pad_value, const CoordinateDiff& padding_below,
       const CoordinateDiff& padding_above, const std::string& pad_mode = "constant");
@@ -118,6 +123,7 @@ class Pad : public Op<Pad> {
 class Reverse : public Op<Reverse> {
  public:
   static constexpr const char* type_name = "Reverse";
+  bool admits_storage_only_types() const override { return true; }
   Reverse() = default;
   Reverse(const Output& arg, const AxisSet& reversed_axes);
   void validate_and_infer_types() override;

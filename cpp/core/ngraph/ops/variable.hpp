@@ -42,6 +42,7 @@ namespace op {
 class Variable : public Op<Variable> {
  public:
   static constexpr const char* type_name = "Variable";
+  bool admits_storage_only_types() const override { return true; }
   Variable() = default;
   explicit Variable(std::shared_ptr<VariableState> state);
   void validate_and_infer_types() override;
@@ -59,6 +60,7 @@ class Variable : public Op<Variable> {
 class Assign : public Op<Assign> {
  public:
   static constexpr const char* type_name = "Assign";
+  bool admits_storage_only_types() const override { return true; }
   Assign() = default;
   Assign(const std::shared_ptr<Variable>& variable, const Output& value);
   void validate_and_infer_types() override;

@@ -211,7 +211,7 @@ NGRAPH_CPU_KERNEL("Select", [](KernelContext& ctx) -> Kernel {
                          broadcast_strides(node.get_input_shape(0), out),
                          broadcast_strides(node.get_input_shape(1), out),
                          broadcast_strides(node.get_input_shape(2), out)});
-  return element::dispatch(node.get_element_type(), [&](auto tag) -> Kernel {
+  return element::dispatch_storage(node.get_element_type(), [&](auto tag) -> Kernel {
     using T = decltype(tag);
     return [loop](const void* const* in, void* const* outp) {
       const char* c = static_cast<const char*>(in[0]);
@@ -242,13 +242,17 @@ NGRAPH_CPU_KERNEL("Select", [](KernelContext& ctx) -> Kernel {
   });
 });
 
+// Values convert as C++ converts them (integers from reals truncate toward zero); to boolean
+// means != 0; to f16/bf16 rounds to nearest even (ngraph/low_precision.hpp). Not oneDNN's
+// reorder, which has f32 <-> f16/bf16: in oneDNN 2.6 on AVX2 (its "simple:any" reorder) it
+// turns -0.0 into +0.0 both ways and flushes float32 subnormals to zero on the way to bf16.
 NGRAPH_CPU_KERNEL("Convert", [](KernelContext& ctx) -> Kernel {
   const Node& node = ctx.node;
   size_t n = ctx.output(0).elements();
-  element::Type to = node.get_element_type();
-  return element::dispatch(node.get_input_element_type(0), [&](auto from_tag) -> Kernel {
+  element::Type from = node.get_input_element_type(0), to = node.get_element_type();
+  return element::dispatch_storage(from, [&](auto from_tag) -> Kernel {
     using S = decltype(from_tag);
-    return element::dispatch(to, [&](auto to_tag) -> Kernel {
+    return element::dispatch_storage(to, [&](auto to_tag) -> Kernel {
       using D = decltype(to_tag);
       bool to_bool = to == element::boolean;
       return [n, to_bool](const void* const* in, void* const* out) {

@@ -515,7 +515,8 @@ size_t fuse_elementwise(Function& f) {
     const auto& root = *it;
     if (taken.count(root.get())) continue;
     element::Type type = root->get_output_size() == 1 ? root->get_element_type() : element::undefined;
-    if (!type.is_real() || !fusible(*root, root->get_shape(), type)) continue;
+    if (!type.is_real() || type.is_storage_only() || !fusible(*root, root->get_shape(), type))
+      continue;
     const Shape shape = root->get_shape();
     // Grow the group through inputs that only the group uses.
     std::set<const Node*> members{root.get()};

@@ -42,6 +42,7 @@ class Reorder : public Op<Reorder> {
     set_output_type(0, get_input_element_type(0), get_input_shape(0));
   }
   bool is_pure() const override { return false; }  // never merged: two targets may differ
+  bool admits_storage_only_types() const override { return true; }
 };
 
 }  // namespace cpu

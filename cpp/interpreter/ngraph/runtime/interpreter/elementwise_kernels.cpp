@@ -285,7 +285,7 @@ NGRAPH_INTERPRETER_KERNEL("Select", [](KernelCall& c) {
   auto ic = broadcast_offsets(c.node.get_input_shape(0), out);
   auto ia = broadcast_offsets(c.node.get_input_shape(1), out);
   auto ib = broadcast_offsets(c.node.get_input_shape(2), out);
-  dispatch(c.node, c.node.get_element_type(), [&](auto tag) {
+  element::dispatch_storage(c.node.get_element_type(), [&](auto tag) {
     using T = decltype(tag);
     const auto* cond = c.input<element::boolean_t>(0);
     const T* a = c.input<T>(1);
@@ -295,12 +295,12 @@ NGRAPH_INTERPRETER_KERNEL("Select", [](KernelCall& c) {
   });
 });
 
-// C++ conversion; to boolean means != 0.
+// C++ conversion; to boolean means != 0; to f16/bf16 rounds to nearest even.
 NGRAPH_INTERPRETER_KERNEL("Convert", [](KernelCall& c) {
   size_t n = shape_size(c.node.get_shape());
-  dispatch(c.node, c.node.get_input_element_type(0), [&](auto from) {
+  element::dispatch_storage(c.node.get_input_element_type(0), [&](auto from) {
     using S = decltype(from);
-    dispatch(c.node, c.node.get_element_type(), [&](auto to) {
+    element::dispatch_storage(c.node.get_element_type(), [&](auto to) {
       using D = decltype(to);
       const S* x = c.input<S>(0);
       D* y = c.output<D>(0);
