@@ -229,14 +229,15 @@ Kernel loop_forward(const Pool& p) {
       T acc = max ? -std::numeric_limits<T>::infinity() : T(0);
       for_each_cell(g, box, [&](size_t i) {
         T v = x[base + i];
-        acc = max ? (v > acc ? v : acc) : acc + v;
+        acc = max ? (v > acc || (v != v && acc == acc) ? v : acc) : acc + v;  // NaN propagates
       });
       y[o] = max ? acc : acc / static_cast<T>(divisor(g, box));
     });
   };
 }
 
-// Gradients: each delta to the first maximum of its window, or spread over its data cells.
+// Gradients: each delta to the first maximum (or first NaN) of its window, or spread over its
+// data cells.
 // in[x_input] is the forward argument (max only), in[delta_input] the delta.
 template <typename T>
 Kernel loop_backward(const Pool& p, size_t x_input, size_t delta_input) {
@@ -257,7 +258,8 @@ Kernel loop_backward(const Pool& p, size_t x_input, size_t delta_input) {
       }
       size_t best = n;
       for_each_cell(g, box, [&](size_t i) {
-        if (best == n || x[base + i] > x[best]) best = base + i;
+        T v = x[base + i];
+        if (best == n || (x[best] == x[best] && (v > x[best] || v != v))) best = base + i;
       });
       dx[best] += delta[o];
     });
@@ -378,11 +380,10 @@ NGRAPH_POOL_LOOP void max_forward_loop(const Grid& g, const float* x, float* y, 
           } else {
             v8f acc[N];
             v8i best[N];
-            for (size_t k = 0; k < N; ++k)
-              for (size_t l = 0; l < 8; ++l) {
-                acc[k][l] = -std::numeric_limits<float>::infinity();
-                best[k][l] = -1;
-              }
+            for (size_t k = 0; k < N; ++k) {
+              acc[k] = v8f{} - std::numeric_limits<float>::infinity();
+              best[k] = v8i{} - 1;
+            }
             for (size_t d = d0; d < d1; ++d)
               for (size_t h = h0; h < h1; ++h)
                 for (size_t w = w0; w < w1; ++w) {
