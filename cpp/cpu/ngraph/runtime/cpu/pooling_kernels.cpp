@@ -350,6 +350,19 @@ using v8i_u = int32_t __attribute__((vector_size(32), aligned(4)));
 // the twin). V vectors of 8 lanes per cell (a block of 8V channels); V == 0: one lane (plain).
 #define NGRAPH_POOL_LOOP __attribute__((always_inline)) inline
 
+// f(offset in the plane) for each data cell of the window at output position (a, b, c), in
+// row-major order. The lambdas passed are always inlined too (NGRAPH_POOL_LAMBDA).
+#define NGRAPH_POOL_LAMBDA __attribute__((always_inline))
+template <typename F>
+NGRAPH_POOL_LOOP void for_each_window_cell(const Grid& g, size_t a, size_t b, size_t c, F&& f) {
+  auto [d0, d1] = g.cells[0][a];
+  auto [h0, h1] = g.cells[1][b];
+  auto [w0, w1] = g.cells[2][c];
+  for (size_t d = d0; d < d1; ++d)
+    for (size_t h = h0; h < h1; ++h)
+      for (size_t w = w0; w < w1; ++w) f((d * g.in[1] + h) * g.in[2] + w);
+}
+
 template <size_t V>
 NGRAPH_POOL_LOOP void max_forward_loop(const Grid& g, const float* x, float* y, int32_t* ws) {
   constexpr size_t B = V ? 8 * V : 1, N = V ? V : 1;
@@ -359,22 +372,16 @@ NGRAPH_POOL_LOOP void max_forward_loop(const Grid& g, const float* x, float* y, 
     for (size_t a = 0; a < g.out[0]; ++a)
       for (size_t b = 0; b < g.out[1]; ++b)
         for (size_t c = 0; c < g.out[2]; ++c, ++o) {
-          auto [d0, d1] = g.cells[0][a];
-          auto [h0, h1] = g.cells[1][b];
-          auto [w0, w1] = g.cells[2][c];
           if constexpr (V == 0) {
             float acc = -std::numeric_limits<float>::infinity();
             int32_t best = -1;
-            for (size_t d = d0; d < d1; ++d)
-              for (size_t h = h0; h < h1; ++h)
-                for (size_t w = w0; w < w1; ++w) {
-                  size_t s = (d * g.in[1] + h) * g.in[2] + w;
-                  float v = xp[s];
-                  if (v > acc || (v != v && acc == acc)) {
-                    acc = v;
-                    best = static_cast<int32_t>(s);
-                  }
-                }
+            for_each_window_cell(g, a, b, c, [&](size_t s) NGRAPH_POOL_LAMBDA {
+              float v = xp[s];
+              if (v > acc || (v != v && acc == acc)) {
+                acc = v;
+                best = static_cast<int32_t>(s);
+              }
+            });
             y[o] = acc;
             ws[o] = best;
           } else {
@@ -384,18 +391,15 @@ NGRAPH_POOL_LOOP void max_forward_loop(const Grid& g, const float* x, float* y, 
               acc[k] = v8f{} - std::numeric_limits<float>::infinity();
               best[k] = v8i{} - 1;
             }
-            for (size_t d = d0; d < d1; ++d)
-              for (size_t h = h0; h < h1; ++h)
-                for (size_t w = w0; w < w1; ++w) {
-                  size_t s = (d * g.in[1] + h) * g.in[2] + w;
-                  v8i sv = v8i{} + static_cast<int32_t>(s);
-                  for (size_t k = 0; k < N; ++k) {
-                    v8f v = *reinterpret_cast<const v8f_u*>(xp + s * B + 8 * k);
-                    v8i take = (v > acc[k]) | ((v != v) & (acc[k] == acc[k]));
-                    acc[k] = take ? v : acc[k];
-                    best[k] = take ? sv : best[k];
-                  }
-                }
+            for_each_window_cell(g, a, b, c, [&](size_t s) NGRAPH_POOL_LAMBDA {
+              v8i sv = v8i{} + static_cast<int32_t>(s);
+              for (size_t k = 0; k < N; ++k) {
+                v8f v = *reinterpret_cast<const v8f_u*>(xp + s * B + 8 * k);
+                v8i take = (v > acc[k]) | ((v != v) & (acc[k] == acc[k]));
+                acc[k] = take ? v : acc[k];
+                best[k] = take ? sv : best[k];
+              }
+            });
             for (size_t k = 0; k < N; ++k) {
               *reinterpret_cast<v8f_u*>(y + o * B + 8 * k) = acc[k];
               *reinterpret_cast<v8i_u*>(ws + o * B + 8 * k) = best[k];
@@ -419,25 +423,19 @@ NGRAPH_POOL_LOOP void max_backward_loop(const Grid& g, const float* delta, const
           if constexpr (V == 0) {
             if (ws[o] >= 0) dp[ws[o]] += delta[o];
           } else {
-            auto [d0, d1] = g.cells[0][a];
-            auto [h0, h1] = g.cells[1][b];
-            auto [w0, w1] = g.cells[2][c];
             v8f dv[N];
             v8i wv[N];
             for (size_t k = 0; k < N; ++k) {
               dv[k] = *reinterpret_cast<const v8f_u*>(delta + o * B + 8 * k);
               wv[k] = *reinterpret_cast<const v8i_u*>(ws + o * B + 8 * k);
             }
-            for (size_t d = d0; d < d1; ++d)
-              for (size_t h = h0; h < h1; ++h)
-                for (size_t w = w0; w < w1; ++w) {
-                  size_t s = (d * g.in[1] + h) * g.in[2] + w;
-                  v8i sv = v8i{} + static_cast<int32_t>(s);
-                  for (size_t k = 0; k < N; ++k) {
-                    auto* p = reinterpret_cast<v8f_u*>(dp + s * B + 8 * k);
-                    *p += reinterpret_cast<v8f>(reinterpret_cast<v8i>(dv[k]) & (wv[k] == sv));
-                  }
-                }
+            for_each_window_cell(g, a, b, c, [&](size_t s) NGRAPH_POOL_LAMBDA {
+              v8i sv = v8i{} + static_cast<int32_t>(s);
+              for (size_t k = 0; k < N; ++k) {
+                auto* p = reinterpret_cast<v8f_u*>(dp + s * B + 8 * k);
+                *p += reinterpret_cast<v8f>(reinterpret_cast<v8i>(dv[k]) & (wv[k] == sv));
+              }
+            });
           }
         }
   }
@@ -468,6 +466,7 @@ __attribute__((target("avx2,fma"))) void max_backward_avx2(const Grid& g, const 
 }
 #endif
 #undef NGRAPH_POOL_LOOP
+#undef NGRAPH_POOL_LAMBDA
 
 // The entry points for a block of 1, 8 or 16 channels on this CPU.
 template <size_t V>
