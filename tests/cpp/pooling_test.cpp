@@ -5,6 +5,8 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <string>
 
 #include "ngraph/autodiff/adjoints.hpp"
 #include "ngraph/ops.hpp"
@@ -495,9 +497,16 @@ class FromBlocked : public IdentityOp<FromBlocked> {
   using IdentityOp::IdentityOp;
 };
 
+// The channel block the stand-in ops write and read: 8 or 16 (nCw8c, nChw8c, nCdhw8c or the
+// 16c forms by rank), or 1 for plain.
+size_t g_block = 8;
+
 runtime::cpu::TensorDesc blocked(const Shape& s) {
+  using tag = dnnl::memory::format_tag;
+  if (g_block == 1) return runtime::cpu::TensorDesc::plain(element::f32, s);
+  static const tag tags[3][2] = {{tag::nCw8c, tag::nCw16c}, {tag::nChw8c, tag::nChw16c}, {tag::nCdhw8c, tag::nCdhw16c}};
   dnnl::memory::desc md(runtime::cpu::to_dims(s), dnnl::memory::data_type::f32,
-                        dnnl::memory::format_tag::nChw8c);
+                        tags[s.size() - 3][g_block == 16]);
   return runtime::cpu::TensorDesc::with_layout(element::f32, s, md);
 }
 
@@ -521,6 +530,7 @@ class PoolingLayout : public ::testing::Test {
     });
   }
   void TearDown() override {
+    g_block = 8;
     runtime::cpu::KernelRegistry::get().remove(ToBlocked::type_name);
     runtime::cpu::KernelRegistry::get().remove(FromBlocked::type_name);
   }
@@ -556,4 +566,72 @@ TEST_F(PoolingLayout, blocked_data_passes_through_without_reorders) {
   EXPECT_TRUE(all_close(ym, ref_max_pool(g, xv)));
   EXPECT_TRUE(all_close(ya, ref_avg_pool(g, xv, false)));
   EXPECT_TRUE(all_close(yl, ref_lrn(LrnCase{"", g.data, 0.5, 0.75, 1.0, 3}, xv)));
+}
+
+// Max pooling's forward (with its workspace) and backward on plain data and on channels blocked
+// by 8 and 16, 1-D to 3-D: ties (the first maximum in row-major order wins, as in the
+// reference) and NaN (the first NaN of a window is its maximum and takes its gradient), with
+// padded blocks (2 and 3 channels), against reference loops, and no reorder anywhere.
+namespace {
+
+// Few distinct values (many ties) and a NaN every 13 cells.
+std::vector<float> tied_values(const Shape& s) {
+  std::vector<float> v(shape_size(s));
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = i % 13 == 5 ? std::numeric_limits<float>::quiet_NaN()
+                       : std::floor(static_cast<float>(std::sin(0.9 * double(i)) * 2.5));
+  return v;
+}
+
+// The index of the window's maximum (first NaN, else first maximum), or nothing.
+std::optional<size_t> ref_argmax(const Geometry& g, const Shape& out, size_t o, const std::vector<float>& x) {
+  std::optional<size_t> best;
+  window_cells(g, out, o, [&](size_t i) {
+    if (!best) best = i;
+    else if (!std::isnan(x[*best]) && (std::isnan(x[i]) || x[i] > x[*best])) best = i;
+  });
+  return best;
+}
+
+}  // namespace
+
+TEST_F(PoolingLayout, own_max_pool_on_plain_and_blocked_data_with_ties_and_nan) {
+  for (size_t block : {1, 8, 16}) {
+    g_block = block;
+    for (const auto& c : kGeometries) {
+      SCOPED_TRACE(std::string(c.id) + " block " + std::to_string(block));
+      Geometry g = without_ceil(c);
+      Shape out = out_shape(c);
+      auto x = std::make_shared<op::Parameter>(element::f32, c.data);
+      auto delta = std::make_shared<op::Parameter>(element::f32, out);
+      auto b = std::make_shared<ToBlocked>(x);
+      auto m = std::make_shared<op::MaxPool>(b, c.window, c.strides, c.below, c.above, c.ceil_mode);
+      auto bp = std::make_shared<op::MaxPoolBackprop>(b, std::make_shared<ToBlocked>(delta), g.window,
+                                                      g.strides, g.below, g.above);
+      auto f = std::make_shared<Function>(
+          OutputVector{std::make_shared<FromBlocked>(m), std::make_shared<FromBlocked>(bp)},
+          ParameterVector{x, delta});
+      runtime::cpu::CPUBackend backend;
+      auto exe = std::dynamic_pointer_cast<CPUExecutable>(backend.compile(f, CompileOptions{true, true}));
+      EXPECT_EQ(exe->get_reorder_count(), 0u);
+      EXPECT_TRUE(has_step(exe->get_schedule(), "CPUMaxPoolWithWorkspace"));
+      EXPECT_TRUE(has_step(exe->get_schedule(), "CPUMaxPoolBackpropWithWorkspace"));
+      auto xv = tied_values(c.data);
+      auto dv = values<float>(out, 0.4);
+      std::vector<float> y(shape_size(out)), dx(xv.size());
+      auto ty = backend.create_tensor(element::f32, out, y.data());
+      auto tdx = backend.create_tensor(element::f32, c.data, dx.data());
+      exe->call({ty, tdx}, {backend.create_tensor(element::f32, c.data, xv.data()),
+                            backend.create_tensor(element::f32, out, dv.data())});
+      std::vector<double> want_dx(xv.size(), 0.0);
+      for (size_t o = 0; o < y.size(); ++o) {
+        auto best = ref_argmax(c, out, o, xv);
+        float want = best ? xv[*best] : -std::numeric_limits<float>::infinity();
+        if (std::isnan(want)) EXPECT_TRUE(std::isnan(y[o])) << "output " << o;
+        else EXPECT_EQ(y[o], want) << "output " << o;
+        if (best) want_dx[*best] += dv[o];
+      }
+      EXPECT_TRUE(all_close(dx, std::vector<float>(want_dx.begin(), want_dx.end()), 1e-5, 1e-5));
+    }
+  }
 }

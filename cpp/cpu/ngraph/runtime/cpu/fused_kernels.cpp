@@ -20,6 +20,21 @@
 namespace ngraph {
 namespace runtime {
 namespace cpu {
+
+bool use_avx2_twins() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool avx2 = [] {
+    const char* isa = std::getenv("NGRAPH_CPU_ISA");
+    if (isa && std::string(isa) == "baseline") return false;
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  }();
+  return avx2;
+#else
+  return false;
+#endif
+}
+
 namespace {
 
 constexpr size_t kBlock = 512;
@@ -83,13 +98,7 @@ NGRAPH_CPU_DEFINE_RUN_INSTR(run_instr_avx2, __attribute__((target("avx2,fma"))))
 template <typename T>
 RunInstr<T> pick_run_instr() {
 #ifdef NGRAPH_CPU_HAVE_AVX2_TWIN
-  static const bool avx2 = [] {
-    const char* isa = std::getenv("NGRAPH_CPU_ISA");
-    if (isa && std::string(isa) == "baseline") return false;
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  }();
-  if (avx2) return &run_instr_avx2<T>;
+  if (use_avx2_twins()) return &run_instr_avx2<T>;
 #endif
   return &run_instr<T>;
 }

@@ -98,6 +98,11 @@ class KernelContext {
 };
 
 using KernelBuilder = std::function<Kernel(KernelContext& ctx)>;
+
+// Whether loops compiled twice (for the build's instruction set and, in portable x86-64
+// builds, for AVX2+FMA with target attributes) should run their AVX2 twin: the CPU has AVX2
+// and FMA and NGRAPH_CPU_ISA is not "baseline". Read once.
+bool use_avx2_twins();
 // A kernel's layout rule (see LayoutContext in layout.hpp): the layouts it wants for its
 // inputs and gives its outputs. Kernels without one take and give plain row-major data.
 using LayoutRule = std::function<void(LayoutContext& ctx)>;

@@ -1,13 +1,17 @@
-// MaxPool, AvgPool, LRN and their backprops: oneDNN's pooling and LRN primitives for f32 (in
+// MaxPool, AvgPool, LRN and their backprops: for f32 max pooling on plain or channel-blocked
+// data our own vectorised loops; otherwise oneDNN's pooling and LRN primitives for f32 (in
 // the layouts they choose from their input's: a blocked input stays blocked), loops for f64
 // and for what oneDNN rejects. MaxPool's gradient reads the forward's workspace when the
 // fusion pass paired them (MaxPoolWithWorkspace); alone, it runs the forward into scratch.
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <string>
 #include <utility>
 
 #include "ngraph/ops.hpp"
@@ -146,42 +150,6 @@ md backward_src(const Node& node, const Pool& p, const std::vector<const TensorD
   return inputs[0]->dnnl_desc();
 }
 
-// --------------------------------------------------------------------------- layout rules
-
-TensorDesc f32_desc(const Shape& shape, const md& m) { return TensorDesc::with_layout(element::f32, shape, m); }
-
-// Forward: the data as produced (oneDNN pools any layout; a blocked input gives a blocked
-// result), the result (and workspace) in the layouts the primitive picks.
-void pool_forward_layout(LayoutContext& lc) {
-  const Node& node = lc.node;
-  if (node.get_output_element_type(0) != element::f32) return;
-  Pool p = pool_of(node);
-  bool ws = is_max_with_workspace(node);
-  auto pd = forward_pd(p, lc.produced[0].dnnl_desc(),
-                       ws ? prop_kind::forward_training : prop_kind::forward_inference);
-  if (!pd) return;
-  lc.wanted[0] = lc.produced[0];
-  lc.outputs[0] = f32_desc(p.out, pd->dst_desc());
-  if (ws) lc.outputs[1] = TensorDesc::with_layout(element::i32, p.out, pd->workspace_desc());
-}
-
-// Backward: data and workspace as produced, delta and the gradient as the primitive picks.
-void pool_backward_layout(LayoutContext& lc) {
-  const Node& node = lc.node;
-  // The workspace is read as its producer wrote it, or not at all (the loops do not need it).
-  if (is_max_backprop_with_workspace(node)) lc.wanted[2] = lc.produced[2];
-  if (node.get_output_element_type(0) != element::f32) return;
-  Pool p = pool_of(node);
-  std::vector<const TensorDesc*> produced;
-  for (const auto& d : lc.produced) produced.push_back(&d);
-  auto pds = backward_pds(p, backward_src(node, p, produced));
-  if (!pds) return;
-  size_t delta = node.get_type_name() == "AvgPoolBackprop" ? 0 : 1;
-  if (delta == 1) lc.wanted[0] = lc.produced[0];
-  lc.wanted[delta] = f32_desc(p.out, pds->bwd.diff_dst_desc());
-  lc.outputs[0] = f32_desc(p.data, pds->bwd.diff_src_desc());
-}
-
 // ------------------------------------------------------------------------- loop kernels
 
 // The geometry as three spatial axes (leading ones of size 1 added), with the data cells
@@ -261,14 +229,15 @@ Kernel loop_forward(const Pool& p) {
       T acc = max ? -std::numeric_limits<T>::infinity() : T(0);
       for_each_cell(g, box, [&](size_t i) {
         T v = x[base + i];
-        acc = max ? (v > acc ? v : acc) : acc + v;
+        acc = max ? (v > acc || (v != v && acc == acc) ? v : acc) : acc + v;  // NaN propagates
       });
       y[o] = max ? acc : acc / static_cast<T>(divisor(g, box));
     });
   };
 }
 
-// Gradients: each delta to the first maximum of its window, or spread over its data cells.
+// Gradients: each delta to the first maximum (or first NaN) of its window, or spread over its
+// data cells.
 // in[x_input] is the forward argument (max only), in[delta_input] the delta.
 template <typename T>
 Kernel loop_backward(const Pool& p, size_t x_input, size_t delta_input) {
@@ -289,7 +258,8 @@ Kernel loop_backward(const Pool& p, size_t x_input, size_t delta_input) {
       }
       size_t best = n;
       for_each_cell(g, box, [&](size_t i) {
-        if (best == n || x[base + i] > x[best]) best = base + i;
+        T v = x[base + i];
+        if (best == n || (x[best] == x[best] && (v > x[best] || v != v))) best = base + i;
       });
       dx[best] += delta[o];
     });
@@ -304,12 +274,300 @@ Kernel by_real_type(const Node& node, F&& f) {
   node.fail_type("CPU kernel has no implementation for element type " + t.get_type_name());
 }
 
+// ----------------------------------------------------------- our max pooling on f32 data
+// oneDNN 2.6's max pooling on channel-blocked layouts is several times slower than a direct
+// loop (docs/performance.md). These loops take plain data (N, C, spatial) and data whose
+// channels are blocked by 8 or 16 (nChw8c, nChw16c and their 1-D and 3-D forms): there a
+// block's channels are contiguous, so one window position is one or two 8-lane vectors. The
+// result and the workspace are in the data's layout; the workspace holds, per output
+// element, the offset in its plane (the spatial index) of the window's first maximum, or -1
+// for a window without data. NaN propagates: the first NaN of a window is its maximum.
+// NGRAPH_CPU_POOL=dnnl (read when a computation is compiled) leaves all pooling to oneDNN.
+
+bool own_max_pool_enabled() {
+  const char* v = std::getenv("NGRAPH_CPU_POOL");
+  if (!v || !*v || std::string(v) == "own") return true;
+  if (std::string(v) == "dnnl") return false;
+  throw ngraph_error("NGRAPH_CPU_POOL must be 'own' or 'dnnl', not '" + std::string(v) + "'");
+}
+
+// The layout of an activation of rank 3 to 5 with channels blocked by 8 or 16.
+dnnl::memory::format_tag blocked_tag(size_t rank, size_t block) {
+  using tag = dnnl::memory::format_tag;
+  static const std::array<std::array<tag, 2>, 3> tags{{{tag::nCw8c, tag::nCw16c},
+                                                       {tag::nChw8c, tag::nChw16c},
+                                                       {tag::nCdhw8c, tag::nCdhw16c}}};
+  return tags[rank - 3][block == 16];
+}
+
+// The channel block of `d`, a value of `shape`: 1 for plain, 8 or 16 for channels blocked by
+// 8 or 16; 0 for any other layout.
+size_t channel_block(const TensorDesc& d, const Shape& shape) {
+  if (d.is_plain()) return 1;
+  if (shape.size() < 3 || shape.size() > 5) return 0;
+  for (size_t block : {8, 16})
+    if (md(to_dims(shape), dnnl::memory::data_type::f32, blocked_tag(shape.size(), block)) == d.md())
+      return block;
+  return 0;
+}
+
+// `shape` of `type` (f32, i32) laid out like a value of channel block `block`.
+TensorDesc block_desc(element::Type type, const Shape& shape, size_t block) {
+  if (block == 1) return TensorDesc::plain(type, shape);
+  auto dt = type == element::i32 ? dnnl::memory::data_type::s32 : dnnl::memory::data_type::f32;
+  return TensorDesc::with_layout(type, shape, md(to_dims(shape), dt, blocked_tag(shape.size(), block)));
+}
+
+// The channel block our loops pool `data` with, or nothing (oneDNN or the generic loops
+// then). Padded blocks (channels not a multiple of the block) are pooled too, except where a
+// window has no data: its -inf would break the zeros of the padding.
+std::optional<size_t> own_max_block(const Pool& p, const TensorDesc& data) {
+  if (p.alg != algorithm::pooling_max || data.type() != element::f32 || !own_max_pool_enabled())
+    return std::nullopt;
+  if (p.data.size() < 3 || p.data.size() > 5) return std::nullopt;
+  size_t block = channel_block(data, p.data);
+  if (block == 0) return std::nullopt;
+  if (p.data[1] % block != 0 && has_empty_window(p)) return std::nullopt;
+  return block;
+}
+
+// The geometry with planes of `block` channels.
+Grid block_grid(const Pool& p, size_t block) {
+  Grid g = grid_of(p);
+  g.planes = p.data[0] * ((p.data[1] + block - 1) / block);
+  return g;
+}
+
+size_t out_plane(const Grid& g) { return g.out[0] * g.out[1] * g.out[2]; }
+
+using v8f = float __attribute__((vector_size(32)));
+using v8i = int32_t __attribute__((vector_size(32)));
+using v8f_u = float __attribute__((vector_size(32), aligned(4)));
+using v8i_u = int32_t __attribute__((vector_size(32), aligned(4)));
+
+// The loops, written once with GCC's vector types and always inlined into the entry points
+// below, so that each is compiled for its caller's instruction set (the build's, or AVX2 in
+// the twin). V vectors of 8 lanes per cell (a block of 8V channels); V == 0: one lane (plain).
+#define NGRAPH_POOL_LOOP __attribute__((always_inline)) inline
+
+// f(offset in the plane) for each data cell of the window at output position (a, b, c), in
+// row-major order. The lambdas passed are always inlined too (NGRAPH_POOL_LAMBDA).
+#define NGRAPH_POOL_LAMBDA __attribute__((always_inline))
+template <typename F>
+NGRAPH_POOL_LOOP void for_each_window_cell(const Grid& g, size_t a, size_t b, size_t c, F&& f) {
+  auto [d0, d1] = g.cells[0][a];
+  auto [h0, h1] = g.cells[1][b];
+  auto [w0, w1] = g.cells[2][c];
+  for (size_t d = d0; d < d1; ++d)
+    for (size_t h = h0; h < h1; ++h)
+      for (size_t w = w0; w < w1; ++w) f((d * g.in[1] + h) * g.in[2] + w);
+}
+
+template <size_t V>
+NGRAPH_POOL_LOOP void max_forward_loop(const Grid& g, const float* x, float* y, int32_t* ws) {
+  constexpr size_t B = V ? 8 * V : 1, N = V ? V : 1;
+  size_t o = 0;
+  for (size_t plane = 0; plane < g.planes; ++plane) {
+    const float* xp = x + plane * g.in_plane() * B;
+    for (size_t a = 0; a < g.out[0]; ++a)
+      for (size_t b = 0; b < g.out[1]; ++b)
+        for (size_t c = 0; c < g.out[2]; ++c, ++o) {
+          if constexpr (V == 0) {
+            float acc = -std::numeric_limits<float>::infinity();
+            int32_t best = -1;
+            for_each_window_cell(g, a, b, c, [&](size_t s) NGRAPH_POOL_LAMBDA {
+              float v = xp[s];
+              if (v > acc || (v != v && acc == acc)) {
+                acc = v;
+                best = static_cast<int32_t>(s);
+              }
+            });
+            y[o] = acc;
+            ws[o] = best;
+          } else {
+            v8f acc[N];
+            v8i best[N];
+            for (size_t k = 0; k < N; ++k) {
+              acc[k] = v8f{} - std::numeric_limits<float>::infinity();
+              best[k] = v8i{} - 1;
+            }
+            for_each_window_cell(g, a, b, c, [&](size_t s) NGRAPH_POOL_LAMBDA {
+              v8i sv = v8i{} + static_cast<int32_t>(s);
+              for (size_t k = 0; k < N; ++k) {
+                v8f v = *reinterpret_cast<const v8f_u*>(xp + s * B + 8 * k);
+                v8i take = (v > acc[k]) | ((v != v) & (acc[k] == acc[k]));
+                acc[k] = take ? v : acc[k];
+                best[k] = take ? sv : best[k];
+              }
+            });
+            for (size_t k = 0; k < N; ++k) {
+              *reinterpret_cast<v8f_u*>(y + o * B + 8 * k) = acc[k];
+              *reinterpret_cast<v8i_u*>(ws + o * B + 8 * k) = best[k];
+            }
+          }
+        }
+  }
+}
+
+// dx = 0, then each delta added at its window's maximum, which the workspace names.
+template <size_t V>
+NGRAPH_POOL_LOOP void max_backward_loop(const Grid& g, const float* delta, const int32_t* ws, float* dx) {
+  constexpr size_t B = V ? 8 * V : 1, N = V ? V : 1;
+  std::memset(dx, 0, g.planes * g.in_plane() * B * sizeof(float));
+  size_t o = 0;
+  for (size_t plane = 0; plane < g.planes; ++plane) {
+    float* dp = dx + plane * g.in_plane() * B;
+    for (size_t a = 0; a < g.out[0]; ++a)
+      for (size_t b = 0; b < g.out[1]; ++b)
+        for (size_t c = 0; c < g.out[2]; ++c, ++o) {
+          if constexpr (V == 0) {
+            if (ws[o] >= 0) dp[ws[o]] += delta[o];
+          } else {
+            v8f dv[N];
+            v8i wv[N];
+            for (size_t k = 0; k < N; ++k) {
+              dv[k] = *reinterpret_cast<const v8f_u*>(delta + o * B + 8 * k);
+              wv[k] = *reinterpret_cast<const v8i_u*>(ws + o * B + 8 * k);
+            }
+            for_each_window_cell(g, a, b, c, [&](size_t s) NGRAPH_POOL_LAMBDA {
+              v8i sv = v8i{} + static_cast<int32_t>(s);
+              for (size_t k = 0; k < N; ++k) {
+                auto* p = reinterpret_cast<v8f_u*>(dp + s * B + 8 * k);
+                *p += reinterpret_cast<v8f>(reinterpret_cast<v8i>(dv[k]) & (wv[k] == sv));
+              }
+            });
+          }
+        }
+  }
+}
+
+using MaxForwardFn = void (*)(const Grid&, const float*, float*, int32_t*);
+using MaxBackwardFn = void (*)(const Grid&, const float*, const int32_t*, float*);
+
+template <size_t V>
+void max_forward(const Grid& g, const float* x, float* y, int32_t* ws) {
+  max_forward_loop<V>(g, x, y, ws);
+}
+template <size_t V>
+void max_backward(const Grid& g, const float* delta, const int32_t* ws, float* dx) {
+  max_backward_loop<V>(g, delta, ws, dx);
+}
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__AVX2__)
+#define NGRAPH_POOL_HAVE_AVX2_TWIN 1
+template <size_t V>
+__attribute__((target("avx2,fma"))) void max_forward_avx2(const Grid& g, const float* x, float* y,
+                                                          int32_t* ws) {
+  max_forward_loop<V>(g, x, y, ws);
+}
+template <size_t V>
+__attribute__((target("avx2,fma"))) void max_backward_avx2(const Grid& g, const float* delta,
+                                                           const int32_t* ws, float* dx) {
+  max_backward_loop<V>(g, delta, ws, dx);
+}
+#endif
+#undef NGRAPH_POOL_LOOP
+#undef NGRAPH_POOL_LAMBDA
+
+// The entry points for a block of 1, 8 or 16 channels on this CPU.
+template <size_t V>
+std::pair<MaxForwardFn, MaxBackwardFn> max_loops_v() {
+#ifdef NGRAPH_POOL_HAVE_AVX2_TWIN
+  if (V && use_avx2_twins()) return {&max_forward_avx2<V>, &max_backward_avx2<V>};
+#endif
+  return {&max_forward<V>, &max_backward<V>};
+}
+std::pair<MaxForwardFn, MaxBackwardFn> max_loops(size_t block) {
+  return block == 1 ? max_loops_v<0>() : block == 8 ? max_loops_v<1>() : max_loops_v<2>();
+}
+
+// MaxPool, MaxPoolWithWorkspace: the result (out[0]) and the workspace (out[1], or scratch).
+Kernel own_max_forward_kernel(KernelContext& ctx, const Pool& p, size_t block) {
+  Grid g = block_grid(p, block);
+  size_t ws = is_max_with_workspace(ctx.node) ? 1 : ctx.scratch(g.planes * out_plane(g) * block * sizeof(int32_t));
+  MaxForwardFn forward = max_loops(block).first;
+  return [g, ws, forward](const void* const* in, void* const* out) {
+    forward(g, static_cast<const float*>(in[0]), static_cast<float*>(out[0]), static_cast<int32_t*>(out[ws]));
+  };
+}
+
+// MaxPoolBackpropWithWorkspace reads the forward's workspace (in[2]); MaxPoolBackprop runs the
+// forward first, into scratch.
+Kernel own_max_backward_kernel(KernelContext& ctx, const Pool& p, size_t block) {
+  Grid g = block_grid(p, block);
+  auto [forward, backward] = max_loops(block);
+  if (is_max_backprop_with_workspace(ctx.node)) {
+    const TensorDesc& ws = ctx.input(2);
+    if (!ws.same_layout(block_desc(element::i32, p.out, block)))
+      throw ngraph_error("[CPU] internal: the workspace of " + ctx.node.get_name() +
+                         " is not the one its forward's loops write");
+    return [g, backward = backward](const void* const* in, void* const* out) {
+      backward(g, static_cast<const float*>(in[1]), static_cast<const int32_t*>(in[2]), static_cast<float*>(out[0]));
+    };
+  }
+  size_t cells = g.planes * out_plane(g) * block;
+  size_t y = ctx.scratch(cells * sizeof(float)), ws = ctx.scratch(cells * sizeof(int32_t));
+  return [g, y, ws, forward = forward, backward = backward](const void* const* in, void* const* out) {
+    auto* w = static_cast<int32_t*>(out[ws]);
+    forward(g, static_cast<const float*>(in[0]), static_cast<float*>(out[y]), w);
+    backward(g, static_cast<const float*>(in[1]), w, static_cast<float*>(out[0]));
+  };
+}
+
+// --------------------------------------------------------------------------- layout rules
+
+TensorDesc f32_desc(const Shape& shape, const md& m) { return TensorDesc::with_layout(element::f32, shape, m); }
+
+// Forward: the data as produced (oneDNN pools any layout; a blocked input gives a blocked
+// result), the result (and workspace) in the layouts the primitive picks.
+void pool_forward_layout(LayoutContext& lc) {
+  const Node& node = lc.node;
+  if (node.get_output_element_type(0) != element::f32) return;
+  Pool p = pool_of(node);
+  bool ws = is_max_with_workspace(node);
+  if (auto block = own_max_block(p, lc.produced[0])) {
+    lc.wanted[0] = lc.produced[0];
+    lc.outputs[0] = block_desc(element::f32, p.out, *block);
+    if (ws) lc.outputs[1] = block_desc(element::i32, p.out, *block);
+    return;
+  }
+  auto pd = forward_pd(p, lc.produced[0].dnnl_desc(),
+                       ws ? prop_kind::forward_training : prop_kind::forward_inference);
+  if (!pd) return;
+  lc.wanted[0] = lc.produced[0];
+  lc.outputs[0] = f32_desc(p.out, pd->dst_desc());
+  if (ws) lc.outputs[1] = TensorDesc::with_layout(element::i32, p.out, pd->workspace_desc());
+}
+
+// Backward: data and workspace as produced, delta and the gradient as the primitive picks.
+void pool_backward_layout(LayoutContext& lc) {
+  const Node& node = lc.node;
+  // The workspace is read as its producer wrote it, or not at all (the loops do not need it).
+  if (is_max_backprop_with_workspace(node)) lc.wanted[2] = lc.produced[2];
+  if (node.get_output_element_type(0) != element::f32) return;
+  Pool p = pool_of(node);
+  if (auto block = node.get_type_name() == "AvgPoolBackprop" ? std::nullopt : own_max_block(p, lc.produced[0])) {
+    lc.wanted[0] = lc.produced[0];
+    lc.wanted[1] = block_desc(element::f32, p.out, *block);
+    lc.outputs[0] = block_desc(element::f32, p.data, *block);
+    return;
+  }
+  std::vector<const TensorDesc*> produced;
+  for (const auto& d : lc.produced) produced.push_back(&d);
+  auto pds = backward_pds(p, backward_src(node, p, produced));
+  if (!pds) return;
+  size_t delta = node.get_type_name() == "AvgPoolBackprop" ? 0 : 1;
+  if (delta == 1) lc.wanted[0] = lc.produced[0];
+  lc.wanted[delta] = f32_desc(p.out, pds->bwd.diff_dst_desc());
+  lc.outputs[0] = f32_desc(p.data, pds->bwd.diff_src_desc());
+}
+
 // ------------------------------------------------------------------------------ builders
 
 Kernel pool_forward_kernel(KernelContext& ctx) {
   const Node& node = ctx.node;
   Pool p = pool_of(node);
   bool ws = is_max_with_workspace(node);
+  if (auto block = own_max_block(p, ctx.input(0))) return own_max_forward_kernel(ctx, p, *block);
   if (node.get_output_element_type(0) == element::f32) {
     md src = ctx.input(0).dnnl_desc();
     if (auto pd = forward_pd(p, src, ws ? prop_kind::forward_training : prop_kind::forward_inference)) {
@@ -336,6 +594,8 @@ Kernel pool_backward_kernel(KernelContext& ctx) {
   Pool p = pool_of(node);
   bool avg = node.get_type_name() == "AvgPoolBackprop", paired = is_max_backprop_with_workspace(node);
   size_t delta = avg ? 0 : 1;
+  if (!avg)
+    if (auto block = own_max_block(p, ctx.input(0))) return own_max_backward_kernel(ctx, p, *block);
   std::vector<const TensorDesc*> inputs;
   for (size_t i = 0; i < node.get_input_size(); ++i) inputs.push_back(&ctx.input(i));
   std::optional<BackwardPds> pds;
@@ -568,6 +828,9 @@ NGRAPH_CPU_KERNEL("LRNBackprop", lrn_backprop_kernel, lrn_layout);
 bool max_pool_workspace_supported(const Node& max_pool) {
   if (max_pool.get_element_type() != element::f32) return false;
   Pool p = pool_of(max_pool);
+  // Our loops write a workspace for any geometry on plain data (and on channel blocks, which
+  // they take whenever they take the plain data).
+  if (own_max_block(p, TensorDesc::plain(element::f32, p.data))) return true;
   return backward_pds(p, plain_desc(p.data)).has_value();
 }
 
