@@ -113,7 +113,9 @@ export PATH="$venv/bin:$PATH"  # the build finds the environment's tools first
 # ------------------------------------------------------------------------ Python packages
 phase "Python packages (pip, binary wheels)"
 pip_install() { "$vpy" -m pip install -q --disable-pip-version-check "$@"; }
-packages=("numpy>=1.22" "pybind11>=2.12" "scikit-build-core>=0.10" "pytest>=7" ruff matplotlib)
+# ml_dtypes: NumPy's bfloat16 dtype, optional for users; the bf16 tests need it.
+packages=("numpy>=1.22" "pybind11>=2.12" "scikit-build-core>=0.10" "pytest>=7" ruff matplotlib
+  ml_dtypes)
 # Debian 12's cmake (3.25) is new enough; older distributions get CMake from PyPI.
 cmake_version=$(cmake --version 2>/dev/null | sed -n '1s/^cmake version //p')
 if [ -z "$cmake_version" ] ||

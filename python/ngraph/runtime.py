@@ -16,7 +16,8 @@ from ngraph.utils import as_node, bfloat16
 def _host_result(node: Node) -> Node:
     """`node`, or for a bf16 result where NumPy has no bfloat16 (ml_dtypes not installed) the
     same values as float32 (exact: every bf16 value is a float32 value)."""
-    if bfloat16 is None and node.element_type == "bf16":
+    # A node of several outputs is not a result: Function's own check says so, naming it.
+    if bfloat16 is None and node.get_output_size() == 1 and node.element_type == "bf16":
         return _ngraph.make_node("Convert", [node], {"destination_type": "f32"}, "")
     return node
 
