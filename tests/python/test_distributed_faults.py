@@ -173,16 +173,14 @@ def test_stopped_rank_with_abort_ends_the_job_naming_it(tmp_path, ranks):
     assert "ending the job (MPI_Abort)" in out, out
 
 
-def test_rank_stopped_inside_the_node_split_ends_the_job(tmp_path):
-    """MPI_Comm_split_type cannot be polled: every rank arrives at a polled barrier first,
-    then splits. Rank 1 stops between the two (the test switch NGRAPH_TEST_STOP_IN_TOPOLOGY),
-    so rank 0 sits in the blocking split. Its watchdog ends the job within the timeout plus
-    a few seconds, naming the split and rank 1; before, it waited forever."""
-    script = HEADER.replace("comm.timeout = TIMEOUT", """comm.timeout = TIMEOUT
+def ended_by_a_watchdog(tmp_path, switch: str, value: str, abort: bool) -> str:
+    """Runs TRAINING on 2 ranks with the test switch `switch`=`value` set on rank 1 only;
+    returns the job's output once a watchdog has ended it (the test fails if none did)."""
+    script = HEADER.replace("comm.timeout = TIMEOUT", f"""comm.timeout = TIMEOUT
 if r == 1:
-    os.environ["NGRAPH_TEST_STOP_IN_TOPOLOGY"] = "1"
+    os.environ[{switch!r}] = {value!r}
 """) + TRAINING
-    proc = start_job(tmp_path, script, 2, False, ABORT=True, CHECK="first", TIMEOUT=TIMEOUT,
+    proc = start_job(tmp_path, script, 2, False, ABORT=abort, CHECK="first", TIMEOUT=TIMEOUT,
                      STALLER=-1, SIGNAL="signal.SIGSTOP")
     start = time.monotonic()
     try:
@@ -192,9 +190,18 @@ if r == 1:
         pytest.fail(f"the job was not ended by its watchdog:\n{out}")
     assert proc.returncode != 0, out
     assert time.monotonic() - start < 45, out
+    assert "ending the job (MPI_Abort)" in out, out
+    return out
+
+
+def test_rank_stopped_inside_the_node_split_ends_the_job(tmp_path):
+    """MPI_Comm_split_type cannot be polled: every rank arrives at a polled barrier first,
+    then splits. Rank 1 stops between the two (the test switch NGRAPH_TEST_STOP_IN_TOPOLOGY),
+    so rank 0 sits in the blocking split. Its watchdog ends the job within the timeout plus
+    a few seconds, naming the split and rank 1; before, it waited forever."""
+    out = ended_by_a_watchdog(tmp_path, "NGRAPH_TEST_STOP_IN_TOPOLOGY", "1", abort=True)
     assert re.search(r"\[SharedRegion\] node topology[^\n]*rank 0 timed out after 2 s in a "
                      r"blocking MPI_Comm_split_type[^\n]*rank 1 did not answer", out), out
-    assert "ending the job (MPI_Abort)" in out, out
 
 
 def test_rank_late_for_the_node_split_ends_the_job(tmp_path):
@@ -203,23 +210,11 @@ def test_rank_late_for_the_node_split_ends_the_job(tmp_path):
     compiling. Rank 1 then passes the barrier (rank 0's is still pending inside MPI) into the
     blocking split, where it used to wait forever; now its watchdog ends the job, naming the
     split."""
-    script = HEADER.replace("comm.timeout = TIMEOUT", """comm.timeout = TIMEOUT
-if r == 1:
-    os.environ["NGRAPH_TEST_TOPOLOGY_LATE"] = "4"
-""") + TRAINING
-    proc = start_job(tmp_path, script, 2, False, ABORT=False, CHECK="first", TIMEOUT=TIMEOUT,
-                     STALLER=-1, SIGNAL="signal.SIGSTOP")
-    try:
-        out, _ = proc.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        out = end_job(proc, tmp_path, 2)
-        pytest.fail(f"the late rank was not ended by its watchdog:\n{out}")
-    assert proc.returncode != 0, out
+    out = ended_by_a_watchdog(tmp_path, "NGRAPH_TEST_TOPOLOGY_LATE", "4", abort=False)
     # The topology is made when the step is compiled: rank 0's error is uncaught there.
     assert re.search(r"DistributedError: \[SharedRegion\] node topology[^\n]*\(every rank "
                      r"arriving\): rank 0 timed out after 2 s", out), out
     assert re.search(r"rank 1 timed out after 2 s in a blocking MPI_Comm_split_type", out), out
-    assert "ending the job (MPI_Abort)" in out, out
 
 
 @pytest.mark.parametrize("sig", ["SIGSTOP", "SIGKILL"])
