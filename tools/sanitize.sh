@@ -88,6 +88,12 @@ configure_and_build build/tsan thread -DNGRAPH_BUILD_PYTHON=ON -DNGRAPH_BUILD_TE
   "-Dpybind11_DIR=$("$python" -m pybind11 --cmakedir)"
 echo "== ThreadSanitizer: Python threading tests under mpirun"
 make_package build/tsan
+# ignore_noninstrumented_modules: Open MPI's progress engine, run by whichever thread polls,
+# writes the result of another thread's pending operation into that thread's buffer (memcpy
+# from libmpi), and completion is signalled through its own atomics, which ThreadSanitizer
+# cannot see: without this it reports ngraph's read of a completed buffer as a race (seen
+# once in CI: Communicator::staged against a write with no stack, "as if synchronized via
+# sleep"). Accesses made by ngraph's own code are all still checked.
 # halt_on_error: the first race fails the test run. Reports go to files (log_path), printed
 # here: a rank that halts can end before mpirun forwards its stderr. ASLR is turned off for
 # the ranks (setarch -R): ThreadSanitizer of gcc 12 refuses the mappings of kernels with
@@ -96,7 +102,7 @@ reports="$root/build/tsan/reports"
 rm -rf "$reports" && mkdir -p "$reports"
 status=0
 PYTHONPATH="$root/build/tsan/pkg" NGRAPH_NUM_THREADS=1 \
-  TSAN_OPTIONS="halt_on_error=1:exitcode=66:second_deadlock_stack=1:suppressions=$supp/tsan.supp:log_path=$reports/tsan" \
+  TSAN_OPTIONS="halt_on_error=1:exitcode=66:second_deadlock_stack=1:ignore_noninstrumented_modules=1:suppressions=$supp/tsan.supp:log_path=$reports/tsan" \
   "${MPIRUN[@]}" -np 2 -x LD_PRELOAD="$(runtime libtsan.so)" -x PYTHONPATH -x NGRAPH_NUM_THREADS \
   -x TSAN_OPTIONS setarch "$(uname -m)" -R "$python" -m pytest -q -p no:cacheprovider \
   tests/python/distributed/mpi_test_threads.py || status=$?
