@@ -680,14 +680,15 @@ class Watchdog {
   }
   struct Entry {
     std::chrono::steady_clock::time_point deadline;
-    std::string message, waiting;
+    std::string message;
+    const char* waiting;  // a literal: arming allocates nothing for it
     const MPICommunicator* comm;  // for the survey (armed only while its call runs)
   };
-  uint64_t arm(double seconds, std::string message, std::string waiting, const MPICommunicator* comm) {
+  uint64_t arm(double seconds, std::string message, const char* waiting, const MPICommunicator* comm) {
     auto deadline = deadline_after(seconds);
     std::lock_guard<std::mutex> lock(m_mutex);
     uint64_t id = ++m_next;
-    m_armed.emplace(id, Entry{deadline, std::move(message), std::move(waiting), comm});
+    m_armed.emplace(id, Entry{deadline, std::move(message), waiting, comm});
     return id;
   }
   void disarm(uint64_t id) {
@@ -740,8 +741,8 @@ void start_watchdog() { Watchdog::get(); }
 }  // namespace
 
 namespace detail {
-BlockingGuard::BlockingGuard(double seconds, std::string what, std::string waiting, const MPICommunicator* comm)
-    : m_id(Watchdog::get().arm(seconds, std::move(what), std::move(waiting), comm)) {}
+BlockingGuard::BlockingGuard(double seconds, std::string what, const char* waiting, const MPICommunicator* comm)
+    : m_id(Watchdog::get().arm(seconds, std::move(what), waiting, comm)) {}
 BlockingGuard::~BlockingGuard() { Watchdog::get().disarm(m_id); }
 }  // namespace detail
 

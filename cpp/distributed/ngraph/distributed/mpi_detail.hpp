@@ -82,10 +82,10 @@ class WaitNote {
 // Arms the watchdog around an MPI call that blocks and cannot be polled (MPI_Comm_split,
 // MPI_Comm_split_type, MPI_Allreduce): if it outlasts `seconds`, the watchdog prints `what`
 // with the other ranks' answers (survey) and ends the job (MPI_Abort), never a hang. `comm`
-// (may be null) must outlive the guard.
+// (may be null) must outlive the guard; `waiting` is a string literal.
 class BlockingGuard {
  public:
-  BlockingGuard(double seconds, std::string what, std::string waiting, const MPICommunicator* comm);
+  BlockingGuard(double seconds, std::string what, const char* waiting, const MPICommunicator* comm);
   ~BlockingGuard();
   BlockingGuard(const BlockingGuard&) = delete;
   BlockingGuard& operator=(const BlockingGuard&) = delete;

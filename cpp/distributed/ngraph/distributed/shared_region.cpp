@@ -255,7 +255,9 @@ void MPICommunicator::make_topology() {
   // Fault injection for tests: this rank stops between the barrier and the split.
   if (const char* stop = std::getenv("NGRAPH_TEST_STOP_IN_TOPOLOGY"); stop && *stop == '1') raise(SIGSTOP);
   {
-    detail::BlockingGuard guard(get_timeout(), what, "in a blocking MPI_Comm_split_type", this);
+    detail::BlockingGuard guard(get_timeout(), what,
+                                node_size > 0 ? "in a blocking MPI_Comm_split" : "in a blocking MPI_Comm_split_type",
+                                this);
     if (node_size > 0)
       detail::check(MPI_Comm_split(m_comm, m_rank / node_size, m_rank, &m_topology.node), what);
     else
