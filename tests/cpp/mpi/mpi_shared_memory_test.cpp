@@ -60,9 +60,10 @@ bool same_on_every_rank(const std::vector<T>& v) {
 }
 
 template <typename T>
-void check_region(distributed::SharedRegion& region, size_t n, ReduceOp op, int repeats = 3) {
+void check_region(distributed::SharedRegion& region, size_t n, ReduceOp op, int repeats = 3,
+                  size_t out_shift = 0) {
   const int r = mpitest::rank();
-  const size_t in_off = 64, out_off = 64 + ((n * sizeof(T) + 63) / 64) * 64;
+  const size_t in_off = 64, out_off = 64 + ((n * sizeof(T) + 63) / 64) * 64 + out_shift;
   ASSERT_LE(out_off + n * sizeof(T), region.size());
   for (int k = 0; k < repeats; ++k) {  // the same buffers again: arrivals stay in step
     T* in = reinterpret_cast<T*>(region.local() + in_off);
@@ -123,6 +124,23 @@ TEST(MpiSharedMemory, EveryOpAndTypeOnOneNode) {
         check_region<int64_t>(*region, n, op, 1);
       }
     }
+  }
+}
+
+TEST(MpiSharedMemory, LargeSumsAndMeans) {
+  // From 8 MiB on, f32/f64 sums and means write their results with streaming stores (whole
+  // 16-byte vectors, when every output is aligned to them; the rest blockwise). Sizes just
+  // above that, with odd tails, and outputs one element off the alignment (blockwise only).
+  SKIP_IF_SWITCHED_OFF();
+  auto comm = fresh_world();
+  const size_t mib8 = size_t(8) << 20;
+  auto region = comm->create_shared_region(2 * mib8 + (1 << 16));
+  ASSERT_TRUE(region);
+  for (ReduceOp op : {ReduceOp::sum, ReduceOp::mean}) {
+    check_region<float>(*region, mib8 / sizeof(float) + 1001, op, 2);
+    check_region<double>(*region, mib8 / sizeof(double) + 3, op, 2);
+    check_region<float>(*region, mib8 / sizeof(float) + 7, op, 1, sizeof(float));
+    check_region<double>(*region, mib8 / sizeof(double) + 5, op, 1, sizeof(double));
   }
 }
 
