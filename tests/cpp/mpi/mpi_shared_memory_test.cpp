@@ -128,9 +128,8 @@ TEST(MpiSharedMemory, EveryOpAndTypeOnOneNode) {
 }
 
 TEST(MpiSharedMemory, LargeSumsAndMeans) {
-  // From 8 MiB on, f32/f64 sums and means write their results with streaming stores (whole
-  // 16-byte vectors, when every output is aligned to them; the rest blockwise). Sizes just
-  // above that, with odd tails, and outputs one element off the alignment (blockwise only).
+  // Buffers of ResNet-50's gradient buckets' order of size (8 MiB and more, many blocks per
+  // rank's piece), with odd tails, and outputs one element off the 16-byte alignment.
   SKIP_IF_SWITCHED_OFF();
   auto comm = fresh_world();
   const size_t mib8 = size_t(8) << 20;

@@ -6,11 +6,8 @@
 // pass over memory: after every rank has arrived, local rank l reduces piece l of the buffer
 // over all slots (in rank order) and writes the result into piece l of every slot's output;
 // after the second arrival every rank holds the whole result in its own slot. With 2 ranks
-// that is 1x the buffer read and 1x written per rank, against a copy in, a copy out and a
-// reduction for MPI's shared-memory transport. The sums and means of f32/f64 (gradients)
-// write their results with streaming stores, which skip the read that an ordinary store
-// makes of each output cache line first; other ops reduce a block into this rank's slot and
-// copy it into the others' while it is in cache.
+// that is 1.5x the buffer read and 1x written per rank, against a copy in, a copy out and a
+// reduction for MPI's shared-memory transport.
 //
 // Why two arrivals suffice between calls: a rank writes its inputs for call k+1 only after
 // passing the second arrival of call k, when nobody reads call k's inputs any more; and
@@ -22,9 +19,6 @@
 // the same bytes across the network as one flat ring would carry per rank, divided by the
 // ranks per node.
 #include <dirent.h>
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -40,8 +34,6 @@
 #include <cstring>
 #include <sstream>
 #include <thread>
-#include <type_traits>
-#include <vector>
 
 #include "ngraph/distributed/mpi_communicator.hpp"
 #include "ngraph/distributed/mpi_detail.hpp"
@@ -54,10 +46,6 @@ namespace {
 constexpr size_t kLine = 64;    // a counter per cache line
 constexpr size_t kPage = 4096;  // slots start on pages
 constexpr size_t kBlock = 4096;  // elements reduced and then copied out while in cache
-// Buffers from this size on bypass the caches when their results are written (see
-// sum_streaming): they would not stay in cache until read. Smaller ones (an MLP's 2 MB of
-// gradients) are left in the last-level cache for the ranks that read them next.
-constexpr size_t kStreamBytes = size_t(8) << 20;
 
 size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
@@ -88,45 +76,6 @@ template <typename T>
 void scale_by(T* p, size_t n, double factor) {
   for (size_t i = 0; i < n; ++i) p[i] = static_cast<T>(p[i] * factor);
 }
-
-#if defined(__SSE2__)
-// The one-node sum (or mean) of f32/f64 in one pass: out[d][i] = factor * sum_l in[l][i] for
-// every destination d, written with streaming stores. Nobody reads the outputs before the
-// next arrival, and they are far larger than the caches, so writing them around the caches
-// saves the read for ownership that an ordinary store makes of every output line: with 2
-// ranks a third of the bytes that reducing into one slot and copying it into the others
-// moves. Returns how many elements it did (from 0; the rest, if the outputs are not 16-byte
-// aligned or n is not a multiple of the vector, is left to the caller). The caller fences.
-inline __m128 vload(const float* p) { return _mm_loadu_ps(p); }
-inline __m128d vload(const double* p) { return _mm_loadu_pd(p); }
-inline __m128 vadd(__m128 a, __m128 b) { return _mm_add_ps(a, b); }
-inline __m128d vadd(__m128d a, __m128d b) { return _mm_add_pd(a, b); }
-// Scaled in double and rounded once, as scale_by does.
-inline __m128 vmul(__m128 a, double f) {
-  __m128d k = _mm_set1_pd(f);
-  __m128d lo = _mm_mul_pd(_mm_cvtps_pd(a), k);
-  __m128d hi = _mm_mul_pd(_mm_cvtps_pd(_mm_movehl_ps(a, a)), k);
-  return _mm_movelh_ps(_mm_cvtpd_ps(lo), _mm_cvtpd_ps(hi));
-}
-inline __m128d vmul(__m128d a, double f) { return _mm_mul_pd(a, _mm_set1_pd(f)); }
-inline void vstream(float* p, __m128 v) { _mm_stream_ps(p, v); }
-inline void vstream(double* p, __m128d v) { _mm_stream_pd(p, v); }
-
-template <typename T>
-size_t sum_streaming(T* const* out, const T* const* in, int ranks, size_t n, double factor) {
-  constexpr size_t kLanes = 16 / sizeof(T);
-  for (int d = 0; d < ranks; ++d)
-    if (reinterpret_cast<uintptr_t>(out[d]) % 16) return 0;
-  size_t whole = n / kLanes * kLanes;
-  for (size_t i = 0; i < whole; i += kLanes) {
-    auto v = vadd(vload(in[0] + i), vload(in[1] + i));
-    for (int l = 2; l < ranks; ++l) v = vadd(v, vload(in[l] + i));
-    if (factor != 1.0) v = vmul(v, factor);
-    for (int d = 0; d < ranks; ++d) vstream(out[d] + i, v);
-  }
-  return whole;
-}
-#endif
 
 class MPISharedRegion : public SharedRegion {
  public:
@@ -173,10 +122,10 @@ class MPISharedRegion : public SharedRegion {
     };
     size_t lo = bound(m_local_rank), hi = bound(m_local_rank + 1);
     switch (type.get_type_enum()) {
-      case element::Type_t::f32: reduce<float>(in_offset, out_offset, lo, hi, count, op, what); break;
-      case element::Type_t::f64: reduce<double>(in_offset, out_offset, lo, hi, count, op, what); break;
-      case element::Type_t::i32: reduce<int32_t>(in_offset, out_offset, lo, hi, count, op, what); break;
-      case element::Type_t::i64: reduce<int64_t>(in_offset, out_offset, lo, hi, count, op, what); break;
+      case element::Type_t::f32: reduce<float>(in_offset, out_offset, lo, hi, op, what); break;
+      case element::Type_t::f64: reduce<double>(in_offset, out_offset, lo, hi, op, what); break;
+      case element::Type_t::i32: reduce<int32_t>(in_offset, out_offset, lo, hi, op, what); break;
+      case element::Type_t::i64: reduce<int64_t>(in_offset, out_offset, lo, hi, op, what); break;
       default:
         throw std::invalid_argument(what + ": element type " + type.get_type_name() +
                                     " is not supported by collectives (f32, f64, i32, i64)");
@@ -210,20 +159,20 @@ class MPISharedRegion : public SharedRegion {
   }
 
   template <typename T>
-  void reduce(size_t in_offset, size_t out_offset, size_t lo, size_t hi, size_t count,
-              ReduceOp op, const std::string& what) {
+  void reduce(size_t in_offset, size_t out_offset, size_t lo, size_t hi, ReduceOp op,
+              const std::string& what) {
     switch (op) {
       case ReduceOp::sum:
-      case ReduceOp::mean: reduce_with<T>(in_offset, out_offset, lo, hi, count, op, Sum<T>(), what); break;
-      case ReduceOp::prod: reduce_with<T>(in_offset, out_offset, lo, hi, count, op, Prod<T>(), what); break;
-      case ReduceOp::max: reduce_with<T>(in_offset, out_offset, lo, hi, count, op, Max<T>(), what); break;
-      case ReduceOp::min: reduce_with<T>(in_offset, out_offset, lo, hi, count, op, Min<T>(), what); break;
+      case ReduceOp::mean: reduce_with<T>(in_offset, out_offset, lo, hi, op, Sum<T>(), what); break;
+      case ReduceOp::prod: reduce_with<T>(in_offset, out_offset, lo, hi, op, Prod<T>(), what); break;
+      case ReduceOp::max: reduce_with<T>(in_offset, out_offset, lo, hi, op, Max<T>(), what); break;
+      case ReduceOp::min: reduce_with<T>(in_offset, out_offset, lo, hi, op, Min<T>(), what); break;
     }
   }
 
   template <typename T, typename F>
-  void reduce_with(size_t in_offset, size_t out_offset, size_t lo, size_t hi, size_t count,
-                   ReduceOp op, F f, const std::string& what) {
+  void reduce_with(size_t in_offset, size_t out_offset, size_t lo, size_t hi, ReduceOp op, F f,
+                   const std::string& what) {
     auto in = [&](int l) { return reinterpret_cast<const T*>(slot(l) + in_offset); };
     auto out = [&](int l) { return reinterpret_cast<T*>(slot(l) + out_offset); };
     T* mine = out(m_local_rank);
@@ -237,25 +186,7 @@ class MPISharedRegion : public SharedRegion {
       for (int l = 0; l < m_local_size; ++l)
         if (l != m_local_rank) std::memcpy(out(l) + b, mine + b, n * sizeof(T));
     };
-    if (m_nodes == 1) {
-#if defined(__SSE2__)
-      if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-        if (std::is_same_v<F, Sum<T>> && m_local_size >= 2 && hi > lo &&
-            count * sizeof(T) >= kStreamBytes) {
-          std::vector<const T*> src(static_cast<size_t>(m_local_size));
-          std::vector<T*> dst(static_cast<size_t>(m_local_size));
-          for (int l = 0; l < m_local_size; ++l) {
-            src[static_cast<size_t>(l)] = in(l) + lo;
-            dst[static_cast<size_t>(l)] = out(l) + lo;
-          }
-          size_t done =
-              sum_streaming<T>(dst.data(), src.data(), m_local_size, hi - lo, factor);
-          _mm_sfence();  // the streamed stores are seen before this rank's next arrival
-          lo += done;
-        }
-      }
-#endif
-      // Reduce and copy out block by block, while the block is in cache.
+    if (m_nodes == 1) {  // reduce and copy out block by block, while the block is in cache
       for (size_t b = lo; b < hi; b += kBlock) {
         size_t n = std::min(kBlock, hi - b);
         reduce_block(b, n);
