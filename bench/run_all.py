@@ -238,21 +238,52 @@ def main(argv=None):
 CNN_RUNS = [("small", 28, 32), ("resnet50", 224, 8), ("resnet50", 64, 8)]
 
 
+def independent_pair(cmd) -> float | None:
+    """Two one-rank runs of `cmd` at once, one per core, without MPI: the images/s that two
+    ranks could reach with no communication at all, on this machine in its present state."""
+    cores = sorted(common.ALL_CORES or [])
+    if len(cores) < 2:
+        return None
+    env = {**os.environ, "NGRAPH_BENCH_PIN": "0"}
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env,
+                              preexec_fn=lambda c=c: os.sched_setaffinity(0, {c}))
+             for c in cores[:2]]
+    total = 0.0
+    for p in procs:
+        out, _ = p.communicate(timeout=900)
+        if p.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} failed (exit {p.returncode})")
+        result = [json.loads(x) for x in out.splitlines() if x.startswith("{")][0]
+        total += result["images_per_s"]["ngraph"]
+    return total
+
+
 def run_cnn(smoke: bool, launches: int) -> dict:
-    """bench/cnn.py on 1 and 2 ranks (interleaved launches): images/s, medians."""
+    """bench/cnn.py on 1 and 2 ranks, and as two independent one-rank processes (interleaved
+    launches): images/s, medians."""
     print("\n== CNN training throughput, synthetic data (bench/cnn.py)")
     res = {}
     for model, size, batch in [("small", 28, 2)] if smoke else CNN_RUNS:
         runs = {1: [], 2: []}
+        pairs = []
         for _ in range(launches):
+            cmd = [sys.executable, os.path.join(HERE, "cnn.py"), "--model", model,
+                   "--image-size", str(size), "--batch", str(batch)]
+            cmd += ["--smoke", "--no-torch"] if smoke else []
             for n in (1, 2):
-                cmd = [sys.executable, os.path.join(HERE, "cnn.py"), "--model", model,
-                       "--image-size", str(size), "--batch", str(batch)]
-                runs[n].append(mpirun(n, cmd + (["--smoke", "--no-torch"] if smoke else []))[0])
+                runs[n].append(mpirun(n, cmd)[0])
+            pair = independent_pair(cmd + ([] if smoke else ["--no-torch"]))
+            if pair is not None:
+                pairs.append(pair)
         res[f"{model} {size}px"] = {
             "model": model, "image_size": size, "batch_per_rank": batch,
             **{str(n): {k: statistics.median(r["images_per_s"][k] for r in rs)
                         for k in rs[0]["images_per_s"]} for n, rs in runs.items()},
+            "independent_pair": statistics.median(pairs) if pairs else None,
+            # Per launch: 2 ranks against 1 rank, and against the independent pair.
+            "scaling": [r2["images_per_s"]["ngraph"] / (2 * r1["images_per_s"]["ngraph"])
+                        for r1, r2 in zip(runs[1], runs[2])],
+            "vs_pair": [r2["images_per_s"]["ngraph"] / p for r2, p in zip(runs[2], pairs)],
         }
     rows = []
     for r in res.values():
@@ -265,10 +296,14 @@ def run_cnn(smoke: bool, launches: int) -> dict:
             f"{two['ngraph']:.1f}", f"{ddp2:.1f}" if ddp2 else "-",
             f"{two['ngraph'] / ddp2:.2f}" if ddp2 else "-",
             f"{100 * two['ngraph'] / (2 * one['ngraph']):.0f}%",
+            " ".join(f"{100 * x:.0f}%" for x in r["scaling"]),
+            f"{r['independent_pair']:.1f}" if r["independent_pair"] else "-",
+            " ".join(f"{100 * x:.0f}%" for x in r["vs_pair"]) or "-",
         ])
     print(common.table(rows, ["model", "ngraph 1 rank img/s", "PyTorch img/s",
                               "step time vs PyTorch", "ngraph 2 ranks img/s", "DDP gloo img/s",
-                              "ngraph / DDP", "weak scaling 1->2"]))
+                              "ngraph / DDP", "weak scaling 1->2", "per launch",
+                              "2 independent 1-rank img/s", "2 ranks / independent, per launch"]))
     return res
 
 
@@ -287,6 +322,9 @@ def cnn_chart(res, path):
         ng_v = [r[str(n)]["ngraph"] for n in ranks]
         pt_v = [r["1"].get("pytorch"), r["2"].get("pytorch_ddp_gloo")]
         ax.bar([n - 0.2 for n in ranks], ng_v, 0.4, label="ngraph")
+        if r.get("independent_pair"):
+            ax.bar([2 - 0.2], [r["independent_pair"]], 0.4, fill=False, linestyle="--",
+                   label="2 independent 1-rank processes\n(no communication)")
         if all(pt_v):
             ax.bar([n + 0.2 for n in ranks], pt_v, 0.4, label="PyTorch (eager / DDP gloo)")
         ax.set_xticks(ranks, [f"{n} rank{'s' if n > 1 else ''}" for n in ranks])
