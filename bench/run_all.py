@@ -252,6 +252,8 @@ def independent_pair(cmd) -> float | None:
     for p in procs:
         out, _ = p.communicate(timeout=900)
         if p.returncode != 0:
+            for q in procs:  # the other one must not keep its core
+                q.kill()
             raise RuntimeError(f"{' '.join(cmd)} failed (exit {p.returncode})")
         result = [json.loads(x) for x in out.splitlines() if x.startswith("{")][0]
         total += result["images_per_s"]["ngraph"]

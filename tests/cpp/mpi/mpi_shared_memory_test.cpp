@@ -128,8 +128,8 @@ TEST(MpiSharedMemory, EveryOpAndTypeOnOneNode) {
 }
 
 TEST(MpiSharedMemory, LargeSumsAndMeans) {
-  // Buffers of ResNet-50's gradient buckets' order of size (8 MiB and more, many blocks per
-  // rank's piece), with odd tails, and outputs one element off the 16-byte alignment.
+  // Buffers of the order of ResNet-50's gradient buckets (8 MiB and more: many blocks per
+  // rank's piece), with odd tails, and outputs one element off a cache-line boundary.
   SKIP_IF_SWITCHED_OFF();
   auto comm = fresh_world();
   const size_t mib8 = size_t(8) << 20;
