@@ -9,6 +9,12 @@ as DistributedDataParallel over gloo.
     mpirun -np 2 python bench/cnn.py --model small --batch 32
 
 One thread per rank. Prints one JSON line (rank 0) with the settings and the figures.
+
+With --lockstep under mpirun, every rank trains its own copy with no communication in the
+step and waits at a barrier after each step: synchronous data parallelism with free
+gradient exchange, the most any synchronous trainer could reach on the machine (ranks in
+step contend for memory at the same moments, and each step lasts as long as the slowest
+rank's).
 """
 
 from __future__ import annotations
@@ -71,7 +77,7 @@ def conv_peak() -> float:
     return 2 * 8 * 64 * 64 * 9 * 56 * 56 / seconds
 
 
-def ngraph_step(model_name, batch, size, comm, lr=0.01):
+def ngraph_step(model_name, batch, size, comm, lr=0.01, communicate=True):
     build, channels, _, classes = MODELS[model_name]
     model = build(classes, in_channels=channels, seed=0)
     x = ng.parameter([batch, channels, size, size], name="images")
@@ -79,7 +85,7 @@ def ngraph_step(model_name, batch, size, comm, lr=0.01):
     loss = ng.softmax_cross_entropy(model(x), y)
     params = model.parameters()
     grads = ng.gradients(loss, params)
-    if comm.size > 1:
+    if comm.size > 1 and communicate:
         grads = [ng.allreduce(g, "mean", comm=comm) for g in grads]
     updates = ng.optimizers.SGD(lr, momentum=0.9).updates(loss, params, grads=grads)
     updates += model.state_updates()
@@ -183,6 +189,9 @@ def main(argv=None):
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--peak", action="store_true",
                     help="also measure the convolution peak and the step's share of it")
+    ap.add_argument("--lockstep", action="store_true",
+                    help="no gradient exchange, a barrier after every step (ngraph only): the "
+                         "ceiling for synchronous data parallelism on this machine")
     ap.add_argument("--smoke", action="store_true", help="tiny sizes: checks the script runs")
     args = ap.parse_args(argv)
     if args.smoke:
@@ -190,8 +199,15 @@ def main(argv=None):
     size = args.image_size or MODELS[args.model][2]
 
     comm = ng.distributed.init()
-    fns = {"ngraph": ngraph_step(args.model, args.batch, size, comm)}
-    if common.have("torch") and not args.no_torch and args.model != "resnet20":
+    step = ngraph_step(args.model, args.batch, size, comm, communicate=not args.lockstep)
+
+    def lockstep():
+        step()
+        ng.distributed.barrier(comm)
+
+    fns = {"ngraph": lockstep if args.lockstep else step}
+    if (common.have("torch") and not args.no_torch and not args.lockstep
+            and args.model != "resnet20"):
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
         os.environ.setdefault("MASTER_PORT", "29513")
         os.environ["RANK"], os.environ["WORLD_SIZE"] = str(comm.rank), str(comm.size)
@@ -215,6 +231,7 @@ def main(argv=None):
         "image_size": size,
         "batch_per_rank": args.batch,
         "ranks": comm.size,
+        "lockstep": args.lockstep,
         "images_per_s_per_rank": per_rank,
         "images_per_s": {k: v * comm.size for k, v in per_rank.items()},
     }

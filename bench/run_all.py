@@ -261,13 +261,13 @@ def independent_pair(cmd) -> float | None:
 
 
 def run_cnn(smoke: bool, launches: int) -> dict:
-    """bench/cnn.py on 1 and 2 ranks, and as two independent one-rank processes (interleaved
-    launches): images/s, medians."""
+    """bench/cnn.py on 1 and 2 ranks, as two independent one-rank processes, and as 2 ranks
+    in lockstep without communication (interleaved launches): images/s, medians."""
     print("\n== CNN training throughput, synthetic data (bench/cnn.py)")
     res = {}
     for model, size, batch in [("small", 28, 2)] if smoke else CNN_RUNS:
         runs = {1: [], 2: []}
-        pairs = []
+        pairs, locksteps = [], []
         for _ in range(launches):
             cmd = [sys.executable, os.path.join(HERE, "cnn.py"), "--model", model,
                    "--image-size", str(size), "--batch", str(batch)]
@@ -277,15 +277,23 @@ def run_cnn(smoke: bool, launches: int) -> dict:
             pair = independent_pair(cmd + ([] if smoke else ["--no-torch"]))
             if pair is not None:
                 pairs.append(pair)
+            locksteps.append(mpirun(2, cmd + ["--lockstep"] + ([] if smoke else ["--no-torch"]))[0]
+                             ["images_per_s"]["ngraph"])
         res[f"{model} {size}px"] = {
             "model": model, "image_size": size, "batch_per_rank": batch,
             **{str(n): {k: statistics.median(r["images_per_s"][k] for r in rs)
                         for k in rs[0]["images_per_s"]} for n, rs in runs.items()},
             "independent_pair": statistics.median(pairs) if pairs else None,
-            # Per launch: 2 ranks against 1 rank, and against the independent pair.
+            "lockstep": statistics.median(locksteps),
+            # Per launch: 2 ranks against 1 rank, against the independent pair, and against
+            # 2 ranks in lockstep with no communication.
             "scaling": [r2["images_per_s"]["ngraph"] / (2 * r1["images_per_s"]["ngraph"])
                         for r1, r2 in zip(runs[1], runs[2])],
             "vs_pair": [r2["images_per_s"]["ngraph"] / p for r2, p in zip(runs[2], pairs)],
+            "lockstep_scaling": [ls / (2 * r1["images_per_s"]["ngraph"])
+                                 for r1, ls in zip(runs[1], locksteps)],
+            "vs_lockstep": [r2["images_per_s"]["ngraph"] / ls
+                            for r2, ls in zip(runs[2], locksteps)],
         }
     rows = []
     for r in res.values():
@@ -299,13 +307,20 @@ def run_cnn(smoke: bool, launches: int) -> dict:
             f"{two['ngraph'] / ddp2:.2f}" if ddp2 else "-",
             f"{100 * two['ngraph'] / (2 * one['ngraph']):.0f}%",
             " ".join(f"{100 * x:.0f}%" for x in r["scaling"]),
+            f"{100 * ddp2 / (2 * torch1):.0f}%" if ddp2 and torch1 else "-",
             f"{r['independent_pair']:.1f}" if r["independent_pair"] else "-",
             " ".join(f"{100 * x:.0f}%" for x in r["vs_pair"]) or "-",
+            f"{r['lockstep']:.1f}",
+            " ".join(f"{100 * x:.0f}%" for x in r["lockstep_scaling"]),
+            " ".join(f"{100 * x:.0f}%" for x in r["vs_lockstep"]),
         ])
     print(common.table(rows, ["model", "ngraph 1 rank img/s", "PyTorch img/s",
                               "step time vs PyTorch", "ngraph 2 ranks img/s", "DDP gloo img/s",
                               "ngraph / DDP", "weak scaling 1->2", "per launch",
-                              "2 independent 1-rank img/s", "2 ranks / independent, per launch"]))
+                              "DDP weak scaling", "2 independent 1-rank img/s",
+                              "2 ranks / independent, per launch", "2 in lockstep img/s",
+                              "lockstep / 2x 1 rank, per launch",
+                              "2 ranks / lockstep, per launch"]))
     return res
 
 
@@ -327,6 +342,9 @@ def cnn_chart(res, path):
         if r.get("independent_pair"):
             ax.bar([2 - 0.2], [r["independent_pair"]], 0.4, fill=False, linestyle="--",
                    label="2 independent 1-rank processes\n(no communication)")
+        if r.get("lockstep"):
+            ax.bar([2 - 0.2], [r["lockstep"]], 0.4, fill=False, linestyle=":", edgecolor="k",
+                   label="2 ranks in lockstep, no communication\n(synchronous ceiling)")
         if all(pt_v):
             ax.bar([n + 0.2 for n in ranks], pt_v, 0.4, label="PyTorch (eager / DDP gloo)")
         ax.set_xticks(ranks, [f"{n} rank{'s' if n > 1 else ''}" for n in ranks])
