@@ -343,15 +343,17 @@ def cnn_chart(res, path):
             ax.bar([2 - 0.2], [r["independent_pair"]], 0.4, fill=False, linestyle="--",
                    label="2 independent 1-rank processes\n(no communication)")
         if r.get("lockstep"):
-            ax.bar([2 - 0.2], [r["lockstep"]], 0.4, fill=False, linestyle=":", edgecolor="k",
-                   label="2 ranks in lockstep, no communication\n(synchronous ceiling)")
+            ax.plot([2 - 0.42, 2 + 0.02], [r["lockstep"]] * 2, "k-", linewidth=2.5,
+                    label="2 ranks in lockstep, no communication\n(synchronous ceiling)")
         if all(pt_v):
             ax.bar([n + 0.2 for n in ranks], pt_v, 0.4, label="PyTorch (eager / DDP gloo)")
         ax.set_xticks(ranks, [f"{n} rank{'s' if n > 1 else ''}" for n in ranks])
         ax.set(ylabel="images/s (higher is better)",
                title=f"{model}, {r['image_size']}x{r['image_size']}, batch "
                      f"{r['batch_per_rank']}/rank, 1 thread/rank")
-        ax.legend()
+        ax.set_ylim(0, 1.6 * max(v for v in ng_v + pt_v + [r.get("independent_pair") or 0]
+                                 if v))
+        ax.legend(loc="upper left", fontsize="small")
     fig.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.savefig(path, dpi=100)
