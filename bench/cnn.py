@@ -199,6 +199,9 @@ def main(argv=None):
     size = args.image_size or MODELS[args.model][2]
 
     comm = ng.distributed.init()
+    if args.lockstep and comm.size < 2:
+        ap.error(f"--lockstep compares ranks in step: run it under mpirun with 2 or more ranks "
+                 f"(this job has {comm.size})")
     step = ngraph_step(args.model, args.batch, size, comm, communicate=not args.lockstep)
 
     def lockstep():
