@@ -140,6 +140,36 @@ TEST_P(ElementwiseFusion, chain_matches_unfused) {
   expect_same(fused, plain, t == element::f32 ? 1e-5 : 1e-12);
 }
 
+
+// Every comparison inside a fused program gives the unfused op's mask: equal operands (floors
+// of the inputs are often equal) and NaN (the square root of a negative) included.
+template <typename Compare>
+void expect_fused_comparison_matches(element::Type t) {
+  Shape s{3, 700};
+  auto x = std::make_shared<op::Parameter>(t, s);
+  auto y = std::make_shared<op::Parameter>(t, s);
+  Output a = std::make_shared<op::Floor>(x), b = std::make_shared<op::Floor>(y);
+  Output nan_where_negative = std::make_shared<op::Sqrt>(x);
+  Output first = std::make_shared<op::Select>(std::make_shared<Compare>(a, b, "numpy"), x, y);
+  Output second = std::make_shared<op::Select>(std::make_shared<Compare>(nan_where_negative, b, "numpy"),
+                                               std::make_shared<op::Negative>(x), y);
+  auto out = std::make_shared<op::Add>(first, second);
+  auto f = std::make_shared<Function>(OutputVector{out}, ParameterVector{x, y});
+  RunResult fused = run(f, true, 11), plain = run(f, false, 11);
+  EXPECT_TRUE(has_step(fused, "CPUFusedElementwise")) << Compare::type_name;
+  expect_same(fused, plain, 0.0);
+}
+
+TEST_P(ElementwiseFusion, comparisons_match_unfused) {
+  element::Type t(GetParam());
+  expect_fused_comparison_matches<op::Equal>(t);
+  expect_fused_comparison_matches<op::NotEqual>(t);
+  expect_fused_comparison_matches<op::Greater>(t);
+  expect_fused_comparison_matches<op::GreaterEq>(t);
+  expect_fused_comparison_matches<op::Less>(t);
+  expect_fused_comparison_matches<op::LessEq>(t);
+}
+
 INSTANTIATE_TEST_SUITE_P(cpu, ElementwiseFusion,
                          ::testing::Values(element::Type_t::f32, element::Type_t::f64));
 

@@ -56,6 +56,15 @@ NGRAPH_CPU_LOOP void apply_binary(T* __restrict__ d, const T* __restrict__ a,
   F f;
   for (size_t j = 0; j < n; ++j) d[j] = static_cast<T>(f(a[j], b[j]));
 }
+// Comparisons write a 0/1 mask register. Written as a select of constants (not a cast of the
+// bool), which GCC vectorises into a compare and a mask; the cast stayed a scalar loop, and
+// with Select behind it ReLU's gradient ran at a quarter of memory speed.
+template <typename F, typename T>
+NGRAPH_CPU_LOOP void apply_compare(T* __restrict__ d, const T* __restrict__ a,
+                                   const T* __restrict__ b, size_t n) {
+  F f;
+  for (size_t j = 0; j < n; ++j) d[j] = f(a[j], b[j]) ? T(1) : T(0);
+}
 template <typename F, typename T>
 NGRAPH_CPU_LOOP void apply_select(T* __restrict__ d, const T* __restrict__ c,
                                   const T* __restrict__ a, const T* __restrict__ b, size_t n) {
@@ -73,14 +82,16 @@ using RunInstr = void (*)(const FusedElementwise::Instr&, T*, const T*, const T*
   Attributes void Name(const FusedElementwise::Instr& ins, T* d, const T* a, const T* b,         \
                        const T* c, size_t n) {                                                   \
     switch (ins.code) {                                                                          \
-      NGRAPH_CPU_FUSED_OPS(NGRAPH_CPU_UNARY_CASE, NGRAPH_CPU_BINARY_CASE, NGRAPH_CPU_BINARY_CASE, \
-                           NGRAPH_CPU_SELECT_CASE)                                               \
+      NGRAPH_CPU_FUSED_OPS(NGRAPH_CPU_UNARY_CASE, NGRAPH_CPU_BINARY_CASE,                       \
+                           NGRAPH_CPU_COMPARE_CASE, NGRAPH_CPU_SELECT_CASE)                      \
     }                                                                                            \
   }
 #define NGRAPH_CPU_UNARY_CASE(Name) \
   case Code::Name: apply_unary<scalar::Name>(d, a, n); break;
 #define NGRAPH_CPU_BINARY_CASE(Name) \
   case Code::Name: apply_binary<scalar::Name>(d, a, b, n); break;
+#define NGRAPH_CPU_COMPARE_CASE(Name) \
+  case Code::Name: apply_compare<scalar::Name>(d, a, b, n); break;
 #define NGRAPH_CPU_SELECT_CASE(Name) \
   case Code::Name: apply_select<scalar::Name>(d, a, b, c, n); break;
 NGRAPH_CPU_DEFINE_RUN_INSTR(run_instr, )
@@ -90,6 +101,7 @@ NGRAPH_CPU_DEFINE_RUN_INSTR(run_instr_avx2, __attribute__((target("avx2,fma"))))
 #endif
 #undef NGRAPH_CPU_UNARY_CASE
 #undef NGRAPH_CPU_BINARY_CASE
+#undef NGRAPH_CPU_COMPARE_CASE
 #undef NGRAPH_CPU_SELECT_CASE
 #undef NGRAPH_CPU_DEFINE_RUN_INSTR
 
