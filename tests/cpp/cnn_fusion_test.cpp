@@ -1,8 +1,9 @@
 // The CPU backend's CNN fusions, each against the same graph compiled without fusion: the
 // residual sum (+ ReLU) taken into the convolution, batch-norm inference folded into the
 // convolution's filters and bias (with variables and with constants), and batch norm + ReLU
-// (training and inference, forward and gradients). Each test also checks the fused step is
-// there and the ops it replaces are gone, so a fusion that silently stops forming fails.
+// (training and inference, forward and gradients, ReLU's gradient inside the batch norm's
+// backward pass). Each test also checks the fused step is there and the ops it replaces are
+// gone, so a fusion that silently stops forming fails.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -157,6 +158,76 @@ TEST(cnn_fusion, batch_norm_training_and_relu_fuse_with_gradients) {
   auto steps = expect_fusion_matches(f, inputs_for(*f, {g}), 1e-4, 1e-4);
   EXPECT_EQ(test::count_steps(steps, "CPUBatchNormRelu"), 1u);
   EXPECT_EQ(test::count_steps(steps, "BatchNormTraining") + test::count_steps(steps, "Relu"), 0u);
+  // ReLU's gradient runs inside the batch norm's backward pass, from the forward's mask.
+  EXPECT_EQ(test::count_steps(steps, "CPUBatchNormReluBackprop"), 1u);
+  EXPECT_EQ(test::count_steps(steps, "BatchNormTrainingBackprop") +
+                test::count_steps(steps, "Select") + test::count_steps(steps, "CPUFusedElementwise"),
+            0u)
+      << ::testing::PrintToString(steps);
+}
+
+namespace {
+// The gradients of sum(relu(bn(conv(x, w))) * r) with respect to x, w, gamma and beta, and the
+// forward value; element type t.
+std::shared_ptr<Function> conv_bn_relu_training(element::Type t, Output* select_reader = nullptr) {
+  auto p = [t](const Shape& s) { return std::make_shared<op::Parameter>(t, s); };
+  auto x = p({4, 3, 6, 6}), w = p({16, 3, 3, 3}), g = p({16}), b = p({16}), r = p({4, 16, 6, 6});
+  auto bn = std::make_shared<op::BatchNormTraining>(conv3x3(x, w), g, b, 1e-5);
+  auto y = std::make_shared<op::Relu>(op::get_output_element(bn->output(0)));
+  auto loss = std::make_shared<op::Sum>(std::make_shared<op::Multiply>(y, r), AxisSet{0, 1, 2, 3});
+  auto one = std::make_shared<op::Constant>(t, Shape{}, std::vector<double>{1});
+  autodiff::Adjoints adj(OutputVector{loss}, OutputVector{one});
+  OutputVector results{y};
+  for (const auto& v : {x, w, g, b}) results.push_back(adj.backprop_output(v));
+  // Also read the ReLU's gradient (Select) itself: the fused backprop would hide it.
+  if (select_reader) {
+    for (const auto& node : Function(results, ParameterVector{x, w, g, b, r}).get_ordered_ops())
+      if (node->get_type_name() == std::string("Select")) *select_reader = node->output(0);
+    results.push_back(*select_reader);
+  }
+  return std::make_shared<Function>(results, ParameterVector{x, w, g, b, r});
+}
+}  // namespace
+
+// After a convolution (blocked data and a oneDNN workspace as the mask) in f32, and through the
+// reference loops (one byte per element) in f64: the same gradients as unfused.
+TEST(cnn_fusion, batch_norm_relu_backprop_reads_the_forward_mask) {
+  auto f = conv_bn_relu_training(element::f32);
+  auto steps = expect_fusion_matches(f, inputs_for(*f), 1e-4, 1e-4);
+  EXPECT_EQ(test::count_steps(steps, "CPUBatchNormReluBackprop"), 1u)
+      << ::testing::PrintToString(steps);
+  EXPECT_EQ(test::count_steps(steps, "Select") + test::count_steps(steps, "CPUFusedElementwise"), 0u);
+
+  auto fd = conv_bn_relu_training(element::f64);
+  std::vector<test::Value> in;
+  unsigned seed = 5;
+  for (const auto& p : fd->get_parameters()) {
+    std::mt19937 gen(seed++);
+    std::uniform_real_distribution<double> u(-1, 1);
+    std::vector<double> v(shape_size(p->get_shape()));
+    for (auto& e : v) e = u(gen);
+    in.push_back(test::make_value(p->get_shape(), v));
+  }
+  std::vector<std::string> fused_steps;
+  auto fused = test::run_compiled(fd, in, runtime::cpu::CompileOptions{true, true}, &fused_steps);
+  auto plain = test::run_compiled(fd, in, runtime::cpu::CompileOptions{true, false});
+  EXPECT_EQ(test::count_steps(fused_steps, "CPUBatchNormReluBackprop"), 1u);
+  for (size_t i = 0; i < fused.size(); ++i)
+    EXPECT_TRUE(test::all_close(test::to_vector<double>(fused[i]), test::to_vector<double>(plain[i]),
+                                1e-10, 1e-10))
+        << "result " << i;
+}
+
+// A ReLU gradient read elsewhere too stays a value of its own, and the batch norm's backward
+// pass reads it as before.
+TEST(cnn_fusion, relu_gradient_with_another_reader_is_not_taken_into_the_backprop) {
+  Output select;
+  auto f = conv_bn_relu_training(element::f32, &select);
+  ASSERT_TRUE(select.get_node());
+  auto steps = expect_fusion_matches(f, inputs_for(*f), 1e-4, 1e-4);
+  EXPECT_EQ(test::count_steps(steps, "CPUBatchNormReluBackprop"), 0u);
+  EXPECT_EQ(test::count_steps(steps, "BatchNormTrainingBackprop"), 1u);
+  EXPECT_EQ(test::count_steps(steps, "CPUBatchNormRelu"), 1u);
 }
 
 // Inference form on data that is no convolution's, and f64 (the reference loop with ReLU).

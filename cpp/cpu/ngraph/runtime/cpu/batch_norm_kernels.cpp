@@ -7,12 +7,18 @@
 // use_shift flags of oneDNN 2.3+, DNNL_ARG_SCALE/SHIFT and DNNL_ARG_DIFF_SCALE/SHIFT), so they
 // are read and written where the plan put them: no packing into a [2, C] scale_shift tensor.
 //
+// BatchNormRelu with a mask output writes the primitive's workspace there (fuse_norm_relu's
+// ReLU mask), and BatchNormReluBackprop hands it to the backward primitive with the same flag,
+// which applies ReLU's gradient to delta as it reads it. The reference loops write and read one
+// byte per element instead; a plain mask means the loops made it.
+//
 // Layouts: oneDNN's batch normalization has no format_tag::any (it follows its data's layout),
 // so the layout rule keeps the layout the data is produced in (e.g. a convolution's nChw8c),
 // and gives the normalized output (d_input for the backprop, which also reads delta in it) that
 // layout, when a non-reference oneDNN implementation takes it; otherwise everything is plain
 // and the layout pass reorders blocked producers.
 #include <cmath>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -41,6 +47,14 @@ bool is_training(const Node& node) {
   return node.get_type_name() == op::BatchNormTraining::type_name;
 }
 bool has_relu(const Node& node) { return node.get_type_name() == BatchNormRelu::type_name; }
+bool has_mask(const Node& node) {
+  auto* fused = dynamic_cast<const BatchNormRelu*>(&node);
+  return fused && fused->has_mask();
+}
+bool is_relu_backprop(const Node& node) { return node.get_type_name() == BatchNormReluBackprop::type_name; }
+bool is_backprop(const Node& node) {
+  return is_relu_backprop(node) || node.get_type_name() == op::BatchNormTrainingBackprop::type_name;
+}
 
 // ------------------------------------------------------------------------------- oneDNN
 
@@ -65,13 +79,15 @@ std::optional<bn_forward::primitive_desc> forward_pd(const dnnl::memory::desc& d
 }
 
 // The backward primitive (prop_kind::backward: d_input through the batch statistics, and the
-// gradients of scale and shift), delta and d_input laid out as the data.
-std::optional<bn_backward::primitive_desc> backward_pd(const dnnl::memory::desc& data, double eps) {
-  auto hint = forward_pd(data, eps, true);
+// gradients of scale and shift), delta and d_input laid out as the data; with `relu`, delta is
+// masked by the forward's workspace.
+std::optional<bn_backward::primitive_desc> backward_pd(const dnnl::memory::desc& data, double eps,
+                                                       bool relu = false) {
+  auto hint = forward_pd(data, eps, true, relu);
   if (!hint) return std::nullopt;
   try {
     bn_backward::desc d(dnnl::prop_kind::backward, data, data, static_cast<float>(eps),
-                        bn_flags(false));
+                        bn_flags(false, relu));
     return bn_backward::primitive_desc(d, dnnl_attr(), dnnl_engine(), *hint);
   } catch (const dnnl::error&) {
     return std::nullopt;
@@ -80,6 +96,8 @@ std::optional<bn_backward::primitive_desc> backward_pd(const dnnl::memory::desc&
 
 // Whether oneDNN runs `node` on f32 data laid out as `data`; `fast_only` refuses its
 // reference implementation (used to decide whether a blocked layout is worth keeping).
+// BatchNormReluBackprop decides as its forward does (its mask is in the layout the forward's
+// primitive wrote), given oneDNN has the backward too.
 bool dnnl_runs(const Node& node, const TensorDesc& data, bool fast_only) {
   if (data.type() != element::f32 || !dnnl_rank_ok(data.shape())) return false;
   double eps = batch_norm(node).get_eps_value();
@@ -89,6 +107,10 @@ bool dnnl_runs(const Node& node, const TensorDesc& data, bool fast_only) {
     auto pd = backward_pd(data.dnnl_desc(), eps);
     if (!pd) return false;
     impl = pd->impl_info_str();
+  } else if (is_relu_backprop(node)) {
+    auto fwd = forward_pd(data.dnnl_desc(), eps, true, true);
+    if (!fwd || !backward_pd(data.dnnl_desc(), eps, true)) return false;
+    impl = fwd->impl_info_str();
   } else {
     auto pd = forward_pd(data.dnnl_desc(), eps, is_training(node), has_relu(node));
     if (!pd) return false;
@@ -97,13 +119,40 @@ bool dnnl_runs(const Node& node, const TensorDesc& data, bool fast_only) {
   return !fast_only || impl.find("ref") == std::string::npos;
 }
 
+// The ReLU mask a BatchNormRelu's primitive writes on data laid out as `data`, or nothing where
+// the loops run (they write one byte per element, plain).
+std::optional<dnnl::memory::desc> mask_desc(const Node& node, const TensorDesc& data) {
+  if (!dnnl_runs(node, data, false)) return std::nullopt;
+  return forward_pd(data.dnnl_desc(), batch_norm(node).get_eps_value(), true, true)->workspace_desc();
+}
+
 void batch_norm_layout(LayoutContext& lc) {
+  const Node& node = lc.node;
   const TensorDesc& data = lc.produced[BN::INPUT_DATA];
-  if (data.is_plain() || !dnnl_runs(lc.node, data, true)) return;
-  lc.wanted[BN::INPUT_DATA] = data;
-  lc.outputs[0] = data;
-  if (lc.node.get_type_name() == op::BatchNormTrainingBackprop::type_name)
-    lc.wanted[BN::INPUT_DELTA] = data;
+  // A mask is read as its forward wrote it.
+  if (is_relu_backprop(node))
+    lc.wanted[BatchNormReluBackprop::INPUT_MASK] = lc.produced[BatchNormReluBackprop::INPUT_MASK];
+  bool keep = !data.is_plain() && dnnl_runs(node, data, true);
+  if (keep) {
+    lc.wanted[BN::INPUT_DATA] = data;
+    lc.outputs[0] = data;
+    if (is_backprop(node)) lc.wanted[BN::INPUT_DELTA] = data;
+  }
+  if (has_mask(node)) {
+    TensorDesc seen = keep ? data : TensorDesc::plain(data.type(), data.shape());
+    if (auto ws = mask_desc(node, seen))
+      lc.outputs[BatchNormRelu::OUTPUT_MASK] = TensorDesc::with_layout(element::u8, data.shape(), *ws);
+  }
+}
+
+// The mask input of a BatchNormReluBackprop that oneDNN runs is the workspace its forward
+// primitive writes on the same data layout (`hint`, built here the same way).
+void check_mask(const KernelContext& ctx, const bn_forward::primitive_desc& hint) {
+  const TensorDesc& mask = ctx.input(BatchNormReluBackprop::INPUT_MASK);
+  if (mask.is_plain() || mask.md() != hint.workspace_desc())
+    throw ngraph_error("[CPU] internal: the ReLU mask of " + ctx.node.get_name() +
+                       " is not the workspace its forward primitive writes on " +
+                       ctx.input(BN::INPUT_DATA).to_string());
 }
 
 Kernel dnnl_forward(KernelContext& ctx, bool training, bool relu) {
@@ -117,18 +166,28 @@ Kernel dnnl_forward(KernelContext& ctx, bool training, bool relu) {
   args.push_back({DNNL_ARG_MEAN, pd.mean_desc(), !training, training ? size_t{1} : BN::INPUT_MEAN});
   args.push_back({DNNL_ARG_VARIANCE, pd.variance_desc(), !training,
                   training ? size_t{2} : BN::INPUT_VARIANCE});
-  // Training with a fused ReLU also writes the ReLU's mask for a backward pass; ours reads
-  // ReLU's output instead, so the mask is scratch.
-  if (auto ws = pd.workspace_desc(); ws.get_size())
-    args.push_back({DNNL_ARG_WORKSPACE, ws, false, ctx.scratch(ws.get_size())});
+  // Training with a fused ReLU also writes the ReLU's mask: output 3 where BatchNormReluBackprop
+  // reads it, else scratch.
+  if (auto ws = pd.workspace_desc(); ws.get_size()) {
+    if (has_mask(ctx.node)) {
+      const TensorDesc& out = ctx.output(BatchNormRelu::OUTPUT_MASK);
+      if (out.is_plain() || out.md() != ws)
+        throw ngraph_error("[CPU] internal: the mask output of " + ctx.node.get_name() +
+                           " is not laid out as its primitive's workspace");
+      args.push_back({DNNL_ARG_WORKSPACE, ws, false, BatchNormRelu::OUTPUT_MASK});
+    } else {
+      args.push_back({DNNL_ARG_WORKSPACE, ws, false, ctx.scratch(ws.get_size())});
+    }
+  }
   return dnnl_kernel(ctx, bn_forward(pd), pd.scratchpad_desc(), args);
 }
 
 Kernel dnnl_backprop(KernelContext& ctx) {
   const TensorDesc& data = ctx.input(BN::INPUT_DATA);
-  auto pd = *backward_pd(data.dnnl_desc(), batch_norm(ctx.node).get_eps_value());
-  return dnnl_kernel(ctx, bn_backward(pd), pd.scratchpad_desc(),
-                     {{DNNL_ARG_SRC, pd.src_desc(), true, BN::INPUT_DATA},
+  double eps = batch_norm(ctx.node).get_eps_value();
+  bool relu = is_relu_backprop(ctx.node);
+  auto pd = *backward_pd(data.dnnl_desc(), eps, relu);
+  std::vector<DnnlArg> args{{DNNL_ARG_SRC, pd.src_desc(), true, BN::INPUT_DATA},
                       {DNNL_ARG_MEAN, pd.mean_desc(), true, BN::INPUT_MEAN},
                       {DNNL_ARG_VARIANCE, pd.variance_desc(), true, BN::INPUT_VARIANCE},
                       {DNNL_ARG_DIFF_DST, pd.diff_dst_desc(), true, BN::INPUT_DELTA},
@@ -136,7 +195,12 @@ Kernel dnnl_backprop(KernelContext& ctx) {
                       {DNNL_ARG_SHIFT, pd.weights_desc(), true, BN::INPUT_BETA},
                       {DNNL_ARG_DIFF_SRC, pd.diff_src_desc(), false, 0},
                       {DNNL_ARG_DIFF_SCALE, pd.diff_weights_desc(), false, 1},
-                      {DNNL_ARG_DIFF_SHIFT, pd.diff_weights_desc(), false, 2}});
+                      {DNNL_ARG_DIFF_SHIFT, pd.diff_weights_desc(), false, 2}};
+  if (relu) {
+    check_mask(ctx, *forward_pd(data.dnnl_desc(), eps, true, true));
+    args.push_back({DNNL_ARG_WORKSPACE, pd.workspace_desc(), true, BatchNormReluBackprop::INPUT_MASK});
+  }
+  return dnnl_kernel(ctx, bn_backward(pd), pd.scratchpad_desc(), args);
 }
 
 // ---------------------------------------------------------------------- reference loops
@@ -165,24 +229,27 @@ std::pair<double, double> channel_stats(const T* x, const Geometry& g, size_t ch
   return {mean, sq / m};
 }
 
-// y = (x - mean) * gamma / sqrt(var + eps) + beta, then max(y, 0) with `relu` (NaN stays NaN).
+// y = (x - mean) * gamma / sqrt(var + eps) + beta, then max(y, 0) with `relu` (NaN stays NaN);
+// with `mask`, 1 where y > 0 and 0 elsewhere (where ReLU's gradient passes delta).
 template <typename T>
-void normalize(const T* x, T* y, const Geometry& g, size_t ch, double mean, double var,
-               double gamma, double beta, double eps, bool relu) {
+void normalize(const T* x, T* y, std::uint8_t* mask, const Geometry& g, size_t ch, double mean,
+               double var, double gamma, double beta, double eps, bool relu) {
   double scale = gamma / std::sqrt(var + eps);
   g.for_channel(ch, [&](size_t k) {
     double v = (x[k] - mean) * scale + beta;
     y[k] = static_cast<T>(relu && v < 0 ? 0.0 : v);
+    if (mask) mask[k] = y[k] > 0;
   });
 }
 
 template <typename T>
-Kernel forward_loop(const Geometry& g, double eps, bool training, bool relu) {
-  return [g, eps, training, relu](const void* const* in, void* const* out) {
+Kernel forward_loop(const Geometry& g, double eps, bool training, bool relu, bool with_mask) {
+  return [g, eps, training, relu, with_mask](const void* const* in, void* const* out) {
     const T* gamma = static_cast<const T*>(in[BN::INPUT_GAMMA]);
     const T* beta = static_cast<const T*>(in[BN::INPUT_BETA]);
     const T* x = static_cast<const T*>(in[BN::INPUT_DATA]);
     T* y = static_cast<T*>(out[0]);
+    auto* mask = with_mask ? static_cast<std::uint8_t*>(out[BatchNormRelu::OUTPUT_MASK]) : nullptr;
     for (size_t ch = 0; ch < g.c; ++ch) {
       double mean, var;
       if (training) {
@@ -193,33 +260,37 @@ Kernel forward_loop(const Geometry& g, double eps, bool training, bool relu) {
         mean = static_cast<const T*>(in[BN::INPUT_MEAN])[ch];
         var = static_cast<const T*>(in[BN::INPUT_VARIANCE])[ch];
       }
-      normalize(x, y, g, ch, mean, var, gamma[ch], beta[ch], eps, relu);
+      normalize(x, y, mask, g, ch, mean, var, gamma[ch], beta[ch], eps, relu);
     }
   };
 }
 
 // With s = 1 / sqrt(var + eps) and xhat = (x - mean) s: d_beta = sum(dy), d_gamma =
-// sum(dy xhat), d_input = gamma s (dy - d_beta / M - xhat d_gamma / M).
+// sum(dy xhat), d_input = gamma s (dy - d_beta / M - xhat d_gamma / M). With `with_mask`
+// (BatchNormReluBackprop), dy is delta where the mask is 1 and 0 elsewhere.
 template <typename T>
-Kernel backprop_loop(const Geometry& g, double eps) {
-  return [g, eps](const void* const* in, void* const* out) {
+Kernel backprop_loop(const Geometry& g, double eps, bool with_mask) {
+  return [g, eps, with_mask](const void* const* in, void* const* out) {
     const T* gamma = static_cast<const T*>(in[BN::INPUT_GAMMA]);
     const T* x = static_cast<const T*>(in[BN::INPUT_DATA]);
     const T* mean = static_cast<const T*>(in[BN::INPUT_MEAN]);
     const T* var = static_cast<const T*>(in[BN::INPUT_VARIANCE]);
-    const T* dy = static_cast<const T*>(in[BN::INPUT_DELTA]);
+    const T* delta = static_cast<const T*>(in[BN::INPUT_DELTA]);
+    const auto* mask =
+        with_mask ? static_cast<const std::uint8_t*>(in[BatchNormReluBackprop::INPUT_MASK]) : nullptr;
+    auto dy = [&](size_t k) { return mask && !mask[k] ? 0.0 : static_cast<double>(delta[k]); };
     T* dx = static_cast<T*>(out[0]);
     double m = static_cast<double>(g.count());
     for (size_t ch = 0; ch < g.c; ++ch) {
       double s = 1 / std::sqrt(static_cast<double>(var[ch]) + eps), mu = mean[ch];
       double dbeta = 0, dgamma = 0;
       g.for_channel(ch, [&](size_t k) {
-        dbeta += dy[k];
-        dgamma += dy[k] * (x[k] - mu) * s;
+        dbeta += dy(k);
+        dgamma += dy(k) * (x[k] - mu) * s;
       });
       double gs = gamma[ch] * s;
       g.for_channel(ch, [&](size_t k) {
-        dx[k] = static_cast<T>(gs * (dy[k] - dbeta / m - (x[k] - mu) * s * dgamma / m));
+        dx[k] = static_cast<T>(gs * (dy(k) - dbeta / m - (x[k] - mu) * s * dgamma / m));
       });
       static_cast<T*>(out[1])[ch] = static_cast<T>(dgamma);
       static_cast<T*>(out[2])[ch] = static_cast<T>(dbeta);
@@ -243,7 +314,7 @@ Kernel forward_kernel(KernelContext& ctx) {
   double eps = batch_norm(ctx.node).get_eps_value();
   Geometry g(data.shape());
   return dispatch_real(ctx.node, [&](auto tag) {
-    return forward_loop<decltype(tag)>(g, eps, training, relu);
+    return forward_loop<decltype(tag)>(g, eps, training, relu, has_mask(ctx.node));
   });
 }
 
@@ -251,13 +322,26 @@ NGRAPH_CPU_KERNEL(op::BatchNormTraining::type_name, forward_kernel, batch_norm_l
 NGRAPH_CPU_KERNEL(op::BatchNormInference::type_name, forward_kernel, batch_norm_layout);
 NGRAPH_CPU_KERNEL(BatchNormRelu::type_name, forward_kernel, batch_norm_layout);
 
-NGRAPH_CPU_KERNEL(op::BatchNormTrainingBackprop::type_name, [](KernelContext& ctx) -> Kernel {
+// BatchNormTrainingBackprop, BatchNormReluBackprop. The latter runs the loops exactly when its
+// mask is plain (its forward ran them); dnnl_backprop checks the mask is the workspace.
+Kernel backprop_kernel(KernelContext& ctx) {
   const TensorDesc& data = ctx.input(BN::INPUT_DATA);
-  if (dnnl_runs(ctx.node, data, false)) return dnnl_backprop(ctx);
+  bool relu = is_relu_backprop(ctx.node);
+  bool loop_mask = relu && ctx.input(BatchNormReluBackprop::INPUT_MASK).is_plain();
+  if (!loop_mask && dnnl_runs(ctx.node, data, false)) return dnnl_backprop(ctx);
   double eps = batch_norm(ctx.node).get_eps_value();
   Geometry g(data.shape());
-  return dispatch_real(ctx.node, [&](auto tag) { return backprop_loop<decltype(tag)>(g, eps); });
-}, batch_norm_layout);
+  if (relu && !loop_mask)
+    throw ngraph_error("[CPU] internal: " + ctx.node.get_name() +
+                       " reads a oneDNN workspace as its ReLU mask but oneDNN does not run it on " +
+                       data.to_string());
+  if (!data.is_plain())
+    throw ngraph_error("[CPU] internal: " + ctx.node.get_name() + " would loop over " + data.to_string());
+  return dispatch_real(ctx.node, [&](auto tag) { return backprop_loop<decltype(tag)>(g, eps, relu); });
+}
+
+NGRAPH_CPU_KERNEL(op::BatchNormTrainingBackprop::type_name, backprop_kernel, batch_norm_layout);
+NGRAPH_CPU_KERNEL(BatchNormReluBackprop::type_name, backprop_kernel, batch_norm_layout);
 
 }  // namespace
 }  // namespace cpu

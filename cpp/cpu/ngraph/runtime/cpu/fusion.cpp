@@ -45,6 +45,7 @@ const std::vector<std::string>& internal_op_names() {
                                               FusedAllReduce::type_name, Reorder::type_name,
                                               ConvolutionBias::type_name,
                                               BatchNormRelu::type_name,
+                                              BatchNormReluBackprop::type_name,
                                               MaxPoolWithWorkspace::type_name,
                                               MaxPoolBackpropWithWorkspace::type_name};
   return names;
@@ -308,24 +309,90 @@ size_t fold_batch_norm_into_convolution(Function& f) {
   return replacements.size();
 }
 
-BatchNormRelu::BatchNormRelu(const Node& bn)
+BatchNormRelu::BatchNormRelu(const Node& bn, bool mask)
     : Op<BatchNormRelu>(bn.input_values()),
       BatchNormBase(dynamic_cast<const BatchNormBase&>(bn).get_eps_value()),
-      m_training(bn.get_type_name() == op::BatchNormTraining::type_name) {
+      m_training(bn.get_type_name() == op::BatchNormTraining::type_name),
+      m_mask(mask) {
   constructor_validate_and_infer_types();
 }
 
 void BatchNormRelu::validate_and_infer_types() {
   check_inputs(*this, m_training ? 3 : 5);
+  if (m_mask && !m_training) fail("a ReLU mask output needs the training form");
   const Shape& data = get_input_shape(INPUT_DATA);
   element::Type t = get_input_element_type(INPUT_DATA);
-  set_output_size(m_training ? 3 : 1);
+  set_output_size(m_training ? (m_mask ? 4 : 3) : 1);
   set_output_type(0, t, data);
   if (m_training) {
     set_output_type(1, t, Shape{data[1]});
     set_output_type(2, t, Shape{data[1]});
   }
+  if (m_mask) set_output_type(OUTPUT_MASK, element::u8, data);
 }
+
+BatchNormReluBackprop::BatchNormReluBackprop(const Node& backprop, const Output& delta,
+                                             const Output& mask)
+    : Op<BatchNormReluBackprop>({backprop.input_value(INPUT_GAMMA), backprop.input_value(INPUT_BETA),
+                                 backprop.input_value(INPUT_DATA), backprop.input_value(INPUT_MEAN),
+                                 backprop.input_value(INPUT_VARIANCE), delta, mask}),
+      BatchNormBase(dynamic_cast<const BatchNormBase&>(backprop).get_eps_value()) {
+  constructor_validate_and_infer_types();
+}
+
+void BatchNormReluBackprop::validate_and_infer_types() {
+  check_input_count(7);
+  check_inputs(*this, 6);
+  const Shape& in = get_input_shape(INPUT_DATA);
+  if (get_input_element_type(INPUT_MASK) != element::u8 || get_input_shape(INPUT_MASK) != in)
+    fail(concat_message("mask must be u8 of the input's shape ", in, ", got ",
+                        get_input_element_type(INPUT_MASK), get_input_shape(INPUT_MASK)));
+  element::Type t = get_input_element_type(INPUT_DATA);
+  set_output_size(3);
+  set_output_type(0, t, in);
+  set_output_type(1, t, Shape{in[1]});
+  set_output_type(2, t, Shape{in[1]});
+}
+
+namespace {
+bool is_zero_constant(const Output& v) {
+  auto* c = dynamic_cast<const op::Constant*>(v.get_node());
+  if (!c) return false;
+  for (double x : c->get_vector<double>())
+    if (x != 0) return false;
+  return true;
+}
+
+// The BatchNormTrainingBackprops whose delta is ReLU's gradient read from `relu`'s output,
+// Select(Greater(relu, 0), d, 0) (as Relu's gradient rule builds it), read only there, on the
+// same data as `bn`, with its epsilon; with each, d.
+std::vector<std::pair<Node*, Output>> relu_gradient_backprops(const Node& bn, Node& relu,
+                                                             const Users& users) {
+  std::vector<std::pair<Node*, Output>> found;
+  const auto* greaters = users.of(relu.output(0));
+  if (!greaters) return found;
+  for (Node* g : *greaters) {
+    if (g->get_type_name() != std::string("Greater") || g->input_value(0) != relu.output(0) ||
+        !is_zero_constant(g->input_value(1)) || !users.of(g->output(0)))
+      continue;
+    for (Node* sel : *users.of(g->output(0))) {
+      if (sel->get_type_name() != std::string("Select") || sel->input_value(0) != g->output(0) ||
+          !is_zero_constant(sel->input_value(2)) ||
+          sel->input_value(1).get_shape() != relu.get_output_shape(0))
+        continue;
+      Node* b = users.single(sel->output(0));
+      if (!b || b->get_type_name() != op::BatchNormTrainingBackprop::type_name) continue;
+      const auto& base = dynamic_cast<const op::BatchNormBase&>(*b);
+      if (b->input_value(op::BatchNormBase::INPUT_DELTA) != sel->output(0) ||
+          b->input_value(op::BatchNormBase::INPUT_DATA) != bn.input_value(op::BatchNormBase::INPUT_DATA) ||
+          base.get_eps_value() != dynamic_cast<const op::BatchNormBase&>(bn).get_eps_value())
+        continue;
+      found.emplace_back(b, sel->input_value(1));
+    }
+  }
+  return found;
+}
+}  // namespace
 
 size_t fuse_batch_norm_relu(Function& f) {
   NodeVector ops = f.get_ordered_ops();
@@ -345,11 +412,22 @@ size_t fuse_batch_norm_relu(Function& f) {
     bool only = users.single(v) == node.get();
     if (v != normalized) only = only && users.single(normalized) == v.get_node();
     if (!only) continue;
-    auto fused = std::make_shared<BatchNormRelu>(*bn);
+    auto backprops = t == op::BatchNormTraining::type_name
+                         ? relu_gradient_backprops(*bn, *node, users)
+                         : std::vector<std::pair<Node*, Output>>{};
+    auto fused = std::make_shared<BatchNormRelu>(*bn, !backprops.empty());
     fused->set_friendly_name(bn->get_friendly_name());
     replacements[node->output(0)] = fused->output(0);
     for (size_t i = 1; i < bn->get_output_size(); ++i) replacements[bn->output(i)] = fused->output(i);
     ++fused_count;
+    for (auto& [backprop, delta] : backprops) {
+      auto grad = std::make_shared<BatchNormReluBackprop>(*backprop, delta,
+                                                          fused->output(BatchNormRelu::OUTPUT_MASK));
+      grad->set_friendly_name(backprop->get_friendly_name());
+      for (size_t i = 0; i < backprop->get_output_size(); ++i)
+        replacements[backprop->output(i)] = grad->output(i);
+      ++fused_count;
+    }
   }
   replace_outputs(f, replacements);
   return fused_count;
