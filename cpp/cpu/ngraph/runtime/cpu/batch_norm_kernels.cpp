@@ -10,7 +10,10 @@
 // BatchNormRelu with a mask output writes the primitive's workspace there (fuse_norm_relu's
 // ReLU mask), and BatchNormReluBackprop hands it to the backward primitive with the same flag,
 // which applies ReLU's gradient to delta as it reads it. The reference loops write and read one
-// byte per element instead; a plain mask means the loops made it.
+// byte per element instead; a plain mask means the loops made it. One difference from the
+// unfused Select(y > 0, delta, 0): where a normalized value is NaN (its whole channel is then
+// NaN, and so are d_input and d_gamma either way), oneDNN's implementations for plain layouts
+// mark it positive, so d_beta sums delta there instead of skipping it.
 //
 // Layouts: oneDNN's batch normalization has no format_tag::any (it follows its data's layout),
 // so the layout rule keeps the layout the data is produced in (e.g. a convolution's nChw8c),
@@ -114,6 +117,9 @@ bool dnnl_runs(const Node& node, const TensorDesc& data, bool fast_only) {
   } else {
     auto pd = forward_pd(data.dnnl_desc(), eps, is_training(node), has_relu(node));
     if (!pd) return false;
+    // A mask is for BatchNormReluBackprop, which decides as this does only if oneDNN has the
+    // backward too.
+    if (has_mask(node) && !backward_pd(data.dnnl_desc(), eps, true)) return false;
     impl = pd->impl_info_str();
   }
   return !fast_only || impl.find("ref") == std::string::npos;
@@ -311,6 +317,10 @@ Kernel forward_kernel(KernelContext& ctx) {
   const TensorDesc& data = ctx.input(BN::INPUT_DATA);
   bool training = is_training(ctx.node), relu = has_relu(ctx.node);
   if (dnnl_runs(ctx.node, data, false)) return dnnl_forward(ctx, training, relu);
+  // The loops write one byte per element of the mask, which the layout rule then left plain.
+  if (has_mask(ctx.node) && !ctx.output(BatchNormRelu::OUTPUT_MASK).is_plain())
+    throw ngraph_error("[CPU] internal: " + ctx.node.get_name() +
+                       " would write a mask of one byte per element into a oneDNN workspace");
   double eps = batch_norm(ctx.node).get_eps_value();
   Geometry g(data.shape());
   return dispatch_real(ctx.node, [&](auto tag) {
