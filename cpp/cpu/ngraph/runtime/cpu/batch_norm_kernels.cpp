@@ -152,10 +152,11 @@ void batch_norm_layout(LayoutContext& lc) {
 }
 
 // The mask input of a BatchNormReluBackprop that oneDNN runs is the workspace its forward
-// primitive writes on the same data layout (`hint`, built here the same way).
-void check_mask(const KernelContext& ctx, const bn_forward::primitive_desc& hint) {
+// primitive writes on the same data layout, which is the one `ws` the backward primitive (made
+// with that forward as its hint) reads.
+void check_mask(const KernelContext& ctx, const dnnl::memory::desc& ws) {
   const TensorDesc& mask = ctx.input(BatchNormReluBackprop::INPUT_MASK);
-  if (mask.is_plain() || mask.md() != hint.workspace_desc())
+  if (mask.is_plain() || mask.md() != ws)
     throw ngraph_error("[CPU] internal: the ReLU mask of " + ctx.node.get_name() +
                        " is not the workspace its forward primitive writes on " +
                        ctx.input(BN::INPUT_DATA).to_string());
@@ -203,7 +204,7 @@ Kernel dnnl_backprop(KernelContext& ctx) {
                       {DNNL_ARG_DIFF_SCALE, pd.diff_weights_desc(), false, 1},
                       {DNNL_ARG_DIFF_SHIFT, pd.diff_weights_desc(), false, 2}};
   if (relu) {
-    check_mask(ctx, *forward_pd(data.dnnl_desc(), eps, true, true));
+    check_mask(ctx, pd.workspace_desc());
     args.push_back({DNNL_ARG_WORKSPACE, pd.workspace_desc(), true, BatchNormReluBackprop::INPUT_MASK});
   }
   return dnnl_kernel(ctx, bn_backward(pd), pd.scratchpad_desc(), args);

@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "ngraph/autodiff/adjoints.hpp"
 #include "ngraph/ops.hpp"
 #include "ngraph/pass/manager.hpp"
 #include "ngraph/runtime/cpu/constant_evaluator.hpp"
@@ -355,14 +356,6 @@ void BatchNormReluBackprop::validate_and_infer_types() {
 }
 
 namespace {
-bool is_zero_constant(const Output& v) {
-  auto* c = dynamic_cast<const op::Constant*>(v.get_node());
-  if (!c) return false;
-  for (double x : c->get_vector<double>())
-    if (x != 0) return false;
-  return true;
-}
-
 // The BatchNormTrainingBackprops whose delta is ReLU's gradient read from `relu`'s output,
 // Select(Greater(relu, 0), d, 0) (as Relu's gradient rule builds it), read only there, on the
 // same data as `bn`, with its epsilon; with each, d.
@@ -372,12 +365,12 @@ std::vector<std::pair<Node*, Output>> relu_gradient_backprops(const Node& bn, No
   const auto* greaters = users.of(relu.output(0));
   if (!greaters) return found;
   for (Node* g : *greaters) {
-    if (g->get_type_name() != std::string("Greater") || g->input_value(0) != relu.output(0) ||
-        !is_zero_constant(g->input_value(1)) || !users.of(g->output(0)))
+    if (g->get_type_name() != op::Greater::type_name || g->input_value(0) != relu.output(0) ||
+        !autodiff::is_zeros(g->input_value(1)) || !users.of(g->output(0)))
       continue;
     for (Node* sel : *users.of(g->output(0))) {
-      if (sel->get_type_name() != std::string("Select") || sel->input_value(0) != g->output(0) ||
-          !is_zero_constant(sel->input_value(2)) ||
+      if (sel->get_type_name() != op::Select::type_name || sel->input_value(0) != g->output(0) ||
+          !autodiff::is_zeros(sel->input_value(2)) ||
           sel->input_value(1).get_shape() != relu.get_output_shape(0))
         continue;
       Node* b = users.single(sel->output(0));
