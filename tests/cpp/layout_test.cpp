@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "ngraph/autodiff/adjoints.hpp"
 #include "ngraph/ops.hpp"
 #include "ngraph/runtime/cpu/dnnl_utils.hpp"
 #include "ngraph/runtime/cpu/fusion.hpp"
@@ -279,4 +280,96 @@ TEST_F(LayoutTest, batch_norm_keeps_its_datas_blocked_layout) {
     for (size_t r = 0; r < got[0].size(); ++r)
       EXPECT_TRUE(test::all_close(got[1][r], got[0][r], 1e-5, 1e-5)) << "result " << r;
   }
+}
+
+namespace {
+// One momentum-SGD step on the filters of a convolution: v = 0.9 v + dL/dw, w = w - 0.1 v,
+// where L = sum(conv(x, w) * r); the loss is the result.
+std::shared_ptr<Function> momentum_step(const std::shared_ptr<VariableState>& ws,
+                                        const std::shared_ptr<VariableState>& vs) {
+  auto x = std::make_shared<op::Parameter>(element::f32, Shape{4, 8, 6, 6});
+  auto r = std::make_shared<op::Parameter>(element::f32, Shape{4, 16, 6, 6});
+  auto w = std::make_shared<op::Variable>(ws), v = std::make_shared<op::Variable>(vs);
+  auto y = std::make_shared<op::Convolution>(x, w, Strides{1, 1}, Strides{}, CoordinateDiff{1, 1},
+                                             CoordinateDiff{1, 1});
+  auto loss = std::make_shared<op::Sum>(std::make_shared<op::Multiply>(y, r), AxisSet{0, 1, 2, 3});
+  auto scalar = [](float s) { return std::make_shared<op::Constant>(element::f32, Shape{}, std::vector<float>{s}); };
+  autodiff::Adjoints adj(OutputVector{loss}, OutputVector{scalar(1)});
+  auto np = op::AutoBroadcast::numpy;
+  auto v2 = std::make_shared<op::Add>(std::make_shared<op::Multiply>(v, scalar(0.9f), np), adj.backprop_output(w));
+  auto w2 = std::make_shared<op::Subtract>(w, std::make_shared<op::Multiply>(v2, scalar(0.1f), np));
+  return std::make_shared<Function>(OutputVector{loss},
+                                    NodeVector{std::make_shared<op::Assign>(w, w2), std::make_shared<op::Assign>(v, v2)},
+                                    ParameterVector{x, r});
+}
+
+std::vector<float> read(const VariableState& s) {
+  std::vector<float> v(shape_size(s.get_shape()));
+  s.get(v.data());
+  return v;
+}
+
+void expect_near(const std::vector<float>& a, const std::vector<float>& b, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-4f * (1 + std::fabs(b[i]))) << what << " element " << i;
+}
+}  // namespace
+
+// Variables keep the layout their first reader wants: a convolution's filters stay blocked
+// between calls, so neither they (forward) nor their gradient (for the update, and the
+// momentum with it) are reordered every step. The values, read row-major, equal those of
+// the same steps with plain variables; another executable that reads a variable plainly (a
+// CPU computation returning it, the INTERPRETER) gets the same value, and the training step
+// takes it back; a value set row-major while it is blocked is read back the same.
+TEST(VariableLayouts, convolution_filters_stay_blocked_between_calls) {
+  const Shape ws{16, 8, 3, 3};
+  std::vector<float> w0 = values(ws);
+  auto kept_w = std::make_shared<VariableState>(element::f32, ws, w0.data());
+  auto kept_v = std::make_shared<VariableState>(element::f32, ws);
+  auto plain_w = std::make_shared<VariableState>(element::f32, ws, w0.data());
+  auto plain_v = std::make_shared<VariableState>(element::f32, ws);
+  auto kept_f = momentum_step(kept_w, kept_v), plain_f = momentum_step(plain_w, plain_v);
+  auto backend = test::cpu_backend();
+  auto cpu = std::dynamic_pointer_cast<runtime::cpu::CPUBackend>(backend);
+  auto kept = std::dynamic_pointer_cast<CPUExecutable>(cpu->compile(kept_f, CompileOptions{true, true, true}));
+  auto plain = std::dynamic_pointer_cast<CPUExecutable>(cpu->compile(plain_f, CompileOptions{true, true, false}));
+  // Plainly: the filters to the forward's layout and to the backward-data's, the gradient
+  // back. Kept: at most the backward-data's (when it differs from the forward's).
+  EXPECT_LE(kept->get_reorder_count() + 2, plain->get_reorder_count())
+      << ::testing::PrintToString(kept->get_schedule());
+  std::vector<test::Value> in{test::make_value(Shape{4, 8, 6, 6}, values(Shape{4, 8, 6, 6})),
+                              test::make_value(Shape{4, 16, 6, 6}, values(Shape{4, 16, 6, 6}))};
+  auto step_both = [&](const std::string& when) {
+    auto a = test::run_executable(*backend, *kept, in), b = test::run_executable(*backend, *plain, in);
+    expect_near(test::to_vector<float>(a[0]), test::to_vector<float>(b[0]), when + ": loss");
+    expect_near(read(*kept_w), read(*plain_w), when + ": filters");
+    expect_near(read(*kept_v), read(*plain_v), when + ": momentum");
+  };
+  for (int i = 0; i < 3; ++i) step_both("step " + std::to_string(i));
+  ASSERT_NE(kept_w->get_layout(), nullptr);
+  ASSERT_NE(kept_v->get_layout(), nullptr);  // the momentum follows the gradient's layout
+  EXPECT_EQ(plain_w->get_layout(), nullptr);
+  EXPECT_TRUE(kept_w->get_layout()->same_as(*kept_v->get_layout())) << kept_w->get_layout()->to_string();
+
+  // A CPU computation returning the filters keeps them plain: it lays them out so.
+  auto show = std::make_shared<Function>(OutputVector{std::make_shared<op::Variable>(kept_w)}, ParameterVector{});
+  auto shown = test::run_executable(*backend, *cpu->compile(show, CompileOptions{}), {});
+  EXPECT_EQ(kept_w->get_layout(), nullptr);
+  expect_near(test::to_vector<float>(shown[0]), read(*plain_w), "returned filters");
+  step_both("after a plain reader");
+  ASSERT_NE(kept_w->get_layout(), nullptr);
+
+  // The INTERPRETER steps the kept variables from their blocked layout; the CPU steps the others.
+  test::run_executable(*test::interpreter_backend(), *test::interpreter_backend()->compile(kept_f), in);
+  test::run_executable(*backend, *plain, in);
+  expect_near(read(*kept_w), read(*plain_w), "after an INTERPRETER step");
+  step_both("back on the CPU");
+
+  // Set row-major while blocked: read back the same, and used by the next step.
+  std::vector<float> w1(w0.rbegin(), w0.rend());
+  ASSERT_NE(kept_w->get_layout(), nullptr);
+  kept_w->set(w1.data());
+  plain_w->set(w1.data());
+  EXPECT_EQ(read(*kept_w), w1);
+  step_both("after set");
 }

@@ -9,6 +9,7 @@
 #include <sstream>
 #include <type_traits>
 #include <unordered_map>
+#include <vector>
 
 #include "ngraph/json.hpp"
 #include "ngraph/ops/collective.hpp"
@@ -359,7 +360,9 @@ class Writer {
         TensorHeader h{state->get_element_type(), state->get_shape()};
         AttributeWriter aw(v, *ops.front());
         h.visit(aw);
-        v.set("value", write_values(h.type, shape_size(h.shape), state->read_buffer()));
+        std::vector<char> plain(state->byte_size());
+        state->get(plain.data());  // row-major, whatever layout a backend keeps it in
+        v.set("value", write_values(h.type, shape_size(h.shape), plain.data()));
         vars.push_back(std::move(v));
       }
       fn.set("variables", std::move(vars));

@@ -137,3 +137,62 @@ def test_data_parallel_sgd_steps_match_one_process(world, comm):
     mx = ng.parameter([D, H], np.float64)
     same = ng.runtime().computation(ng.allreduce(mx, "max"), mx)(w1.get_value())[0]
     np.testing.assert_array_equal(same, w1.get_value())
+
+
+def numpy_conv(x, w):
+    """3x3 convolution, stride 1, padding 1 (NCHW data, OIHW filters)."""
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    h, v = x.shape[2:]
+    return sum(np.einsum("nchw,oc->nohw", xp[:, :, i:i + h, j:j + v], w[:, :, i, j])
+               for i in range(3) for j in range(3))
+
+
+def numpy_conv_filter_grad(x, e):
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    h, v = x.shape[2:]
+    return np.stack([np.stack([np.einsum("nohw,nchw->oc", e, xp[:, :, i:i + h, j:j + v])
+                               for j in range(3)], -1) for i in range(3)], -2)
+
+
+def test_convolution_filters_kept_blocked_train_like_numpy(world, comm, monkeypatch):
+    """Momentum SGD on a convolution's filters with rank-different data: the CPU backend keeps
+    the filters and their momentum in the convolution's blocked layout between calls and
+    averages the gradient in that layout, and after three steps the filters (read row-major)
+    equal full-batch momentum SGD in NumPy on every rank."""
+    r, n = comm.rank, comm.size
+    batch, c, o, side = 4, 8, 16, 5
+    if batch % n:
+        pytest.skip(f"batch {batch} does not split over {n} ranks")
+    rng = np.random.default_rng(5)
+    xs = rng.standard_normal((batch, c, side, side)).astype(np.float32)
+    ts = rng.standard_normal((batch, o, side, side)).astype(np.float32)
+    w0 = (rng.standard_normal((o, c, 3, 3)) * 0.2).astype(np.float32)
+    b = batch // n
+    lr, mu = 0.05, 0.9
+
+    def build(keep):
+        monkeypatch.setenv("NGRAPH_CPU_VARIABLE_LAYOUTS", "1" if keep else "0")
+        w = ng.variable(w0, name="filters")
+        x = ng.parameter([b, c, side, side], np.float32)
+        t = ng.parameter([b, o, side, side], np.float32)
+        e = ng.convolution(x, w, padding_below=[1, 1], padding_above=[1, 1]) - t
+        loss = ng.sum(e * e * 0.5) / float(batch)
+        grads = [ng.allreduce(g, "sum") for g in ng.gradients(loss, [w])]
+        updates = ng.optimizers.SGD(lr, momentum=mu).updates(loss, [w], grads=grads)
+        return w, ng.runtime().computation(ng.allreduce(loss, "sum"), x, t, updates=updates)
+
+    w, step = build(True)
+    _, plain_step = build(False)
+
+    def reorders(s):
+        return sum(name.startswith("CPUReorder") for name in s.executable.schedule)
+
+    assert reorders(step) < reorders(plain_step)
+    ref, vel = w0.astype(np.float64), np.zeros_like(w0, dtype=np.float64)
+    for _ in range(3):
+        got = step(shard(xs, r, n), shard(ts, r, n))[0]
+        err = numpy_conv(xs, ref) - ts
+        np.testing.assert_allclose(got, 0.5 * np.sum(err * err) / batch, rtol=1e-4)
+        vel = mu * vel + numpy_conv_filter_grad(xs, err) / batch
+        ref -= lr * vel
+    np.testing.assert_allclose(w.get_value(), ref, rtol=1e-4, atol=1e-5)

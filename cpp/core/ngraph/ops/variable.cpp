@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 namespace ngraph {
 
@@ -29,11 +30,27 @@ void* VariableState::write_buffer() {
 }
 
 void VariableState::get(void* dst) const {
-  if (byte_size()) std::memcpy(dst, read_buffer(), byte_size());
+  if (!byte_size()) return;
+  if (m_layout) m_layout->to_plain(read_buffer(), dst);
+  else std::memcpy(dst, read_buffer(), byte_size());
 }
 
 void VariableState::set(const void* src) {
-  if (byte_size()) std::memcpy(read_buffer(), src, byte_size());
+  if (!byte_size()) return;
+  if (m_layout) m_layout->from_plain(src, read_buffer());
+  else std::memcpy(read_buffer(), src, byte_size());
+}
+
+void VariableState::set_layout(std::shared_ptr<const StorageLayout> layout) {
+  if (layout == m_layout) return;
+  if (layout && m_layout && layout->same_as(*m_layout)) {  // the same bytes: nothing to move
+    m_layout = std::move(layout);
+    return;
+  }
+  std::vector<char> plain(byte_size());
+  get(plain.data());
+  m_layout = std::move(layout);
+  set(plain.data());
 }
 
 namespace op {

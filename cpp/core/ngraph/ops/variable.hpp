@@ -6,10 +6,23 @@
 
 #include <memory>
 #include <mutex>
+#include <string>
 
 #include "ngraph/node.hpp"
 
 namespace ngraph {
+
+// A layout a backend keeps a variable's value in between calls (a oneDNN blocked layout its
+// convolutions read without reordering the weights every step): the same elements in another
+// order, in the same number of bytes. Plain row-major is the absence of one.
+class StorageLayout {
+ public:
+  virtual ~StorageLayout() = default;
+  virtual void to_plain(const void* stored, void* plain) const = 0;
+  virtual void from_plain(const void* plain, void* stored) const = 0;
+  virtual bool same_as(const StorageLayout& other) const = 0;
+  virtual std::string to_string() const = 0;
+};
 
 class VariableState {
  public:
@@ -17,15 +30,20 @@ class VariableState {
   element::Type get_element_type() const { return m_type; }
   const Shape& get_shape() const { return m_shape; }
   size_t byte_size() const { return shape_size(m_shape) * m_type.size(); }
-  // The current value.
+  // The current value, in the storage layout (see get_layout).
   const void* read_buffer() const { return m_buffers[m_current].get(); }
   void* read_buffer() { return m_buffers[m_current].get(); }
   // Where an update writes; becomes current at commit().
   void* write_buffer();
   void commit() { m_current ^= 1; }
-  // Copies (checked by the caller for size).
+  // Copies of the value in plain row-major order, whatever the storage layout (the caller
+  // checks the size).
   void get(void* dst) const;
   void set(const void* src);
+  // The layout read_buffer() holds the value in; null: plain row-major. A backend that
+  // compiled its kernels for a layout sets it before a call; the value stays the same.
+  const std::shared_ptr<const StorageLayout>& get_layout() const { return m_layout; }
+  void set_layout(std::shared_ptr<const StorageLayout> layout);
   const std::string& get_name() const { return m_name; }
   void set_name(const std::string& name) { m_name = name; }
 
@@ -35,6 +53,7 @@ class VariableState {
   std::shared_ptr<char> m_buffers[2];
   int m_current = 0;
   std::string m_name;
+  std::shared_ptr<const StorageLayout> m_layout;
 };
 
 namespace op {

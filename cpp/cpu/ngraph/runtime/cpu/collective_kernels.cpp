@@ -7,6 +7,7 @@
 #include "ngraph/ops/collective.hpp"
 #include "ngraph/runtime/cpu/fusion.hpp"
 #include "ngraph/runtime/cpu/kernel.hpp"
+#include "ngraph/runtime/cpu/layout.hpp"
 
 namespace ngraph {
 namespace runtime {
@@ -213,6 +214,10 @@ NGRAPH_CPU_KERNEL("CPUFusedAllReduce", [](KernelContext& ctx) -> Kernel {
     }
     call->start_async(req);
   };
+}, [](LayoutContext& ctx) {
+  // Elementwise across ranks, so any layout passes through (zeros in padding stay zero for
+  // every reduction). The ranks' layouts must agree: the agreement check compares them.
+  for (size_t i = 0; i < ctx.produced.size(); ++i) ctx.wanted[i] = ctx.outputs[i] = ctx.produced[i];
 });
 
 }  // namespace

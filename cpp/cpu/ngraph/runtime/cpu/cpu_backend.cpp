@@ -14,6 +14,7 @@
 
 #include "ngraph/ops.hpp"
 #include "ngraph/runtime/cpu/fusion.hpp"
+#include "ngraph/runtime/cpu/layout.hpp"
 
 namespace ngraph {
 namespace runtime {
@@ -135,6 +136,7 @@ void CPUExecutable::make_copies(const ExecutionPlan& plan) {
   }
   for (const auto& state : m_updated)
     if (!plan.in_place.count(state.get())) m_committed.push_back(state.get());
+  for (const auto& [state, desc] : plan.variable_layouts) m_variable_layouts.emplace_back(state, storage_layout(desc));
 }
 
 void CPUExecutable::summarise(const ExecutionPlan& plan) {
@@ -184,6 +186,10 @@ void CPUExecutable::call_raw(void* const* outputs, const void* const* inputs) {
   // Refuses a second thread's distributed call where MPI cannot take it.
   auto in_call = m_collective_checks.empty() ? nullptr : m_collective_checks[0].comm->begin_call(m_check_label);
   apply_num_threads();
+  // Variables in the layouts the kernels were compiled for (another executable, or Python's
+  // set_value, may have left one otherwise): the values stay the same.
+  for (const auto& [state, layout] : m_variable_layouts)
+    if (state->get_layout() != layout) state->set_layout(layout);
   bool verified = !m_collective_checks.empty() && check_collectives();
   if (verified && !m_shared_tried) setup_shared();
   m_call.reset(verified, verified ? &m_shared_regions : nullptr);
@@ -369,6 +375,11 @@ std::vector<double> CPUExecutable::get_step_seconds() const { return m_step_seco
 
 bool CompileOptions::default_fuse() {
   const char* env = std::getenv("NGRAPH_CPU_FUSION");
+  return !(env && std::string(env) == "0");
+}
+
+bool CompileOptions::default_variable_layouts() {
+  const char* env = std::getenv("NGRAPH_CPU_VARIABLE_LAYOUTS");
   return !(env && std::string(env) == "0");
 }
 

@@ -120,6 +120,8 @@ class CPUExecutable : public Executable {
   std::vector<Copy> m_copies;
   std::vector<std::shared_ptr<VariableState>> m_updated;  // kept alive
   std::vector<VariableState*> m_committed;  // double-buffered updates, swapped after each call
+  // The layout each variable read or updated is kept in (plan.variable_layouts); null: plain.
+  std::vector<std::pair<VariableState*, std::shared_ptr<const StorageLayout>>> m_variable_layouts;
   std::shared_ptr<char> m_arena;
   size_t m_arena_bytes = 0;
   size_t m_unshared_bytes = 0;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "ngraph/node.hpp"
+#include "ngraph/ops/variable.hpp"
 #include "ngraph/runtime/cpu/kernel.hpp"
 #include "ngraph/runtime/cpu/tensor_desc.hpp"
 
@@ -16,19 +17,26 @@ namespace cpu {
 // Given to a kernel's layout rule at compile time. `produced` holds the inputs' layouts as
 // their producers give them; the rule sets `wanted` (what its kernel reads; plain unless it
 // says otherwise) and `outputs` (what its kernel writes; plain unless it says otherwise). A
-// oneDNN primitive asks for format_tag::any and writes back what it chose.
+// oneDNN primitive asks for format_tag::any and writes back what it chose. An input marked
+// `free` is a variable whose storage layout is still open: it will be stored as the rule
+// wants it (without padding), so the rule need not count its `produced` layout (plain).
 struct LayoutContext {
   const Node& node;
   std::vector<TensorDesc> produced;
   std::vector<TensorDesc> wanted;
   std::vector<TensorDesc> outputs;
+  std::vector<bool> free;
 };
 
 // The rule of elementwise kernels, which read and write storage elements in order: when every
 // input that is not a scalar has the output's shape and one common non-plain layout, that
 // layout passes through (only unpadded ones unless the op keeps zeros zero, since padding
-// must stay zero); otherwise everything is plain.
+// must stay zero); otherwise everything is plain. Free inputs take the common layout.
 LayoutRule elementwise_layout(bool zero_preserving);
+
+// The layout a variable is kept in between calls, for VariableState::set_layout: null for
+// a plain `desc`, else oneDNN reorders to and from row-major (f32, unpadded).
+std::shared_ptr<const StorageLayout> storage_layout(const TensorDesc& desc);
 
 // Reorder(x): x in another layout; the target is the plan's descriptor of its output.
 // Backend-internal, inserted by the layout pass only.

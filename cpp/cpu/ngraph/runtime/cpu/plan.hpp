@@ -27,7 +27,11 @@ struct CompileOptions {
   // Form fused CPU kernels (matmul + bias + ReLU, transposes as strides). Default: on, unless
   // the environment sets NGRAPH_CPU_FUSION=0 (for comparisons).
   bool fuse = default_fuse();
+  // Keep f32 variables in the layout their first reader wants (a convolution's blocked
+  // weights) between calls. Default: on, unless NGRAPH_CPU_VARIABLE_LAYOUTS=0.
+  bool variable_layouts = default_variable_layouts();
   static bool default_fuse();
+  static bool default_variable_layouts();
 };
 
 // Where an intermediate buffer lives in the arena, and when it is alive (step indices).
@@ -79,6 +83,9 @@ struct ExecutionPlan {
   NodeVector ops;                      // schedule order, structural ops included
   std::vector<PlannedStep> steps;      // compute nodes in schedule order
   std::map<Output, TensorDesc> descs;  // every value's descriptor
+  // The storage layout of each variable the function reads or updates (the executable lays
+  // the value out so before a call).
+  std::map<VariableState*, TensorDesc> variable_layouts;
   size_t reorders = 0;                 // Reorder nodes the layout pass inserted
 
   // I/O binding: values that kernels write straight into a caller's result buffer or into a

@@ -77,7 +77,16 @@ bool TensorDesc::same_layout(const TensorDesc& other) const {
 std::string TensorDesc::to_string() const {
   std::string s = m_type.get_type_name() + to_braces(m_shape);
   if (m_plain) return s + " plain";
-  return s + " blocked (" + std::to_string(m_bytes) + " B)";
+  // The blocking: outer strides, then the inner blocks as axis:size (what tells two blocked
+  // layouts of one shape apart, e.g. OIhw8i8o from OIhw8o8i).
+  const dnnl_memory_desc_t& c = m_md.data;
+  const auto& b = c.format_desc.blocking;
+  s += " blocked strides{";
+  for (int i = 0; i < c.ndims; ++i) s += (i ? "," : "") + std::to_string(b.strides[i]);
+  s += "} blocks{";
+  for (int i = 0; i < b.inner_nblks; ++i)
+    s += (i ? "," : "") + std::to_string(b.inner_idxs[i]) + ":" + std::to_string(b.inner_blks[i]);
+  return s + "} (" + std::to_string(m_bytes) + " B)";
 }
 
 }  // namespace cpu

@@ -40,7 +40,8 @@ class TensorDesc {
   dnnl::memory::desc dnnl_desc_like(const dnnl::memory::desc& other) const;
   // Same type, shape and byte layout.
   bool same_layout(const TensorDesc& other) const;
-  // "f32{2,3} plain", "f32{8,16,4,4} blocked (1024 B)": for plans printed in tests and logs.
+  // "f32{2,3} plain", "f32{8,16,4,4} blocked strides{256,128,32,8} blocks{1:8} (2048 B)":
+  // for plans printed in tests and logs, and for ranks to compare layouts.
   std::string to_string() const;
 
  private:

@@ -42,10 +42,12 @@ INTExecutable::INTExecutable(std::shared_ptr<Function> function)
     } else if (type == "Variable") {
       auto* state = static_cast<op::Variable&>(*node).get_state().get();
       m_values[node->output(0)] = {Source::variable, 0, nullptr, state};
+      m_variables.push_back(state);
     } else if (type == "Result") {
       m_values[node->output(0)] = m_values.at(node->input_value(0));
     } else if (type == "Assign") {
       m_updates.push_back(std::static_pointer_cast<op::Assign>(node));
+      m_variables.push_back(m_updates.back()->get_state().get());
     } else {
       const Kernel* kernel = KernelRegistry::get().find(type);
       if (!kernel)
@@ -97,6 +99,9 @@ void INTExecutable::call_raw(void* const* outputs, const void* const* inputs) {
     for (auto& c : m_collectives) c.comm->check_same_collectives(c.signature, c.labels, where);
     m_checked_once = true;
   }
+  // The kernels read variables row-major: one another backend keeps in a layout of its own
+  // is laid out plainly again (the value is unchanged).
+  for (auto* state : m_variables) state->set_layout(nullptr);
   m_call.clear();
   unsigned bits = instrumentation();
   try {

@@ -55,6 +55,7 @@ class INTExecutable : public Executable {
 
   std::shared_ptr<Function> m_function;
   std::map<Output, Value> m_values;
+  std::vector<VariableState*> m_variables;  // read or updated (each kept alive by its node)
   std::vector<std::vector<char>> m_buffers;
   std::vector<Step> m_steps;
   std::vector<std::shared_ptr<op::Assign>> m_updates;

@@ -41,6 +41,11 @@ void add_check(ExecutionPlan& plan, const Node& node) {
   if (!coll) return;
   std::string sig = coll->collective_signature();
   if (sig.empty()) return;
+  // Blocked layouts (oneDNN's choice, which depends on the CPU) are compared too: ranks
+  // reducing the same elements in different orders would sum unrelated values.
+  for (size_t i = 0; i < node.get_input_size(); ++i)
+    if (const TensorDesc& d = plan.desc(node.input_value(i)); !d.is_plain())
+      sig += "; input " + std::to_string(i) + " " + d.to_string();
   auto it = std::find_if(plan.checks.begin(), plan.checks.end(),
                          [&](const CollectiveCheck& c) { return c.comm == coll->get_communicator(); });
   if (it == plan.checks.end()) it = plan.checks.insert(plan.checks.end(), {coll->get_communicator(), {}, {}});

@@ -1,9 +1,21 @@
 // Layout assignment: a TensorDesc for every value. Kernels with a layout rule may ask for
 // layouts a oneDNN primitive chooses; a Reorder is inserted only where a producer's layout
 // differs from what a consumer reads, and one Reorder serves every consumer that wants the
-// same layout of the same value. Parameters, constants, variables, results and variable
-// updates are plain row-major at the boundary.
+// same layout of the same value. Parameters, constants and results are plain row-major at
+// the boundary.
+//
+// Variables are the exception: the executable keeps each in the layout this plan records
+// (CPUExecutable lays the value out so before a call; reading it from Python gives it back
+// row-major), so a convolution's weights are not reordered from row-major every step, nor
+// their gradient back. An f32 variable's layout is decided by its first reader: an unpadded
+// layout that reader wants (a convolution's blocked weights, the common layout of an
+// elementwise update's other operands: the momentum of such weights), else plain. An update
+// is written in its variable's layout; one for a variable this function does not read takes
+// its value's layout.
+#include <dnnl.hpp>
+
 #include "ngraph/ops.hpp"
+#include "ngraph/runtime/cpu/dnnl_utils.hpp"
 #include "ngraph/runtime/cpu/layout.hpp"
 #include "ngraph/runtime/cpu/plan.hpp"
 
@@ -38,27 +50,85 @@ struct Reorders {
 
 TensorDesc plain_of(const Output& v) { return TensorDesc::plain(v.get_element_type(), v.get_shape()); }
 
+// The variables' storage layouts, decided as their readers are met.
+struct VariableLayouts {
+  ExecutionPlan& plan;
+  std::map<VariableState*, std::vector<Output>> open;  // Variable nodes not read yet
+
+  bool eligible(const VariableState& s) const {
+    return plan.options.variable_layouts && s.get_element_type() == element::f32 && s.byte_size() > 0;
+  }
+  static bool keepable(const TensorDesc& d) { return !d.is_plain() && !d.is_padded(); }
+
+  void decide(VariableState* state, const TensorDesc& desc) {
+    plan.variable_layouts[state] = desc;
+    auto it = open.find(state);
+    if (it == open.end()) return;
+    for (const auto& v : it->second) plan.descs[v] = desc;
+    open.erase(it);
+  }
+  VariableState* open_state(const Output& v) const {
+    auto* var = dynamic_cast<op::Variable*>(v.get_node());
+    return var && open.count(var->get_state().get()) ? var->get_state().get() : nullptr;
+  }
+
+  void read(op::Variable& node) {
+    VariableState* state = node.get_state().get();
+    auto known = plan.variable_layouts.find(state);
+    if (known != plan.variable_layouts.end()) {
+      plan.descs[node.output(0)] = known->second;
+    } else if (eligible(*state)) {
+      plan.descs[node.output(0)] = plain_of(node.output(0));  // until a reader decides
+      open[state].push_back(node.output(0));
+    } else {
+      plan.descs[node.output(0)] = plain_of(node.output(0));
+      plan.variable_layouts[state] = plain_of(node.output(0));
+    }
+  }
+
+  // The layout an update of `state` is written in, given its value's.
+  TensorDesc update(VariableState* state, const Output& value) {
+    auto known = plan.variable_layouts.find(state);
+    if (known != plan.variable_layouts.end()) return known->second;
+    const TensorDesc& produced = plan.desc(value);
+    decide(state, eligible(*state) && keepable(produced) ? produced : plain_of(value));
+    return plan.variable_layouts.at(state);
+  }
+};
+
 }  // namespace
 
 void assign_layouts(ExecutionPlan& plan) {
   Reorders reorders{plan, {}};
+  VariableLayouts variables{plan, {}};
   for (const auto& node : plan.function->get_ordered_ops()) {
     const std::string& type = node->get_type_name();
-    LayoutContext ctx{*node, {}, {}, {}};
+    if (auto* var = dynamic_cast<op::Variable*>(node.get())) {
+      variables.read(*var);
+      continue;
+    }
+    LayoutContext ctx{*node, {}, {}, {}, {}};
     for (const auto& in : node->input_values()) {
       ctx.produced.push_back(plan.desc(in));
       ctx.wanted.push_back(plain_of(in));
+      ctx.free.push_back(variables.open_state(in) != nullptr);
     }
     for (size_t o = 0; o < node->get_output_size(); ++o) ctx.outputs.push_back(plain_of(node->output(o)));
-    if (!is_structural_op(type))
+    if (auto* assign = dynamic_cast<op::Assign*>(node.get()))
+      ctx.wanted[0] = variables.update(assign->get_state().get(), node->input_value(0));
+    else if (!is_structural_op(type))
       if (const LayoutRule* rule = KernelRegistry::get().find_layout(type)) (*rule)(ctx);
     for (size_t i = 0; i < node->get_input_size(); ++i) {
       Output in = node->input_value(i);
+      if (VariableState* state = variables.open_state(in))
+        variables.decide(state, VariableLayouts::keepable(ctx.wanted[i]) ? ctx.wanted[i] : plain_of(in));
       Output use = reorders.as(in, ctx.wanted[i]);
       if (use != in) node->set_argument(i, use);
     }
     for (size_t o = 0; o < node->get_output_size(); ++o) plan.descs[node->output(o)] = ctx.outputs[o];
   }
+  for (const auto& [state, values] : std::map<VariableState*, std::vector<Output>>(variables.open))
+    variables.decide(state, plain_of(values.front()));  // read by nothing that runs
 }
 
 }  // namespace pass
@@ -67,18 +137,53 @@ LayoutRule elementwise_layout(bool zero_preserving) {
   return [zero_preserving](LayoutContext& ctx) {
     const Shape& shape = ctx.node.get_output_size() == 1 ? ctx.node.get_shape() : Shape{};
     const TensorDesc* layout = nullptr;
-    for (const auto& p : ctx.produced) {
+    for (size_t i = 0; i < ctx.produced.size(); ++i) {
+      const TensorDesc& p = ctx.produced[i];
       if (p.shape().empty() && !shape.empty()) continue;  // a scalar operand
       if (p.shape() != shape) return;                     // broadcasting: plain
+      if (ctx.free[i]) continue;                          // takes whatever the others have
       if (p.is_plain()) return;
       if (layout && layout->dnnl_desc() != p.dnnl_desc()) return;
       layout = &p;
     }
     if (!layout || (layout->is_padded() && !zero_preserving)) return;
+    TensorDesc common = *layout;
     for (size_t i = 0; i < ctx.produced.size(); ++i)
-      if (!ctx.produced[i].shape().empty() || shape.empty()) ctx.wanted[i] = ctx.produced[i];
-    ctx.outputs[0] = TensorDesc::with_layout(ctx.node.get_element_type(), shape, layout->md());
+      if (!ctx.produced[i].shape().empty() || shape.empty()) ctx.wanted[i] = common;
+    ctx.outputs[0] = TensorDesc::with_layout(ctx.node.get_element_type(), shape, common.md());
   };
+}
+
+namespace {
+// A variable kept in a oneDNN layout: converted to and from row-major by oneDNN reorders.
+class DnnlStorageLayout : public StorageLayout {
+ public:
+  explicit DnnlStorageLayout(const TensorDesc& desc)
+      : m_desc(desc), m_plain(TensorDesc::plain(desc.type(), desc.shape()).dnnl_desc_like(desc.md())) {}
+  void to_plain(const void* stored, void* plain) const override { reorder(m_desc.md(), stored, m_plain, plain); }
+  void from_plain(const void* plain, void* stored) const override { reorder(m_plain, plain, m_desc.md(), stored); }
+  bool same_as(const StorageLayout& other) const override {
+    auto* o = dynamic_cast<const DnnlStorageLayout*>(&other);
+    return o && o->m_desc.same_layout(m_desc);
+  }
+  std::string to_string() const override { return m_desc.to_string(); }
+
+ private:
+  static void reorder(const dnnl::memory::desc& from, const void* src, const dnnl::memory::desc& to, void* dst) {
+    dnnl::memory a(from, dnnl_engine(), const_cast<void*>(src)), b(to, dnnl_engine(), dst);
+    dnnl::reorder(a, b).execute(dnnl_stream(), a, b);
+    dnnl_stream().wait();
+  }
+  TensorDesc m_desc;
+  dnnl::memory::desc m_plain;
+};
+}  // namespace
+
+std::shared_ptr<const StorageLayout> storage_layout(const TensorDesc& desc) {
+  if (desc.is_plain()) return nullptr;
+  if (desc.is_padded() || desc.type() != element::f32)
+    throw ngraph_error("[CPU] internal: a variable cannot be kept as " + desc.to_string());
+  return std::make_shared<DnnlStorageLayout>(desc);
 }
 
 }  // namespace cpu
