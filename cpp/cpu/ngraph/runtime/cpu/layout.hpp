@@ -31,7 +31,9 @@ struct LayoutContext {
 // The rule of elementwise kernels, which read and write storage elements in order: when every
 // input that is not a scalar has the output's shape and one common non-plain layout, that
 // layout passes through (only unpadded ones unless the op keeps zeros zero, since padding
-// must stay zero); otherwise everything is plain. Free inputs take the common layout.
+// must stay zero); otherwise everything is plain, unless an input is a variable kept in a
+// layout: then that layout (an update is written back in it). Free inputs take the common
+// layout.
 LayoutRule elementwise_layout(bool zero_preserving);
 
 // The layout a variable is kept in between calls, for VariableState::set_layout: null for

@@ -137,15 +137,21 @@ LayoutRule elementwise_layout(bool zero_preserving) {
   return [zero_preserving](LayoutContext& ctx) {
     const Shape& shape = ctx.node.get_output_size() == 1 ? ctx.node.get_shape() : Shape{};
     const TensorDesc* layout = nullptr;
+    const TensorDesc* kept = nullptr;  // a variable's own (blocked) layout
+    bool mixed = false;
     for (size_t i = 0; i < ctx.produced.size(); ++i) {
       const TensorDesc& p = ctx.produced[i];
       if (p.shape().empty() && !shape.empty()) continue;  // a scalar operand
       if (p.shape() != shape) return;                     // broadcasting: plain
       if (ctx.free[i]) continue;                          // takes whatever the others have
-      if (p.is_plain()) return;
-      if (layout && layout->dnnl_desc() != p.dnnl_desc()) return;
-      layout = &p;
+      if (!p.is_plain() && !kept && ctx.node.input_value(i).get_node()->get_type_name() == std::string(op::Variable::type_name))
+        kept = &p;
+      if (p.is_plain() || (layout && layout->dnnl_desc() != p.dnnl_desc())) mixed = true;
+      else if (!layout) layout = &p;
     }
+    // Operands that disagree are read plain, unless one is a variable kept in a layout: then
+    // that one (the value is most likely its update, written back in its layout).
+    if (mixed) layout = kept;
     if (!layout || (layout->is_padded() && !zero_preserving)) return;
     TensorDesc common = *layout;
     for (size_t i = 0; i < ctx.produced.size(); ++i)
