@@ -4,6 +4,7 @@
 // for a convolution that produces and consumes a blocked layout (nChw8c).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "ngraph/autodiff/adjoints.hpp"
@@ -284,11 +285,13 @@ TEST_F(LayoutTest, batch_norm_keeps_its_datas_blocked_layout) {
 
 namespace {
 // One momentum-SGD step on the filters of a convolution: v = 0.9 v + dL/dw, w = w - 0.1 v,
-// where L = sum(conv(x, w) * r); the loss is the result.
+// where L = sum(conv(x, w) * r); the loss is the result. With `masked`, the update reads a
+// boolean parameter too: w = w - 0.1 * select(mask, v, 0).
 std::shared_ptr<Function> momentum_step(const std::shared_ptr<VariableState>& ws,
-                                        const std::shared_ptr<VariableState>& vs) {
+                                        const std::shared_ptr<VariableState>& vs, bool masked = false) {
   auto x = std::make_shared<op::Parameter>(element::f32, Shape{4, 8, 6, 6});
   auto r = std::make_shared<op::Parameter>(element::f32, Shape{4, 16, 6, 6});
+  auto mask = std::make_shared<op::Parameter>(element::boolean, ws->get_shape());
   auto w = std::make_shared<op::Variable>(ws), v = std::make_shared<op::Variable>(vs);
   auto y = std::make_shared<op::Convolution>(x, w, Strides{1, 1}, Strides{}, CoordinateDiff{1, 1},
                                              CoordinateDiff{1, 1});
@@ -297,10 +300,14 @@ std::shared_ptr<Function> momentum_step(const std::shared_ptr<VariableState>& ws
   autodiff::Adjoints adj(OutputVector{loss}, OutputVector{scalar(1)});
   auto np = op::AutoBroadcast::numpy;
   auto v2 = std::make_shared<op::Add>(std::make_shared<op::Multiply>(v, scalar(0.9f), np), adj.backprop_output(w));
-  auto w2 = std::make_shared<op::Subtract>(w, std::make_shared<op::Multiply>(v2, scalar(0.1f), np));
+  Output step = v2;
+  if (masked) step = std::make_shared<op::Select>(mask, v2, std::make_shared<op::Multiply>(v2, scalar(0), np));
+  auto w2 = std::make_shared<op::Subtract>(w, std::make_shared<op::Multiply>(step, scalar(0.1f), np));
+  ParameterVector params{x, r};
+  if (masked) params.push_back(mask);
   return std::make_shared<Function>(OutputVector{loss},
                                     NodeVector{std::make_shared<op::Assign>(w, w2), std::make_shared<op::Assign>(v, v2)},
-                                    ParameterVector{x, r});
+                                    params);
 }
 
 std::vector<float> read(const VariableState& s) {
@@ -313,63 +320,99 @@ void expect_near(const std::vector<float>& a, const std::vector<float>& b, const
   ASSERT_EQ(a.size(), b.size()) << what;
   for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-4f * (1 + std::fabs(b[i]))) << what << " element " << i;
 }
+
+// The same steps on two pairs of variables with the same start: one compiled keeping
+// variable layouts, one with plain variables.
+struct KeptAndPlain {
+  const Shape ws{16, 8, 3, 3};
+  std::shared_ptr<VariableState> kept_w, kept_v, plain_w, plain_v;
+  std::shared_ptr<Function> kept_f, plain_f;
+  std::shared_ptr<runtime::Backend> backend = test::cpu_backend();
+  std::shared_ptr<runtime::cpu::CPUBackend> cpu = std::dynamic_pointer_cast<runtime::cpu::CPUBackend>(backend);
+  std::shared_ptr<CPUExecutable> kept, plain;
+  std::vector<test::Value> in;
+
+  explicit KeptAndPlain(bool masked = false) {
+    std::vector<float> w0 = values(ws);
+    kept_w = std::make_shared<VariableState>(element::f32, ws, w0.data());
+    kept_v = std::make_shared<VariableState>(element::f32, ws);
+    plain_w = std::make_shared<VariableState>(element::f32, ws, w0.data());
+    plain_v = std::make_shared<VariableState>(element::f32, ws);
+    kept_f = momentum_step(kept_w, kept_v, masked);
+    plain_f = momentum_step(plain_w, plain_v, masked);
+    kept = std::dynamic_pointer_cast<CPUExecutable>(cpu->compile(kept_f, CompileOptions{true, true, true}));
+    plain = std::dynamic_pointer_cast<CPUExecutable>(cpu->compile(plain_f, CompileOptions{true, true, false}));
+    in = {test::make_value(Shape{4, 8, 6, 6}, values(Shape{4, 8, 6, 6})),
+          test::make_value(Shape{4, 16, 6, 6}, values(Shape{4, 16, 6, 6}))};
+    if (masked) {
+      test::Value m{element::boolean, ws, std::vector<char>(shape_size(ws))};
+      for (size_t i = 0; i < m.bytes.size(); ++i) m.bytes[i] = static_cast<char>(i % 3 != 0);
+      in.push_back(m);
+    }
+  }
+  void step_both(const std::string& when) {
+    auto a = test::run_executable(*backend, *kept, in), b = test::run_executable(*backend, *plain, in);
+    expect_near(test::to_vector<float>(a[0]), test::to_vector<float>(b[0]), when + ": loss");
+    expect_near(read(*kept_w), read(*plain_w), when + ": filters");
+    expect_near(read(*kept_v), read(*plain_v), when + ": momentum");
+  }
+};
 }  // namespace
 
 // Variables keep the layout their first reader wants: a convolution's filters stay blocked
 // between calls, so neither they (forward) nor their gradient (for the update, and the
 // momentum with it) are reordered every step. The values, read row-major, equal those of
-// the same steps with plain variables; another executable that reads a variable plainly (a
-// CPU computation returning it, the INTERPRETER) gets the same value, and the training step
-// takes it back; a value set row-major while it is blocked is read back the same.
+// the same steps with plain variables. A CPU computation compiled while the filters were
+// still plain lays them out plainly again before it runs (and the training step takes them
+// back); one compiled once they were kept reads them as kept, reordering for its result.
+// The INTERPRETER reads them row-major; a value set row-major while blocked reads back the
+// same.
 TEST(VariableLayouts, convolution_filters_stay_blocked_between_calls) {
-  const Shape ws{16, 8, 3, 3};
-  std::vector<float> w0 = values(ws);
-  auto kept_w = std::make_shared<VariableState>(element::f32, ws, w0.data());
-  auto kept_v = std::make_shared<VariableState>(element::f32, ws);
-  auto plain_w = std::make_shared<VariableState>(element::f32, ws, w0.data());
-  auto plain_v = std::make_shared<VariableState>(element::f32, ws);
-  auto kept_f = momentum_step(kept_w, kept_v), plain_f = momentum_step(plain_w, plain_v);
-  auto backend = test::cpu_backend();
-  auto cpu = std::dynamic_pointer_cast<runtime::cpu::CPUBackend>(backend);
-  auto kept = std::dynamic_pointer_cast<CPUExecutable>(cpu->compile(kept_f, CompileOptions{true, true, true}));
-  auto plain = std::dynamic_pointer_cast<CPUExecutable>(cpu->compile(plain_f, CompileOptions{true, true, false}));
+  KeptAndPlain t;
   // Plainly: the filters to the forward's layout and to the backward-data's, the gradient
   // back. Kept: at most the backward-data's (when it differs from the forward's).
-  EXPECT_LE(kept->get_reorder_count() + 2, plain->get_reorder_count())
-      << ::testing::PrintToString(kept->get_schedule());
-  std::vector<test::Value> in{test::make_value(Shape{4, 8, 6, 6}, values(Shape{4, 8, 6, 6})),
-                              test::make_value(Shape{4, 16, 6, 6}, values(Shape{4, 16, 6, 6}))};
-  auto step_both = [&](const std::string& when) {
-    auto a = test::run_executable(*backend, *kept, in), b = test::run_executable(*backend, *plain, in);
-    expect_near(test::to_vector<float>(a[0]), test::to_vector<float>(b[0]), when + ": loss");
-    expect_near(read(*kept_w), read(*plain_w), when + ": filters");
-    expect_near(read(*kept_v), read(*plain_v), when + ": momentum");
-  };
-  for (int i = 0; i < 3; ++i) step_both("step " + std::to_string(i));
-  ASSERT_NE(kept_w->get_layout(), nullptr);
-  ASSERT_NE(kept_v->get_layout(), nullptr);  // the momentum follows the gradient's layout
-  EXPECT_EQ(plain_w->get_layout(), nullptr);
-  EXPECT_TRUE(kept_w->get_layout()->same_as(*kept_v->get_layout())) << kept_w->get_layout()->to_string();
+  EXPECT_LE(t.kept->get_reorder_count() + 2, t.plain->get_reorder_count())
+      << ::testing::PrintToString(t.kept->get_schedule());
+  auto show = std::make_shared<Function>(OutputVector{std::make_shared<op::Variable>(t.kept_w)}, ParameterVector{});
+  auto early = t.cpu->compile(show, CompileOptions{});
+  for (int i = 0; i < 3; ++i) t.step_both("step " + std::to_string(i));
+  ASSERT_NE(t.kept_w->get_layout(), nullptr);
+  ASSERT_NE(t.kept_v->get_layout(), nullptr);  // the momentum follows the gradient's layout
+  EXPECT_EQ(t.plain_w->get_layout(), nullptr);
+  EXPECT_TRUE(t.kept_w->get_layout()->same_as(*t.kept_v->get_layout())) << t.kept_w->get_layout()->to_string();
 
-  // A CPU computation returning the filters keeps them plain: it lays them out so.
-  auto show = std::make_shared<Function>(OutputVector{std::make_shared<op::Variable>(kept_w)}, ParameterVector{});
-  auto shown = test::run_executable(*backend, *cpu->compile(show, CompileOptions{}), {});
-  EXPECT_EQ(kept_w->get_layout(), nullptr);
-  expect_near(test::to_vector<float>(shown[0]), read(*plain_w), "returned filters");
-  step_both("after a plain reader");
-  ASSERT_NE(kept_w->get_layout(), nullptr);
+  // Compiled before: lays the filters out plainly.
+  auto shown = test::run_executable(*t.backend, *early, {});
+  EXPECT_EQ(t.kept_w->get_layout(), nullptr);
+  expect_near(test::to_vector<float>(shown[0]), read(*t.plain_w), "returned filters (compiled early)");
+  t.step_both("after a plain reader");
+  ASSERT_NE(t.kept_w->get_layout(), nullptr);
+  // Compiled after: keeps them as they are.
+  auto layout = t.kept_w->get_layout();
+  shown = test::run_executable(*t.backend, *t.cpu->compile(show, CompileOptions{}), {});
+  ASSERT_NE(t.kept_w->get_layout(), nullptr);
+  EXPECT_TRUE(t.kept_w->get_layout()->same_as(*layout));
+  expect_near(test::to_vector<float>(shown[0]), read(*t.plain_w), "returned filters (compiled late)");
 
   // The INTERPRETER steps the kept variables from their blocked layout; the CPU steps the others.
-  test::run_executable(*test::interpreter_backend(), *test::interpreter_backend()->compile(kept_f), in);
-  test::run_executable(*backend, *plain, in);
-  expect_near(read(*kept_w), read(*plain_w), "after an INTERPRETER step");
-  step_both("back on the CPU");
+  test::run_executable(*test::interpreter_backend(), *test::interpreter_backend()->compile(t.kept_f), t.in);
+  test::run_executable(*t.backend, *t.plain, t.in);
+  expect_near(read(*t.kept_w), read(*t.plain_w), "after an INTERPRETER step");
+  t.step_both("back on the CPU");
 
   // Set row-major while blocked: read back the same, and used by the next step.
-  std::vector<float> w1(w0.rbegin(), w0.rend());
-  ASSERT_NE(kept_w->get_layout(), nullptr);
-  kept_w->set(w1.data());
-  plain_w->set(w1.data());
-  EXPECT_EQ(read(*kept_w), w1);
-  step_both("after set");
+  std::vector<float> w1 = values(t.ws);
+  std::reverse(w1.begin(), w1.end());
+  ASSERT_NE(t.kept_w->get_layout(), nullptr);
+  t.kept_w->set(w1.data());
+  t.plain_w->set(w1.data());
+  EXPECT_EQ(read(*t.kept_w), w1);
+  t.step_both("after set");
+}
+
+// An update that also reads a boolean mask: the mask is not reordered as if it were floats
+// (the kept filters' layout is taken only where every operand has their element type).
+TEST(VariableLayouts, update_reading_a_boolean_mask) {
+  KeptAndPlain t(true);
+  for (int i = 0; i < 3; ++i) t.step_both("step " + std::to_string(i));
 }

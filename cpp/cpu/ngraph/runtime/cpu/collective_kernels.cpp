@@ -217,6 +217,7 @@ NGRAPH_CPU_KERNEL("CPUFusedAllReduce", [](KernelContext& ctx) -> Kernel {
 }, [](LayoutContext& ctx) {
   // Elementwise across ranks, so any layout passes through (zeros in padding stay zero for
   // every reduction). The ranks' layouts must agree: the agreement check compares them.
+  if (!ctx.across_ranks) return;
   for (size_t i = 0; i < ctx.produced.size(); ++i) ctx.wanted[i] = ctx.outputs[i] = ctx.produced[i];
 });
 

@@ -26,6 +26,9 @@ struct LayoutContext {
   std::vector<TensorDesc> wanted;
   std::vector<TensorDesc> outputs;
   std::vector<bool> free;
+  // Whether blocked layouts may cross boundaries between ranks (a fused allreduce's operands):
+  // CompileOptions::variable_layouts; off, collectives reduce row-major data as before.
+  bool across_ranks = true;
 };
 
 // The rule of elementwise kernels, which read and write storage elements in order: when every

@@ -50,6 +50,30 @@ struct Reorders {
 
 TensorDesc plain_of(const Output& v) { return TensorDesc::plain(v.get_element_type(), v.get_shape()); }
 
+// A variable kept in a oneDNN layout: converted to and from row-major by oneDNN reorders.
+class DnnlStorageLayout : public StorageLayout {
+ public:
+  explicit DnnlStorageLayout(const TensorDesc& desc)
+      : m_desc(desc), m_plain(TensorDesc::plain(desc.type(), desc.shape()).dnnl_desc_like(desc.md())) {}
+  void to_plain(const void* stored, void* plain) const override { reorder(m_desc.md(), stored, m_plain, plain); }
+  void from_plain(const void* plain, void* stored) const override { reorder(m_plain, plain, m_desc.md(), stored); }
+  bool same_as(const StorageLayout& other) const override {
+    auto* o = dynamic_cast<const DnnlStorageLayout*>(&other);
+    return o && o->m_desc.same_layout(m_desc);
+  }
+  std::string to_string() const override { return m_desc.to_string(); }
+  const TensorDesc& desc() const { return m_desc; }
+
+ private:
+  static void reorder(const dnnl::memory::desc& from, const void* src, const dnnl::memory::desc& to, void* dst) {
+    dnnl::memory a(from, dnnl_engine(), const_cast<void*>(src)), b(to, dnnl_engine(), dst);
+    dnnl::reorder(a, b).execute(dnnl_stream(), a, b);
+    dnnl_stream().wait();
+  }
+  TensorDesc m_desc;
+  dnnl::memory::desc m_plain;
+};
+
 // The variables' storage layouts, decided as their readers are met.
 struct VariableLayouts {
   ExecutionPlan& plan;
@@ -59,6 +83,13 @@ struct VariableLayouts {
     return plan.options.variable_layouts && s.get_element_type() == element::f32 && s.byte_size() > 0;
   }
   static bool keepable(const TensorDesc& d) { return !d.is_plain() && !d.is_padded(); }
+  // The layout an executable already keeps the variable in: a later plan takes it too (and
+  // reorders from it where it needs another), so executables sharing a variable agree and
+  // do not lay it out anew at every call.
+  const TensorDesc* kept(const VariableState& s) const {
+    auto* d = dynamic_cast<const DnnlStorageLayout*>(s.get_layout().get());
+    return d && eligible(s) ? &d->desc() : nullptr;
+  }
 
   void decide(VariableState* state, const TensorDesc& desc) {
     plan.variable_layouts[state] = desc;
@@ -77,6 +108,8 @@ struct VariableLayouts {
     auto known = plan.variable_layouts.find(state);
     if (known != plan.variable_layouts.end()) {
       plan.descs[node.output(0)] = known->second;
+    } else if (const TensorDesc* k = kept(*state)) {
+      plan.descs[node.output(0)] = plan.variable_layouts[state] = *k;
     } else if (eligible(*state)) {
       plan.descs[node.output(0)] = plain_of(node.output(0));  // until a reader decides
       open[state].push_back(node.output(0));
@@ -90,6 +123,10 @@ struct VariableLayouts {
   TensorDesc update(VariableState* state, const Output& value) {
     auto known = plan.variable_layouts.find(state);
     if (known != plan.variable_layouts.end()) return known->second;
+    if (const TensorDesc* k = kept(*state)) {
+      decide(state, *k);
+      return *k;
+    }
     const TensorDesc& produced = plan.desc(value);
     decide(state, eligible(*state) && keepable(produced) ? produced : plain_of(value));
     return plan.variable_layouts.at(state);
@@ -107,7 +144,7 @@ void assign_layouts(ExecutionPlan& plan) {
       variables.read(*var);
       continue;
     }
-    LayoutContext ctx{*node, {}, {}, {}, {}};
+    LayoutContext ctx{*node, {}, {}, {}, {}, plan.options.variable_layouts};
     for (const auto& in : node->input_values()) {
       ctx.produced.push_back(plan.desc(in));
       ctx.wanted.push_back(plain_of(in));
@@ -149,9 +186,14 @@ LayoutRule elementwise_layout(bool zero_preserving) {
       if (p.is_plain() || (layout && layout->dnnl_desc() != p.dnnl_desc())) mixed = true;
       else if (!layout) layout = &p;
     }
-    // Operands that disagree are read plain, unless one is a variable kept in a layout: then
-    // that one (the value is most likely its update, written back in its layout).
-    if (mixed) layout = kept;
+    // Operands that disagree are read plain, unless one is a variable kept in a layout and
+    // the others have its element type (a boolean mask is never reordered as floats): then
+    // that layout (the value is most likely the variable's update, written back in it).
+    if (mixed) {
+      layout = kept;
+      for (size_t i = 0; layout && i < ctx.produced.size(); ++i)
+        if (ctx.produced[i].type() != layout->type()) layout = nullptr;
+    }
     if (!layout || (layout->is_padded() && !zero_preserving)) return;
     TensorDesc common = *layout;
     for (size_t i = 0; i < ctx.produced.size(); ++i)
@@ -160,36 +202,12 @@ LayoutRule elementwise_layout(bool zero_preserving) {
   };
 }
 
-namespace {
-// A variable kept in a oneDNN layout: converted to and from row-major by oneDNN reorders.
-class DnnlStorageLayout : public StorageLayout {
- public:
-  explicit DnnlStorageLayout(const TensorDesc& desc)
-      : m_desc(desc), m_plain(TensorDesc::plain(desc.type(), desc.shape()).dnnl_desc_like(desc.md())) {}
-  void to_plain(const void* stored, void* plain) const override { reorder(m_desc.md(), stored, m_plain, plain); }
-  void from_plain(const void* plain, void* stored) const override { reorder(m_plain, plain, m_desc.md(), stored); }
-  bool same_as(const StorageLayout& other) const override {
-    auto* o = dynamic_cast<const DnnlStorageLayout*>(&other);
-    return o && o->m_desc.same_layout(m_desc);
-  }
-  std::string to_string() const override { return m_desc.to_string(); }
-
- private:
-  static void reorder(const dnnl::memory::desc& from, const void* src, const dnnl::memory::desc& to, void* dst) {
-    dnnl::memory a(from, dnnl_engine(), const_cast<void*>(src)), b(to, dnnl_engine(), dst);
-    dnnl::reorder(a, b).execute(dnnl_stream(), a, b);
-    dnnl_stream().wait();
-  }
-  TensorDesc m_desc;
-  dnnl::memory::desc m_plain;
-};
-}  // namespace
 
 std::shared_ptr<const StorageLayout> storage_layout(const TensorDesc& desc) {
   if (desc.is_plain()) return nullptr;
   if (desc.is_padded() || desc.type() != element::f32)
     throw ngraph_error("[CPU] internal: a variable cannot be kept as " + desc.to_string());
-  return std::make_shared<DnnlStorageLayout>(desc);
+  return std::make_shared<pass::DnnlStorageLayout>(desc);
 }
 
 }  // namespace cpu
