@@ -1,6 +1,8 @@
 // CPU fusion: fused kernels give the same values as the ops they replace.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <functional>
 #include <random>
 
 #include "ngraph/ops.hpp"
@@ -180,4 +182,135 @@ TEST(fusion, intermediate_with_other_uses_is_an_output_of_its_own) {
   auto f = std::make_shared<Function>(OutputVector{twice, e}, ParameterVector{x});
   RunResult fused = run(f, true, 9), plain = run(f, false, 9);
   expect_same(fused, plain, 1e-6);
+}
+
+namespace {
+// Optimizer updates on variables of n elements (several of the fused kernel's 512-element
+// blocks and a partial one), run `calls` times with gradient g: the kernels of the schedule
+// and the variables' values afterwards. `update` builds the new values from the variables
+// and g, in the order of `states`.
+struct UpdateRun {
+  std::vector<std::string> schedule;
+  std::vector<std::vector<float>> values;
+  std::vector<bool> same_buffer;  // the variable kept one buffer (updated in place)
+};
+
+using UpdateBuilder = std::function<OutputVector(const std::vector<std::shared_ptr<op::Variable>>&, const Output&)>;
+
+UpdateRun run_update(const UpdateBuilder& update, size_t nvars, bool fuse, size_t n, int calls) {
+  std::vector<std::shared_ptr<VariableState>> states;
+  std::vector<std::shared_ptr<op::Variable>> vars;
+  for (size_t k = 0; k < nvars; ++k) {
+    auto init = random_values<float>(n, 10 + static_cast<unsigned>(k));
+    if (k > 0)  // moments start non-negative (Adam's second moment goes under a square root)
+      for (auto& x : init) x = std::fabs(x);
+    states.push_back(std::make_shared<VariableState>(element::f32, Shape{n}, init.data()));
+    vars.push_back(std::make_shared<op::Variable>(states.back()));
+  }
+  auto g = std::make_shared<op::Parameter>(element::f32, Shape{n});
+  OutputVector next = update(vars, g);
+  NodeVector assigns;
+  for (size_t k = 0; k < nvars; ++k) assigns.push_back(std::make_shared<op::Assign>(vars[k], next[k]));
+  auto loss = std::make_shared<op::Sum>(g, AxisSet{0});
+  auto f = std::make_shared<Function>(OutputVector{loss}, assigns, ParameterVector{g});
+  CPUBackend backend;
+  auto exe = std::dynamic_pointer_cast<CPUExecutable>(backend.compile(f, CompileOptions{true, fuse}));
+  std::vector<const void*> before;
+  for (const auto& s : states) before.push_back(s->read_buffer());
+  auto gv = random_values<float>(n, 3);
+  auto in = backend.create_tensor(element::f32, Shape{n});
+  in->write(gv.data(), gv.size() * sizeof(float));
+  auto out = backend.create_tensor(element::f32, Shape{});
+  for (int c = 0; c < calls; ++c) exe->call({out}, {in});
+  UpdateRun r{exe->get_schedule(), {}, {}};
+  for (size_t k = 0; k < nvars; ++k) {
+    r.values.emplace_back(n);
+    states[k]->get(r.values.back().data());
+    r.same_buffer.push_back(states[k]->read_buffer() == before[k]);
+  }
+  return r;
+}
+
+size_t fused_kernels(const std::vector<std::string>& schedule) {
+  size_t count = 0;
+  for (const auto& s : schedule) count += s.rfind(runtime::cpu::FusedElementwise::type_name, 0) == 0;
+  return count;
+}
+
+std::shared_ptr<op::Constant> scalar(float s) {
+  return std::make_shared<op::Constant>(element::f32, Shape{}, std::vector<float>{s});
+}
+template <typename T>
+Output binary(const Output& a, const Output& b) {
+  return std::make_shared<T>(a, b, op::AutoBroadcast::numpy);
+}
+}  // namespace
+
+// SGD with momentum: v' = 0.9 v + g and w' = w - 0.1 v'. Before, v' went to memory and was read
+// back by the weights' kernel; now one pass reads w, v and g and writes both variables, in
+// place. With `old_too` the weights' update also reads the old momentum after v' is computed
+// in the same block (w' = w - 0.1 v' + 0.01 v): writing v' into v's buffer before the block
+// is done would change what that instruction reads.
+TEST(fusion, momentum_update_is_one_pass_writing_both_variables_in_place) {
+  for (bool old_too : {false, true}) {
+    SCOPED_TRACE(old_too ? "the weights' update reads the old momentum too" : "plain momentum");
+    UpdateBuilder sgd = [old_too](const std::vector<std::shared_ptr<op::Variable>>& x, const Output& g) {
+      Output v2 = binary<op::Add>(binary<op::Multiply>(x[1], scalar(0.9f)), g);
+      Output w2 = binary<op::Subtract>(x[0], binary<op::Multiply>(v2, scalar(0.1f)));
+      if (old_too) w2 = binary<op::Add>(w2, binary<op::Multiply>(x[1], scalar(0.01f)));
+      return OutputVector{w2, v2};
+    };
+    const size_t n = 1500;
+    UpdateRun fused = run_update(sgd, 2, true, n, 3), plain = run_update(sgd, 2, false, n, 3);
+    EXPECT_EQ(fused_kernels(fused.schedule), 1u) << "momentum and weights in one kernel";
+    EXPECT_TRUE(fused.same_buffer[0] && fused.same_buffer[1]) << "both updated in place";
+    std::vector<float> w = random_values<float>(n, 10), v = random_values<float>(n, 11);
+    auto g = random_values<float>(n, 3);
+    for (auto& x : v) x = std::fabs(x);
+    for (int c = 0; c < 3; ++c)
+      for (size_t i = 0; i < n; ++i) {
+        float v2 = 0.9f * v[i] + g[i];
+        w[i] = w[i] - 0.1f * v2 + (old_too ? 0.01f * v[i] : 0.0f);
+        v[i] = v2;
+      }
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_NEAR(fused.values[0][i], w[i], 1e-5f * (1 + std::fabs(w[i]))) << "weights, element " << i;
+      ASSERT_NEAR(fused.values[1][i], v[i], 1e-5f * (1 + std::fabs(v[i]))) << "momentum, element " << i;
+      ASSERT_NEAR(plain.values[0][i], w[i], 1e-5f * (1 + std::fabs(w[i]))) << "unfused weights, element " << i;
+    }
+  }
+}
+
+// Adam: m' = 0.9 m + 0.1 g, s' = 0.999 s + 0.001 g g, w' = w - 0.01 m' / (sqrt(s') + 1e-8):
+// three variables written by one kernel that reads g once.
+TEST(fusion, adam_update_is_one_kernel_with_three_outputs) {
+  UpdateBuilder adam = [](const std::vector<std::shared_ptr<op::Variable>>& x, const Output& g) {
+    Output m2 = binary<op::Add>(binary<op::Multiply>(x[1], scalar(0.9f)), binary<op::Multiply>(g, scalar(0.1f)));
+    Output s2 = binary<op::Add>(binary<op::Multiply>(x[2], scalar(0.999f)),
+                                binary<op::Multiply>(binary<op::Multiply>(g, g), scalar(0.001f)));
+    Output step = binary<op::Divide>(m2, binary<op::Add>(std::make_shared<op::Sqrt>(s2), scalar(1e-8f)));
+    return OutputVector{binary<op::Subtract>(x[0], binary<op::Multiply>(step, scalar(0.01f))), m2, s2};
+  };
+  const size_t n = 1100;
+  UpdateRun fused = run_update(adam, 3, true, n, 2);
+  EXPECT_EQ(fused_kernels(fused.schedule), 1u);
+  std::vector<double> w(n), m(n), s(n);
+  auto w0 = random_values<float>(n, 10), m0 = random_values<float>(n, 11), s0 = random_values<float>(n, 12);
+  auto g = random_values<float>(n, 3);
+  for (size_t i = 0; i < n; ++i) {
+    w[i] = w0[i];
+    m[i] = std::fabs(m0[i]);
+    s[i] = std::fabs(s0[i]);
+  }
+  for (int c = 0; c < 2; ++c)
+    for (size_t i = 0; i < n; ++i) {
+      m[i] = 0.9 * m[i] + 0.1 * g[i];
+      s[i] = 0.999 * s[i] + 0.001 * g[i] * g[i];
+      w[i] -= 0.01 * m[i] / (std::sqrt(s[i]) + 1e-8);
+    }
+  const std::vector<double>* want[] = {&w, &m, &s};
+  for (size_t k = 0; k < 3; ++k)
+    for (size_t i = 0; i < n; ++i)
+      ASSERT_NEAR(fused.values[k][i], (*want[k])[i], 1e-4 * (1 + std::fabs((*want[k])[i])))
+          << "variable " << k << ", element " << i;
 }

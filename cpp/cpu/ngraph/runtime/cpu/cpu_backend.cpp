@@ -136,7 +136,14 @@ void CPUExecutable::make_copies(const ExecutionPlan& plan) {
   }
   for (const auto& state : m_updated)
     if (!plan.in_place.count(state.get())) m_committed.push_back(state.get());
-  for (const auto& [state, desc] : plan.variable_layouts) m_variable_layouts.emplace_back(state, storage_layout(desc));
+  // A layout the variable already has (another executable kept it so) is shared, so calls
+  // that alternate between executables find the same object and compare nothing.
+  for (const auto& [state, desc] : plan.variable_layouts) {
+    auto layout = storage_layout(desc);
+    auto current = state->get_layout();
+    if (layout && current && current->same_as(*layout)) layout = current;
+    m_variable_layouts.emplace_back(state, std::move(layout));
+  }
 }
 
 void CPUExecutable::summarise(const ExecutionPlan& plan) {

@@ -123,6 +123,7 @@ Kernel fused_kernel(KernelContext& ctx) {
   const auto& program = node.get_program();
   size_t nin = node.get_input_size();
   size_t total = ctx.output(0).elements();
+  const std::vector<int>& extra = node.get_extra_outputs();
   // Per input: 0 full, 1 scalar, 2 boolean full, 3 boolean scalar.
   std::vector<int> kind(nin);
   for (size_t i = 0; i < nin; ++i)
@@ -133,8 +134,8 @@ Kernel fused_kernel(KernelContext& ctx) {
   // planned by the memory planner.
   size_t scratch = ctx.scratch(nregs * kBlock * sizeof(T));
   RunInstr<T> run_instr = pick_run_instr<T>();
-  return [program, nin, total, kind, nregs, scratch, run_instr](const void* const* in,
-                                                                void* const* out) {
+  return [program, extra, nin, total, kind, nregs, scratch, run_instr](const void* const* in,
+                                                                       void* const* out) {
     T* s = static_cast<T*>(out[scratch]);
     const T* ptr[64];
     std::vector<const T*> heap;
@@ -174,12 +175,18 @@ Kernel fused_kernel(KernelContext& ctx) {
                      ins.c >= 0 ? regs[static_cast<size_t>(ins.c)] : nullptr, n);
         regs[static_cast<size_t>(ins.dst)] = d;
       }
+      // Extra outputs leave the block's scratch only now, after every read of the block's
+      // inputs: an update written into its variable's own buffer (in place) cannot change
+      // what a later instruction of the block reads.
+      for (size_t e = 0; e < extra.size(); ++e)
+        std::memcpy(static_cast<T*>(out[e + 1]) + start, regs[static_cast<size_t>(extra[e])],
+                    n * sizeof(T));
     }
   };
 }
 
 NGRAPH_CPU_KERNEL("CPUFusedElementwise", [](KernelContext& ctx) -> Kernel {
-  element::Type t = ctx.node.get_element_type();
+  element::Type t = ctx.node.get_output_element_type(0);
   if (t == element::f32) return fused_kernel<float>(ctx);
   if (t == element::f64) return fused_kernel<double>(ctx);
   ctx.node.fail_type("fused kernels need f32 or f64, got " + t.get_type_name());

@@ -53,9 +53,11 @@ const std::vector<std::string>& internal_op_names() {
 }
 
 FusedElementwise::FusedElementwise(const OutputVector& inputs, std::vector<Instr> program,
-                                   const Shape& shape, element::Type type, std::string description)
+                                   const Shape& shape, element::Type type, std::string description,
+                                   std::vector<int> extra_outputs)
     : Op<FusedElementwise>(inputs),
       m_program(std::move(program)),
+      m_extra_outputs(std::move(extra_outputs)),
       m_shape(shape),
       m_type(type),
       m_description(std::move(description)) {
@@ -72,7 +74,14 @@ void FusedElementwise::validate_and_infer_types() {
     if (t != m_type && t != element::boolean)
       fail_type(concat_message("input ", i, " has element type ", t));
   }
-  set_output_type(0, m_type, m_shape);
+  int first = static_cast<int>(get_input_size());
+  int last = first + static_cast<int>(m_program.size()) - 1;
+  for (int r : m_extra_outputs)
+    if (r < first || r >= last)
+      fail(concat_message("extra output register ", r, " is not an instruction's before the last (",
+                          first, " to ", last - 1, ")"));
+  set_output_size(1 + m_extra_outputs.size());
+  for (size_t o = 0; o <= m_extra_outputs.size(); ++o) set_output_type(o, m_type, m_shape);
 }
 
 namespace {
@@ -589,18 +598,29 @@ size_t fuse_elementwise(Function& f) {
     if (!type.is_real() || type.is_storage_only() || !fusible(*root, root->get_shape(), type))
       continue;
     const Shape shape = root->get_shape();
-    // Grow the group through inputs that only the group uses.
+    // Grow the group through inputs that only the group uses, or that variable updates and
+    // results take besides (they read the value once the group has written it as an extra
+    // output; nothing else can depend on them, so no cycle forms).
     std::set<const Node*> members{root.get()};
     std::vector<Node*> stack{root.get()};
+    std::vector<Output> extra;
     while (!stack.empty()) {
       Node* n = stack.back();
       stack.pop_back();
       for (const auto& in : n->input_values()) {
         Node* p = in.get_node();
-        if (members.count(p) || taken.count(p)) continue;
-        if (!users.single(in) || !fusible(*p, shape, type)) continue;
+        if (members.count(p) || taken.count(p) || !fusible(*p, shape, type)) continue;
+        bool outside = false, elsewhere = false;
+        for (Node* u : *users.of(in)) {
+          if (members.count(u)) continue;
+          bool sink = u->get_type_name() == std::string(op::Assign::type_name) ||
+                      u->get_type_name() == std::string(op::Result::type_name);
+          (sink && in.get_element_type() == type ? outside : elsewhere) = true;
+        }
+        if (elsewhere) continue;
         members.insert(p);
         stack.push_back(p);
+        if (outside) extra.push_back(in);
       }
     }
     if (members.size() < 2) continue;
@@ -637,8 +657,12 @@ size_t fuse_elementwise(Function& f) {
       description += (description.empty() ? "" : ",") + n->get_type_name();
       taken.insert(n);
     }
-    auto fused = std::make_shared<FusedElementwise>(inputs, program, shape, type, description);
+    std::vector<int> extra_regs;
+    for (const auto& v : extra) extra_regs.push_back(reg.at(v));
+    auto fused =
+        std::make_shared<FusedElementwise>(inputs, program, shape, type, description, extra_regs);
     replacements[root->output(0)] = fused->output(0);
+    for (size_t e = 0; e < extra.size(); ++e) replacements[extra[e]] = fused->output(e + 1);
     ++groups;
   }
   replace_outputs(f, replacements);

@@ -40,7 +40,10 @@ class MatMulBias : public Op<MatMulBias> {
 
 // FusedElementwise(inputs...): a chain of elementwise ops evaluated in one pass over the data,
 // block by block, so intermediates never go to memory. Inputs have the result's shape or are
-// scalars; boolean inputs are Select conditions.
+// scalars; boolean inputs are Select conditions. Output 0 is the last instruction's value;
+// outputs 1.. are the registers in `extra_outputs`: intermediates that a variable update or
+// a result also takes (an optimizer's momentum next to the weights it moves), written in the
+// same pass.
 class FusedElementwise : public Op<FusedElementwise> {
  public:
   // One code per fusible op, named as the op (scalar_ops.hpp lists them).
@@ -56,20 +59,24 @@ class FusedElementwise : public Op<FusedElementwise> {
   static constexpr const char* type_name = "CPUFusedElementwise";
   FusedElementwise() = default;
   FusedElementwise(const OutputVector& inputs, std::vector<Instr> program, const Shape& shape,
-                   element::Type type, std::string description);
+                   element::Type type, std::string description,
+                   std::vector<int> extra_outputs = {});
   void validate_and_infer_types() override;
   void visit_attributes(AttributeVisitor& v) override { v.on("program", m_description); }
   const std::vector<Instr>& get_program() const { return m_program; }
+  const std::vector<int>& get_extra_outputs() const { return m_extra_outputs; }
 
  private:
   std::vector<Instr> m_program;
+  std::vector<int> m_extra_outputs;
   Shape m_shape;
   element::Type m_type = element::f32;
   std::string m_description;
 };
 
-// Groups chains of elementwise ops (same shape; intermediates used once) into
-// FusedElementwise nodes. Returns the number of groups formed.
+// Groups chains of elementwise ops (same shape; intermediates used once, or also taken by
+// variable updates and results, which become extra outputs) into FusedElementwise nodes.
+// Returns the number of groups formed.
 size_t fuse_elementwise(Function& f);
 
 // FusedAllReduce(g1, ..., gk): the AllReduce (sum or mean) of several tensors as one

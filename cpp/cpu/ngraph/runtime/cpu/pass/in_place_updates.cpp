@@ -2,7 +2,8 @@
 // variable (w - lr * g) may write into the variable's own buffer - element i is read before it
 // is written - when it runs after every other reader of the old value and nothing that could
 // fail runs after it (a failed call must leave the variables as they were). Then the variable
-// keeps one buffer: less memory, and the update reads and writes the same lines.
+// keeps one buffer: less memory, and the update reads and writes the same lines. A kernel
+// with several outputs (momentum and weights in one pass) may update each of its variables so.
 #include "ngraph/ops.hpp"
 #include "ngraph/runtime/cpu/fusion.hpp"
 #include "ngraph/runtime/cpu/plan.hpp"
@@ -30,19 +31,25 @@ void plan_in_place_updates(ExecutionPlan& plan) {
   // Only the trailing run of update steps qualifies: nothing after them can fail.
   for (size_t s = steps.size(); s-- > 0;) {
     const Node& node = *steps[s].node;
-    if (node.get_output_size() != 1 || node.get_type_name() != FusedElementwise::type_name) break;
-    auto bound = plan.update_binding.find(steps[s].node->output(0));
-    if (bound == plan.update_binding.end()) break;
-    VariableState* state = bound->second;
-    auto vn = var_node.find(state);
-    if (vn == var_node.end() || read_at_end.count(vn->second) || !reads(node, vn->second)) continue;
-    bool ok = true;
-    for (size_t t = s + 1; ok && t < steps.size(); ++t) ok = !reads(*steps[t].node, vn->second);
-    for (const auto& other : steps)  // nor may a Send or collective hold it
-      if (ok && (other.node->get_type_name() == "Send" ||
-                 other.node->get_type_name() == FusedAllReduce::type_name))
-        ok = !reads(*other.node, vn->second);
-    if (ok) plan.in_place.insert(state);
+    if (node.get_type_name() != FusedElementwise::type_name) break;
+    std::vector<VariableState*> states;
+    for (const auto& out : steps[s].node->outputs()) {
+      auto bound = plan.update_binding.find(out);
+      if (bound != plan.update_binding.end()) states.push_back(bound->second);
+    }
+    if (states.empty()) break;
+    for (VariableState* state : states) {
+      auto vn = var_node.find(state);
+      if (vn == var_node.end() || read_at_end.count(vn->second) || !reads(node, vn->second))
+        continue;
+      bool ok = true;
+      for (size_t t = s + 1; ok && t < steps.size(); ++t) ok = !reads(*steps[t].node, vn->second);
+      for (const auto& other : steps)  // nor may a Send or collective hold it
+        if (ok && (other.node->get_type_name() == "Send" ||
+                   other.node->get_type_name() == FusedAllReduce::type_name))
+          ok = !reads(*other.node, vn->second);
+      if (ok) plan.in_place.insert(state);
+    }
   }
 }
 

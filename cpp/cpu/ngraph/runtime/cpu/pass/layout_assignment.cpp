@@ -172,7 +172,12 @@ void assign_layouts(ExecutionPlan& plan) {
 
 LayoutRule elementwise_layout(bool zero_preserving) {
   return [zero_preserving](LayoutContext& ctx) {
-    const Shape& shape = ctx.node.get_output_size() == 1 ? ctx.node.get_shape() : Shape{};
+    // Outputs that differ in shape or type (none of the elementwise ops): everything plain.
+    const Shape& shape = ctx.node.get_output_shape(0);
+    for (size_t o = 1; o < ctx.node.get_output_size(); ++o)
+      if (ctx.node.get_output_shape(o) != shape ||
+          ctx.node.get_output_element_type(o) != ctx.node.get_output_element_type(0))
+        return;
     const TensorDesc* layout = nullptr;
     const TensorDesc* kept = nullptr;  // a variable's own (blocked) layout
     bool mixed = false;
@@ -195,13 +200,12 @@ LayoutRule elementwise_layout(bool zero_preserving) {
         if (ctx.produced[i].type() != layout->type()) layout = nullptr;
     }
     if (!layout || (layout->is_padded() && !zero_preserving)) return;
-    TensorDesc common = *layout;
     for (size_t i = 0; i < ctx.produced.size(); ++i)
-      if (!ctx.produced[i].shape().empty() || shape.empty()) ctx.wanted[i] = common;
-    ctx.outputs[0] = TensorDesc::with_layout(ctx.node.get_element_type(), shape, common.md());
+      if (!ctx.produced[i].shape().empty() || shape.empty()) ctx.wanted[i] = *layout;
+    for (auto& out : ctx.outputs)
+      out = TensorDesc::with_layout(ctx.node.get_output_element_type(0), shape, layout->md());
   };
 }
-
 
 std::shared_ptr<const StorageLayout> storage_layout(const TensorDesc& desc) {
   if (desc.is_plain()) return nullptr;
