@@ -294,6 +294,7 @@ TEST(fusion, adam_update_is_one_kernel_with_three_outputs) {
   const size_t n = 1100;
   UpdateRun fused = run_update(adam, 3, true, n, 2);
   EXPECT_EQ(fused_kernels(fused.schedule), 1u);
+  EXPECT_TRUE(fused.same_buffer[0] && fused.same_buffer[1] && fused.same_buffer[2]) << "in place";
   std::vector<double> w(n), m(n), s(n);
   auto w0 = random_values<float>(n, 10), m0 = random_values<float>(n, 11), s0 = random_values<float>(n, 12);
   auto g = random_values<float>(n, 3);
@@ -313,4 +314,57 @@ TEST(fusion, adam_update_is_one_kernel_with_three_outputs) {
     for (size_t i = 0; i < n; ++i)
       ASSERT_NEAR(fused.values[k][i], (*want[k])[i], 1e-4 * (1 + std::fabs((*want[k])[i])))
           << "variable " << k << ", element " << i;
+}
+
+// A Result that the graph also reads is not a sink: making a = x * x an extra output of the
+// group of y = r + a (r = Result(a)) would make the fused node read r, which reads it.
+TEST(fusion, result_read_inside_the_graph_is_not_an_extra_output) {
+  auto x = std::make_shared<op::Parameter>(element::f32, Shape{700});
+  auto a = std::make_shared<op::Multiply>(x, x);
+  auto r = std::make_shared<op::Result>(a);
+  auto y = std::make_shared<op::Add>(r, a);
+  auto f = std::make_shared<Function>(OutputVector{y, r}, ParameterVector{x});
+  RunResult fused = run(f, true, 4), plain = run(f, false, 4);
+  expect_same(fused, plain, 1e-6);
+}
+
+// A result that is a group's intermediate comes out of the same pass.
+TEST(fusion, result_of_an_intermediate_is_an_extra_output) {
+  auto x = std::make_shared<op::Parameter>(element::f64, Shape{1300});
+  auto e = std::make_shared<op::Exp>(x);
+  auto y = std::make_shared<op::Multiply>(std::make_shared<op::Add>(e, x), x);
+  auto f = std::make_shared<Function>(OutputVector{y, e}, ParameterVector{x});
+  RunResult fused = run(f, true, 5), plain = run(f, false, 5);
+  EXPECT_EQ(fused_kernels(fused.schedule), 1u);
+  expect_same(fused, plain, 1e-12);
+}
+
+// Assign(y, x) next to an in-place update of x: y takes x's value from before the call (the
+// end-of-call copy must not read x's buffer after the update overwrote it).
+TEST(fusion, update_copying_a_variable_reads_its_old_value) {
+  const size_t n = 600;
+  auto x0 = random_values<float>(n, 1);
+  auto xs = std::make_shared<VariableState>(element::f32, Shape{n}, x0.data());
+  auto ys = std::make_shared<VariableState>(element::f32, Shape{n});
+  auto x = std::make_shared<op::Variable>(xs), y = std::make_shared<op::Variable>(ys);
+  auto g = std::make_shared<op::Parameter>(element::f32, Shape{n});
+  Output x2 = binary<op::Subtract>(x, binary<op::Multiply>(g, scalar(0.5f)));
+  auto f = std::make_shared<Function>(
+      OutputVector{std::make_shared<op::Sum>(g, AxisSet{0})},
+      NodeVector{std::make_shared<op::Assign>(x, x2), std::make_shared<op::Assign>(y, x)},
+      ParameterVector{g});
+  CPUBackend backend;
+  auto exe = backend.compile(f, CompileOptions{true, true});
+  auto gv = random_values<float>(n, 2);
+  auto in = backend.create_tensor(element::f32, Shape{n});
+  in->write(gv.data(), gv.size() * sizeof(float));
+  auto out = backend.create_tensor(element::f32, Shape{});
+  exe->call({out}, {in});
+  std::vector<float> xv(n), yv(n);
+  xs->get(xv.data());
+  ys->get(yv.data());
+  for (size_t i = 0; i < n; ++i) {
+    ASSERT_EQ(yv[i], x0[i]) << "y = the old x, element " << i;
+    ASSERT_NEAR(xv[i], x0[i] - 0.5f * gv[i], 1e-6f) << "x, element " << i;
+  }
 }

@@ -599,8 +599,19 @@ size_t fuse_elementwise(Function& f) {
       continue;
     const Shape shape = root->get_shape();
     // Grow the group through inputs that only the group uses, or that variable updates and
-    // results take besides (they read the value once the group has written it as an extra
-    // output; nothing else can depend on them, so no cycle forms).
+    // results take besides: they read the value once the group has written it as an extra
+    // output. Only sinks qualify (an Assign, or a Result nothing reads: no cycle can form),
+    // and only where the group's own value goes to sinks too (an optimizer's update), so the
+    // scheduler, which runs updates late, delays nothing another rank waits for.
+    auto is_sink = [&](const Node& u) {
+      if (u.get_type_name() == op::Assign::type_name) return true;
+      if (u.get_type_name() != op::Result::type_name) return false;
+      const auto* readers = users.of(const_cast<Node&>(u).output(0));
+      return !readers || readers->empty();
+    };
+    bool to_sinks = true;
+    if (const auto* readers = users.of(root->output(0)))
+      for (Node* u : *readers) to_sinks = to_sinks && is_sink(*u);
     std::set<const Node*> members{root.get()};
     std::vector<Node*> stack{root.get()};
     std::vector<Output> extra;
@@ -613,9 +624,7 @@ size_t fuse_elementwise(Function& f) {
         bool outside = false, elsewhere = false;
         for (Node* u : *users.of(in)) {
           if (members.count(u)) continue;
-          bool sink = u->get_type_name() == std::string(op::Assign::type_name) ||
-                      u->get_type_name() == std::string(op::Result::type_name);
-          (sink && in.get_element_type() == type ? outside : elsewhere) = true;
+          (to_sinks && is_sink(*u) && in.get_element_type() == type ? outside : elsewhere) = true;
         }
         if (elsewhere) continue;
         members.insert(p);

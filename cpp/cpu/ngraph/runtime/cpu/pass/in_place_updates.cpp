@@ -25,8 +25,13 @@ void plan_in_place_updates(ExecutionPlan& plan) {
   std::map<VariableState*, const Node*> var_node;  // the Variable node of each state
   for (const auto& node : plan.ops)
     if (auto* v = dynamic_cast<op::Variable*>(node.get())) var_node[v->get_state().get()] = v;
-  std::set<const Node*> read_at_end;  // values that results read after the steps
+  // Values copied out after the steps: what results read, and what updates take as they are
+  // (Assign(y, x) copies x's old value into y at the end, so x cannot change in place).
+  std::set<const Node*> read_at_end;
   for (const auto& r : plan.function->get_results()) read_at_end.insert(r->input_value(0).get_node());
+  for (const auto& sink : plan.function->get_sinks())
+    if (sink->get_type_name() == op::Assign::type_name)
+      read_at_end.insert(sink->input_value(0).get_node());
   const auto& steps = plan.steps;
   // Only the trailing run of update steps qualifies: nothing after them can fail.
   for (size_t s = steps.size(); s-- > 0;) {
