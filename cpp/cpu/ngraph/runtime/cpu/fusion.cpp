@@ -603,15 +603,13 @@ size_t fuse_elementwise(Function& f) {
     // output. Only sinks qualify (an Assign, or a Result nothing reads: no cycle can form),
     // and only where the group's own value goes to sinks too (an optimizer's update), so the
     // scheduler, which runs updates late, delays nothing another rank waits for.
-    auto is_sink = [&](const Node& u) {
-      if (u.get_type_name() == op::Assign::type_name) return true;
-      if (u.get_type_name() != op::Result::type_name) return false;
-      const auto* readers = users.of(const_cast<Node&>(u).output(0));
-      return !readers || readers->empty();
+    auto is_sink = [&](Node* u) {
+      if (u->get_type_name() == op::Assign::type_name) return true;
+      return u->get_type_name() == op::Result::type_name && !users.of(u->output(0));
     };
     bool to_sinks = true;
     if (const auto* readers = users.of(root->output(0)))
-      for (Node* u : *readers) to_sinks = to_sinks && is_sink(*u);
+      for (Node* u : *readers) to_sinks = to_sinks && is_sink(u);
     std::set<const Node*> members{root.get()};
     std::vector<Node*> stack{root.get()};
     std::vector<Output> extra;
@@ -624,7 +622,7 @@ size_t fuse_elementwise(Function& f) {
         bool outside = false, elsewhere = false;
         for (Node* u : *users.of(in)) {
           if (members.count(u)) continue;
-          (to_sinks && is_sink(*u) && in.get_element_type() == type ? outside : elsewhere) = true;
+          (to_sinks && is_sink(u) && in.get_element_type() == type ? outside : elsewhere) = true;
         }
         if (elsewhere) continue;
         members.insert(p);
