@@ -490,6 +490,13 @@ TEST(MpiCommunicatorInterface, StartAndWaitForms) {
   rr->wait();
   rs->wait();
   EXPECT_EQ(got[0], prev + 0.25);
+  // allreduce in place (in == out), started and in the guarded blocking form
+  std::vector<float> both{1.0f + r, -3.0f * r};
+  c.start_allreduce(both.data(), both.data(), 2, element::f32, ReduceOp::sum)->wait();
+  EXPECT_TRUE(all_close(both, {n + n * (n - 1) / 2.0f, -1.5f * n * (n - 1)}));
+  std::vector<double> twice{2.0 * r};
+  c.allreduce_guarded(twice.data(), twice.data(), 1, element::f64, ReduceOp::mean);
+  EXPECT_DOUBLE_EQ(twice[0], n - 1.0);
   // reduce_scatter with mean
   std::vector<double> full(static_cast<size_t>(n), 2.0 * r), part(1);
   c.start_reduce_scatter(full.data(), part.data(), 1, element::f64, ReduceOp::mean)->wait();

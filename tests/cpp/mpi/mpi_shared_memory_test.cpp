@@ -59,11 +59,15 @@ bool same_on_every_rank(const std::vector<T>& v) {
   return all == 1;
 }
 
+constexpr size_t kInPlace = ~size_t(0);  // out_shift: the output over the input
+
 template <typename T>
 void check_region(distributed::SharedRegion& region, size_t n, ReduceOp op, int repeats = 3,
                   size_t out_shift = 0) {
   const int r = mpitest::rank();
-  const size_t in_off = 64, out_off = 64 + ((n * sizeof(T) + 63) / 64) * 64 + out_shift;
+  const bool in_place = out_shift == kInPlace;
+  const size_t in_off = 64;
+  const size_t out_off = in_place ? in_off : 64 + ((n * sizeof(T) + 63) / 64) * 64 + out_shift;
   ASSERT_LE(out_off + n * sizeof(T), region.size());
   for (int k = 0; k < repeats; ++k) {  // the same buffers again: arrivals stay in step
     T* in = reinterpret_cast<T*>(region.local() + in_off);
@@ -72,7 +76,9 @@ void check_region(distributed::SharedRegion& region, size_t n, ReduceOp op, int 
     const T* out = reinterpret_cast<const T*>(region.local() + out_off);
     std::vector<T> got(out, out + n);
     ASSERT_TRUE(all_close(got, expected<T>(n, mpitest::size(), op))) << to_string(op) << " n=" << n;
-    for (size_t i = 0; i < n; ++i) ASSERT_EQ(in[i], value<T>(i, r, op)) << "input changed at " << i;
+    if (!in_place) {
+      for (size_t i = 0; i < n; ++i) ASSERT_EQ(in[i], value<T>(i, r, op)) << "input changed at " << i;
+    }
     ASSERT_TRUE(same_on_every_rank(got));
   }
 }
@@ -117,11 +123,13 @@ TEST(MpiSharedMemory, EveryOpAndTypeOnOneNode) {
   // Sizes below, at and above the ranks' 64-byte pieces, and an odd one.
   for (size_t n : {size_t(1), size_t(3), size_t(16), size_t(1001), size_t(4096 + 17)}) {
     for (ReduceOp op : {ReduceOp::sum, ReduceOp::mean, ReduceOp::max, ReduceOp::min, ReduceOp::prod}) {
-      check_region<float>(*region, n, op, 2);
-      check_region<double>(*region, n, op, 1);
-      if (op != ReduceOp::mean) {
-        check_region<int32_t>(*region, n, op, 1);
-        check_region<int64_t>(*region, n, op, 1);
+      for (size_t shift : {size_t(0), kInPlace}) {
+        check_region<float>(*region, n, op, 2, shift);
+        check_region<double>(*region, n, op, 1, shift);
+        if (op != ReduceOp::mean) {
+          check_region<int32_t>(*region, n, op, 1, shift);
+          check_region<int64_t>(*region, n, op, 1, shift);
+        }
       }
     }
   }
@@ -140,6 +148,7 @@ TEST(MpiSharedMemory, LargeSumsAndMeans) {
     check_region<double>(*region, mib8 / sizeof(double) + 3, op, 2);
     check_region<float>(*region, mib8 / sizeof(float) + 7, op, 1, sizeof(float));
     check_region<double>(*region, mib8 / sizeof(double) + 5, op, 1, sizeof(double));
+    check_region<float>(*region, mib8 / sizeof(float) + 1001, op, 2, kInPlace);
   }
 }
 
@@ -149,6 +158,7 @@ TEST(MpiSharedMemory, BadArgumentsAreRejectedOnEveryRank) {
   auto region = comm->create_shared_region(4096);
   ASSERT_TRUE(region);
   EXPECT_THROW(region->allreduce(0, 16, 8, element::f32, ReduceOp::sum), std::invalid_argument);  // overlap
+  EXPECT_THROW(region->allreduce(16, 0, 8, element::f32, ReduceOp::sum), std::invalid_argument);
   EXPECT_THROW(region->allreduce(0, 4096, 8, element::f32, ReduceOp::sum), std::invalid_argument);  // outside
   EXPECT_THROW(region->allreduce(0, 64, 8, element::i32, ReduceOp::mean), std::invalid_argument);
   EXPECT_THROW(region->allreduce(0, 64, 8, element::boolean, ReduceOp::sum), std::invalid_argument);
@@ -173,8 +183,10 @@ TEST(MpiSharedMemory, TwoLevelAcrossNodes) {
   for (ReduceOp op : {ReduceOp::sum, ReduceOp::mean, ReduceOp::max, ReduceOp::prod}) {
     check_region<float>(*region, 1001, op);
     check_region<double>(*region, 77, op);
+    check_region<float>(*region, 4096 * 3 + 1, op, 2, kInPlace);
   }
   check_region<int64_t>(*region, 4096 + 5, ReduceOp::min);
+  check_region<int64_t>(*region, 4096 + 5, ReduceOp::max, 1, kInPlace);
 }
 
 TEST(MpiSharedMemory, OneRankPerNodeOrSwitchedOffMeansNone) {
@@ -208,8 +220,12 @@ TEST(MpiSharedMemory, ExecutableFusesIntoSharedMemory) {
   }
   auto exe = mpitest::compile(std::make_shared<Function>(sums, params, "shm"));
   auto& cpu = dynamic_cast<runtime::cpu::CPUExecutable&>(*exe);
-  EXPECT_EQ(cpu.get_shared_bytes() > 0, !switched_off());
+  // Nothing reads the doubled values after the collective: reduced in place, one buffer.
+  EXPECT_EQ(cpu.get_shared_bytes(), switched_off() ? 0u : (15 + 1001 + 7) * sizeof(float));
+  const auto mode = distributed::get_check_mode();
   for (int call = 0; call < 3; ++call) {
+    // The last call skips the check: MPI then reduces the buffers planned in place.
+    if (call == 2) distributed::set_check_mode(distributed::CheckMode::never);
     std::vector<mpitest::Host> in;
     for (const auto& s : shapes) {
       std::vector<float> v(shape_size(s));
@@ -223,7 +239,43 @@ TEST(MpiSharedMemory, ExecutableFusesIntoSharedMemory) {
       EXPECT_TRUE(all_close(mpitest::values_of<float>(out[k]), want)) << "call " << call << " tensor " << k;
     }
   }
+  distributed::set_check_mode(mode);
   EXPECT_EQ(cpu.get_shared_memory().size(), switched_off() ? 0u : 1u);
+}
+
+// Where the inputs are read after the collective (by a later step, or returned), the outputs
+// are placed apart from them, and those readers see the rank's own values.
+TEST(MpiSharedMemory, InputsReadAfterTheCollectiveAreNotOverwritten) {
+  const int r = mpitest::rank();
+  auto comm = mpitest::world();
+  const Shape shape{4097};
+  for (bool returned : {false, true}) {
+    auto p = std::make_shared<op::Parameter>(element::f32, shape);
+    auto twice = std::make_shared<op::Add>(p, p);
+    auto sum = std::make_shared<op::AllReduce>(twice, "sum", comm);
+    OutputVector results{sum};
+    if (returned) results.push_back(twice);
+    else results.push_back(std::make_shared<op::Subtract>(sum, twice));  // the others' share
+    auto exe = mpitest::compile(std::make_shared<Function>(results, ParameterVector{p}, "apart"));
+    auto& cpu = dynamic_cast<runtime::cpu::CPUExecutable&>(*exe);
+    if (!switched_off()) {
+      EXPECT_GE(cpu.get_shared_bytes(), 2 * shape_size(shape) * sizeof(float)) << returned;
+    }
+    for (int call = 0; call < 3; ++call) {
+      std::vector<float> mine(shape_size(shape));
+      for (size_t i = 0; i < mine.size(); ++i) mine[i] = value<float>(i, r, ReduceOp::sum) + static_cast<float>(call);
+      auto out = mpitest::run(exe, {mpitest::host(shape, mine)});
+      auto total = expected<float>(mine.size(), mpitest::size(), ReduceOp::sum);
+      std::vector<float> want_sum(mine.size()), want_second(mine.size());
+      for (size_t i = 0; i < mine.size(); ++i) {
+        want_sum[i] = 2.f * (total[i] + static_cast<float>(call * mpitest::size()));
+        want_second[i] = returned ? 2.f * mine[i] : want_sum[i] - 2.f * mine[i];
+      }
+      EXPECT_TRUE(all_close(mpitest::values_of<float>(out[0]), want_sum)) << "call " << call;
+      EXPECT_TRUE(all_close(mpitest::values_of<float>(out[1]), want_second, 1e-5, 1e-4))
+          << "call " << call << (returned ? ": the returned input" : ": the input read later");
+    }
+  }
 }
 
 TEST(MpiSharedMemory, AMissingRankTimesOutAndTheRegionStaysUnusable) {

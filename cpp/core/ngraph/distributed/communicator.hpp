@@ -71,7 +71,7 @@ class SharedRegion {
     return c >= local() && c + bytes <= local() + size();
   }
   // Allreduce of `count` elements found at byte `in_offset` of every rank's slot into byte
-  // `out_offset` of every rank's slot (the two ranges must not overlap). Blocking and
+  // `out_offset` of every rank's slot (the same range, in place, or two that do not overlap). Blocking and
   // collective; each rank reduces one piece and writes it into every slot, in rank order, so
   // every rank holds bitwise the same result. Fails with DistributedError after the
   // communicator's timeout; the region is unusable after a failure.
@@ -91,7 +91,9 @@ class Communicator {
 
   // Non-blocking starts. Counts are elements; allgather/reduce_scatter counts are per rank
   // (allgather: in has count, out has count * size; reduce_scatter: in has count * size, out
-  // has count). `in` and `out` never overlap.
+  // has count). `in` and `out` never overlap, except that allreduce takes in == out (in
+  // place: a buffer planned so in shared memory, reduced over MPI in a call that skips the
+  // agreement check).
   virtual std::unique_ptr<Request> start_allreduce(const void* in, void* out, size_t count,
                                                    element::Type type, ReduceOp op) = 0;
   // On the root, `buffer` holds the value; on the others it receives it.

@@ -608,8 +608,9 @@ std::unique_ptr<Request> MPICommunicator::start_allreduce(const void* in, void* 
   std::string what = describe("AllReduce", count, type) + " " + to_string(op);
   check_mean(op, type, "AllReduce");
   MPI_Request req;
-  check(MPI_Iallreduce(in, out, mpi_count(count, "AllReduce"), mpi_type(type, "AllReduce"), mpi_op(op),
-                       m_comm, &req), what);
+  check(MPI_Iallreduce(in == out ? MPI_IN_PLACE : in, out, mpi_count(count, "AllReduce"),
+                       mpi_type(type, "AllReduce"), mpi_op(op), m_comm, &req),
+        what);
   if (op == ReduceOp::mean) return std::make_unique<MeanRequest>(*this, req, what, out, count, type);
   return std::make_unique<MPIRequest>(*this, req, what);
 }
@@ -760,7 +761,8 @@ void MPICommunicator::allreduce_guarded(const void* in, void* out, size_t count,
   int err;
   {
     detail::BlockingGuard guard(get_timeout(), std::move(waiting), "in a blocking MPI_Allreduce", this);
-    err = MPI_Allreduce(in, out, mpi_count(count, "AllReduce"), mpi_type(type, "AllReduce"), mpi_op(op), m_comm);
+    err = MPI_Allreduce(in == out ? MPI_IN_PLACE : in, out, mpi_count(count, "AllReduce"),
+                        mpi_type(type, "AllReduce"), mpi_op(op), m_comm);
   }
   check(err, what);
   if (op == ReduceOp::mean) {

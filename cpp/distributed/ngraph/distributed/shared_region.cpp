@@ -7,7 +7,11 @@
 // over all slots (in rank order) and writes the result into piece l of every slot's output;
 // after the second arrival every rank holds the whole result in its own slot. With 2 ranks
 // that is 1.5x the buffer read and 1x written per rank, against a copy in, a copy out and a
-// reduction for MPI's shared-memory transport.
+// reduction for MPI's shared-memory transport. In place (output range = input range; the
+// executable plans it so when nothing reads the inputs afterwards) every line written was
+// just read, so no line is fetched only to be overwritten: 1x read and 1x written per rank,
+// and half the region. Piece l of every slot is touched by local rank l alone between the
+// arrivals, so in place is as safe as apart.
 //
 // Why two arrivals suffice between calls: a rank writes its inputs for call k+1 only after
 // passing the second arrival of call k, when nobody reads call k's inputs any more; and
@@ -34,6 +38,7 @@
 #include <cstring>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include "ngraph/distributed/mpi_communicator.hpp"
 #include "ngraph/distributed/mpi_detail.hpp"
@@ -107,11 +112,12 @@ class MPISharedRegion : public SharedRegion {
       throw DistributedError(what + ": rank " + std::to_string(m_comm.rank()) +
                              ": the shared-memory region is unusable after an earlier failure: " + m_broken);
     if (in_offset + count * es > m_bytes || out_offset + count * es > m_bytes ||
-        (in_offset < out_offset + count * es && out_offset < in_offset + count * es))
+        (in_offset != out_offset && in_offset < out_offset + count * es &&
+         out_offset < in_offset + count * es))
       throw std::invalid_argument(what + ": ranges [" + std::to_string(in_offset) + ", +" +
                                   std::to_string(count * es) + ") and [" + std::to_string(out_offset) +
-                                  ", +...) must lie apart inside the " + std::to_string(m_bytes) +
-                                  "-byte slot");
+                                  ", +...) must be the same or lie apart inside the " +
+                                  std::to_string(m_bytes) + "-byte slot");
     if (op == ReduceOp::mean && !type.is_real())
       throw std::invalid_argument(what + ": mean needs a floating-point type");
     arrive(what, "before reducing");  // every rank's inputs are written
@@ -177,9 +183,14 @@ class MPISharedRegion : public SharedRegion {
     auto out = [&](int l) { return reinterpret_cast<T*>(slot(l) + out_offset); };
     T* mine = out(m_local_rank);
     double factor = op == ReduceOp::mean ? 1.0 / (m_local_size * m_nodes) : 1.0;
+    // In place, a block is reduced into scratch first: the output aliases every input.
+    const bool in_place = in_offset == out_offset;
+    std::vector<T> scratch(in_place ? std::min(kBlock, hi - lo) : 0);
     auto reduce_block = [&](size_t b, size_t n) {
-      combine(mine + b, in(0) + b, in(1) + b, n, f);
-      for (int l = 2; l < m_local_size; ++l) combine(mine + b, mine + b, in(l) + b, n, f);
+      T* dst = in_place ? scratch.data() : mine + b;
+      combine(dst, in(0) + b, in(1) + b, n, f);
+      for (int l = 2; l < m_local_size; ++l) combine(dst, dst, in(l) + b, n, f);
+      if (in_place) std::memcpy(mine + b, dst, n * sizeof(T));
     };
     auto publish_block = [&](size_t b, size_t n) {
       if (factor != 1.0) scale_by(mine + b, n, factor);
