@@ -273,32 +273,50 @@ void use_private_communicators(Function& f) {
     if (coll && !coll->collective_signature().empty()) collectives.push_back(coll);
   }
   if (collectives.empty()) return;
-  // The graph's structure, the same text on every rank that built the same graph (names
-  // are left out: the counters in default names depend on what else each process built).
-  std::ostringstream text;
-  std::unordered_map<const Node*, size_t> index;
-  for (const auto& node : ops) {
-    index[node.get()] = index.size();
-    text << node->get_type_name();
-    for (const auto& in : node->input_values()) text << " " << index.at(in.get_node()) << ":" << in.get_index();
-    for (size_t i = 0; i < node->get_output_size(); ++i)
-      text << " -> " << node->get_output_element_type(i).get_type_name() << to_braces(node->get_output_shape(i));
-    if (auto* coll = dynamic_cast<Collective*>(node.get())) text << " " << coll->collective_signature();
-    text << "\n";
-  }
-  uint64_t identity = 1469598103934665603ull;  // FNV-1a
-  for (unsigned char c : text.str()) {
-    identity ^= c;
-    identity *= 1099511628211ull;
-  }
+  auto comm_of = [](Collective* coll) {
+    std::shared_ptr<distributed::Communicator> comm = coll->get_communicator();
+    return comm ? comm : distributed::get_default_communicator();
+  };
+  // The graph's structure as the ranks of `comm` see it: the same text on every one of them
+  // that built the same graph (names are left out: the counters in default names depend on
+  // what else each process built). What follows a collective on another communicator is
+  // only its ops and edges: its shapes may depend on that communicator, which differs
+  // between these ranks (an AllGather over even or odd ranks, where those differ in number).
+  auto identity_for = [&](const distributed::Communicator* comm) {
+    std::ostringstream text;
+    std::unordered_map<const Node*, size_t> index;
+    std::unordered_map<const Node*, bool> other;  // downstream of another communicator's
+    for (const auto& node : ops) {
+      index[node.get()] = index.size();
+      bool& o = other[node.get()];
+      for (const auto& in : node->input_values()) o = o || other.at(in.get_node());
+      auto* coll = dynamic_cast<Collective*>(node.get());
+      bool collective = coll && !coll->collective_signature().empty();
+      if (collective && comm_of(coll).get() != comm) o = true;
+      text << node->get_type_name();
+      for (const auto& in : node->input_values()) text << " " << index.at(in.get_node()) << ":" << in.get_index();
+      if (!o) {
+        for (size_t i = 0; i < node->get_output_size(); ++i)
+          text << " -> " << node->get_output_element_type(i).get_type_name()
+               << to_braces(node->get_output_shape(i));
+        if (collective) text << " " << coll->collective_signature();
+      }
+      text << "\n";
+    }
+    uint64_t identity = 1469598103934665603ull;  // FNV-1a
+    for (unsigned char c : text.str()) {
+      identity ^= c;
+      identity *= 1099511628211ull;
+    }
+    return identity;
+  };
   std::string label = "graph '" + (f.get_name().empty() ? std::string("unnamed") : f.get_name()) + "'";
   std::vector<std::pair<distributed::Communicator*, std::shared_ptr<distributed::Communicator>>> made;
   for (Collective* coll : collectives) {
-    std::shared_ptr<distributed::Communicator> comm = coll->get_communicator();
-    if (!comm) comm = distributed::get_default_communicator();
+    std::shared_ptr<distributed::Communicator> comm = comm_of(coll);
     auto it = std::find_if(made.begin(), made.end(), [&](const auto& m) { return m.first == comm.get(); });
     if (it == made.end()) {
-      auto mine = comm->duplicate(label, identity);
+      auto mine = comm->duplicate(label, identity_for(comm.get()));
       it = made.insert(made.end(), {comm.get(), mine ? mine : comm});
     }
     coll->set_communicator(it->second);
