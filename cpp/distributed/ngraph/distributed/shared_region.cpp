@@ -36,6 +36,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -185,9 +186,8 @@ class MPISharedRegion : public SharedRegion {
     double factor = op == ReduceOp::mean ? 1.0 / (m_local_size * m_nodes) : 1.0;
     // In place, a block is reduced into scratch first: the output aliases every input.
     const bool in_place = in_offset == out_offset;
-    std::vector<T> scratch(in_place ? std::min(kBlock, hi - lo) : 0);
     auto reduce_block = [&](size_t b, size_t n) {
-      T* dst = in_place ? scratch.data() : mine + b;
+      T* dst = in_place ? reinterpret_cast<T*>(m_scratch.get()) : mine + b;
       combine(dst, in(0) + b, in(1) + b, n, f);
       for (int l = 2; l < m_local_size; ++l) combine(dst, dst, in(l) + b, n, f);
       if (in_place) std::memcpy(mine + b, dst, n * sizeof(T));
@@ -244,6 +244,8 @@ class MPISharedRegion : public SharedRegion {
   MPICommunicator::CrossNodeAllreduce m_cross_allreduce;
   uint64_t m_epoch = 0;
   std::string m_broken;
+  // One block of the widest type, for reductions in place (allocated once, not per call).
+  std::unique_ptr<unsigned char[]> m_scratch{new unsigned char[kBlock * sizeof(double)]};
 };
 
 }  // namespace

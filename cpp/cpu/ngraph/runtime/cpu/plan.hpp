@@ -110,6 +110,9 @@ struct ExecutionPlan {
 
   const TensorDesc& desc(const Output& v) const;
   bool is_arena_value(const Output& v) const;  // computed, not bound to a result or update
+  // Values copied out after the last step: what the results read and what updates take as
+  // they are (Assign(y, x) copies x's value into y at the end).
+  std::set<Output> read_after_steps() const;
 };
 
 namespace pass {

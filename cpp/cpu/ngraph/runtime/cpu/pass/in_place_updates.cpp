@@ -22,16 +22,12 @@ bool reads(const Node& node, const Node* value) {
 }  // namespace
 
 void plan_in_place_updates(ExecutionPlan& plan) {
-  std::map<VariableState*, const Node*> var_node;  // the Variable node of each state
+  std::map<VariableState*, Output> var_node;  // the Variable node of each state
   for (const auto& node : plan.ops)
-    if (auto* v = dynamic_cast<op::Variable*>(node.get())) var_node[v->get_state().get()] = v;
-  // Values copied out after the steps: what results read, and what updates take as they are
-  // (Assign(y, x) copies x's old value into y at the end, so x cannot change in place).
-  std::set<const Node*> read_at_end;
-  for (const auto& r : plan.function->get_results()) read_at_end.insert(r->input_value(0).get_node());
-  for (const auto& sink : plan.function->get_sinks())
-    if (sink->get_type_name() == op::Assign::type_name)
-      read_at_end.insert(sink->input_value(0).get_node());
+    if (auto* v = dynamic_cast<op::Variable*>(node.get())) var_node[v->get_state().get()] = Output(node);
+  // Values copied out after the steps (Assign(y, x) copies x's old value into y at the end,
+  // so x cannot change in place).
+  const std::set<Output> read_at_end = plan.read_after_steps();
   const auto& steps = plan.steps;
   // Only the trailing run of update steps qualifies: nothing after them can fail.
   for (size_t s = steps.size(); s-- > 0;) {
@@ -45,14 +41,15 @@ void plan_in_place_updates(ExecutionPlan& plan) {
     if (states.empty()) break;
     for (VariableState* state : states) {
       auto vn = var_node.find(state);
-      if (vn == var_node.end() || read_at_end.count(vn->second) || !reads(node, vn->second))
-        continue;
+      if (vn == var_node.end() || read_at_end.count(vn->second)) continue;
+      const Node* variable = vn->second.get_node();
+      if (!reads(node, variable)) continue;
       bool ok = true;
-      for (size_t t = s + 1; ok && t < steps.size(); ++t) ok = !reads(*steps[t].node, vn->second);
+      for (size_t t = s + 1; ok && t < steps.size(); ++t) ok = !reads(*steps[t].node, variable);
       for (const auto& other : steps)  // nor may a Send or collective hold it
         if (ok && (other.node->get_type_name() == "Send" ||
                    other.node->get_type_name() == FusedAllReduce::type_name))
-          ok = !reads(*other.node, vn->second);
+          ok = !reads(*other.node, variable);
       if (ok) plan.in_place.insert(state);
     }
   }

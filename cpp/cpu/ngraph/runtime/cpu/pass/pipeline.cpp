@@ -69,6 +69,14 @@ bool ExecutionPlan::is_arena_value(const Output& v) const {
          !update_binding.count(v);
 }
 
+std::set<Output> ExecutionPlan::read_after_steps() const {
+  std::set<Output> out;
+  for (const auto& r : function->get_results()) out.insert(r->input_value(0));
+  for (const auto& sink : function->get_sinks())
+    for (const auto& v : sink->input_values()) out.insert(v);
+  return out;
+}
+
 }  // namespace cpu
 }  // namespace runtime
 }  // namespace ngraph

@@ -32,11 +32,8 @@ bool may_reduce_in_place(const ExecutionPlan& plan, size_t s, const ContiguousGr
                          const ContiguousGroup& out) {
   if (in.bytes != out.bytes || in.offsets != out.offsets) return false;
   std::set<Output> inputs(in.members.begin(), in.members.end());
-  for (const auto& r : plan.function->get_results())
-    if (inputs.count(r->input_value(0))) return false;
-  for (const auto& sink : plan.function->get_sinks())
-    for (const auto& v : sink->input_values())
-      if (inputs.count(v)) return false;
+  for (const auto& v : plan.read_after_steps())
+    if (inputs.count(v)) return false;
   for (size_t t = s + 1; t < plan.steps.size(); ++t)
     for (const auto& v : plan.steps[t].node->input_values())
       if (inputs.count(v)) return false;
