@@ -4,8 +4,11 @@
 // fail runs after it (a failed call must leave the variables as they were). Then the variable
 // keeps one buffer: less memory, and the update reads and writes the same lines. A kernel
 // with several outputs (momentum and weights in one pass) may update each of its variables so.
+#include <string>
+
 #include "ngraph/ops.hpp"
 #include "ngraph/runtime/cpu/fusion.hpp"
+#include "ngraph/runtime/cpu/layout.hpp"
 #include "ngraph/runtime/cpu/plan.hpp"
 
 namespace ngraph {
@@ -29,9 +32,11 @@ void plan_in_place_updates(ExecutionPlan& plan) {
   // so x cannot change in place).
   const std::set<Output> read_at_end = plan.read_after_steps();
   const auto& steps = plan.steps;
-  // Only the trailing run of update steps qualifies: nothing after them can fail.
+  // Only the trailing run of update steps qualifies: nothing after them can fail (a reorder
+  // of a gradient into its update's layout moves data between planned buffers: it cannot).
   for (size_t s = steps.size(); s-- > 0;) {
     const Node& node = *steps[s].node;
+    if (node.get_type_name() == std::string(Reorder::type_name)) continue;
     if (node.get_type_name() != FusedElementwise::type_name) break;
     std::vector<VariableState*> states;
     for (const auto& out : steps[s].node->outputs()) {
