@@ -236,6 +236,14 @@ void init_runtime(py::module_& m) {
                              "One description per shared-memory region in use, e.g. '2 ranks on "
                              "1 node (2 per node), 3815936 bytes per rank'; empty before the "
                              "first call and when shared memory cannot be used.")
+      .def_property_readonly("node_shared_variables",
+                             [](runtime::Executable& e) { return as_cpu(e).get_node_shared_variables(); },
+                             "Variables a sharded update keeps once per node (weights and optimizer "
+                             "state updated piecewise by the node's ranks; 0: none planned).")
+      .def_property_readonly("last_call_sharded",
+                             [](runtime::Executable& e) { return as_cpu(e).last_call_sharded(); },
+                             "Whether the last call ran the sharded update (the ranks decide it "
+                             "together per call).")
       .def_property_readonly("function",
                              [](runtime::Executable& e) {
                                return on_executable(e, [](auto& x) { return x.get_function(); });

@@ -278,6 +278,251 @@ TEST(MpiSharedMemory, InputsReadAfterTheCollectiveAreNotOverwritten) {
   }
 }
 
+// SGD with momentum on variables of several sizes (one smaller than a piece), the gradients
+// averaged across ranks: g = mean over ranks of x_r * w, m' = 0.9 m + g, w' = w - 0.25 m'.
+// The update is one fused kernel per variable that reads the averaged gradient: on one node a
+// sharded update (each rank sums its piece of the gradients and updates it in memory the
+// node shares).
+const std::vector<Shape> kMomentumShapes{{3, 1001}, {4099}, {5}};
+
+float momentum_w0(size_t i, size_t k) { return 0.25f + static_cast<float>((i * 7 + k) % 13) / 8.0f; }
+float momentum_x(size_t i, size_t k, int r) { return value<float>(i + k, r, ReduceOp::sum) / 64.0f; }
+
+struct Momentum {
+  std::vector<std::shared_ptr<VariableState>> w, m;
+  std::shared_ptr<runtime::Executable> exe;
+  std::vector<mpitest::Host> in;
+  std::vector<mpitest::Host> out;
+  runtime::cpu::CPUExecutable& cpu() { return dynamic_cast<runtime::cpu::CPUExecutable&>(*exe); }
+  void step() { out = mpitest::run(exe, in); }
+  // Every variable's value (w, then m), plain.
+  std::vector<std::vector<float>> values() const {
+    std::vector<std::vector<float>> v;
+    for (const auto* states : {&w, &m})
+      for (const auto& st : *states) {
+        v.emplace_back(shape_size(st->get_shape()));
+        st->get(v.back().data());
+      }
+    return v;
+  }
+};
+
+Momentum momentum(bool return_first_gradient = false,
+                  std::shared_ptr<distributed::Communicator> comm = mpitest::world()) {
+  Momentum t;
+  ParameterVector params;
+  NodeVector assigns;
+  OutputVector results;
+  auto scalar = [](float v, const Shape& shape) {
+    AxisSet axes;
+    for (size_t a = 0; a < shape.size(); ++a) axes.insert(a);
+    return std::make_shared<op::Broadcast>(std::make_shared<op::Constant>(element::f32, Shape{}, std::vector<float>{v}),
+                                           shape, axes);
+  };
+  for (size_t k = 0; k < kMomentumShapes.size(); ++k) {
+    const Shape& shape = kMomentumShapes[k];
+    size_t n = shape_size(shape);
+    std::vector<float> w0(n), x(n);
+    for (size_t i = 0; i < n; ++i) {
+      w0[i] = momentum_w0(i, k);
+      x[i] = momentum_x(i, k, mpitest::rank());
+    }
+    t.w.push_back(std::make_shared<VariableState>(element::f32, shape, w0.data()));
+    t.m.push_back(std::make_shared<VariableState>(element::f32, shape));
+    auto w = std::make_shared<op::Variable>(t.w.back());
+    auto m = std::make_shared<op::Variable>(t.m.back());
+    auto p = std::make_shared<op::Parameter>(element::f32, shape);
+    params.push_back(p);
+    t.in.push_back(mpitest::host(shape, x));
+    auto g = std::make_shared<op::AllReduce>(std::make_shared<op::Multiply>(p, w), "mean", comm);
+    auto m1 = std::make_shared<op::Add>(std::make_shared<op::Multiply>(m, scalar(0.9f, shape)), g);
+    auto w1 = std::make_shared<op::Subtract>(w, std::make_shared<op::Multiply>(m1, scalar(0.25f, shape)));
+    assigns.push_back(std::make_shared<op::Assign>(m, m1));
+    assigns.push_back(std::make_shared<op::Assign>(w, w1));
+    if (return_first_gradient && k == 0) results.push_back(g);
+  }
+  results.push_back(std::make_shared<op::Sum>(params[0], AxisSet{0, 1}));
+  t.exe = mpitest::compile(std::make_shared<Function>(results, assigns, params, "momentum"));
+  return t;
+}
+
+// The same steps in double precision, every rank's x known: w then m after `calls` calls.
+std::vector<std::vector<float>> momentum_reference(int calls) {
+  std::vector<std::vector<float>> w, m;
+  for (size_t k = 0; k < kMomentumShapes.size(); ++k) {
+    size_t n = shape_size(kMomentumShapes[k]);
+    std::vector<double> wv(n), mv(n, 0.0);
+    for (size_t i = 0; i < n; ++i) wv[i] = momentum_w0(i, k);
+    for (int c = 0; c < calls; ++c)
+      for (size_t i = 0; i < n; ++i) {
+        double g = 0;
+        for (int r = 0; r < mpitest::size(); ++r) g += momentum_x(i, k, r) * wv[i];
+        mv[i] = 0.9 * mv[i] + g / mpitest::size();
+        wv[i] -= 0.25 * mv[i];
+      }
+    w.emplace_back(wv.begin(), wv.end());
+    m.emplace_back(mv.begin(), mv.end());
+  }
+  w.insert(w.end(), m.begin(), m.end());
+  return w;
+}
+
+bool bitwise_equal(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t k = 0; k < a.size(); ++k)
+    if (a[k].size() != b[k].size() || std::memcmp(a[k].data(), b[k].data(), a[k].size() * sizeof(float)) != 0)
+      return false;
+  return true;
+}
+
+TEST(MpiSharedMemory, ShardedUpdateIsBitwiseTheWholeUpdate) {
+  const int calls = 3;
+  auto run = [&](const char* on, std::vector<bool>* sharded, size_t* node_shared) {
+    ScopedEnv env("NGRAPH_SHM_SHARDED_UPDATE", on);
+    Momentum t = momentum();
+    for (int c = 0; c < calls; ++c) {
+      t.step();
+      sharded->push_back(t.cpu().last_call_sharded());
+    }
+    *node_shared = t.cpu().get_node_shared_variables();
+    return t.values();
+  };
+  std::vector<bool> sharded, whole;
+  size_t shared_vars = 0, whole_vars = 0;
+  auto got = run("1", &sharded, &shared_vars);
+  auto want = run("0", &whole, &whole_vars);
+  EXPECT_EQ(shared_vars, switched_off() ? 0u : 6u) << "weights and momentum of all three variables";
+  EXPECT_EQ(whole_vars, 0u);
+  for (int c = 0; c < calls; ++c) {
+    EXPECT_EQ(sharded[c], !switched_off()) << "call " << c;
+    EXPECT_FALSE(whole[c]) << "call " << c;
+  }
+  // Every rank adds the ranks' gradients in rank order and scales them, as the allreduce does.
+  EXPECT_TRUE(bitwise_equal(got, want));
+  auto reference = momentum_reference(calls);
+  for (size_t k = 0; k < got.size(); ++k) {
+    EXPECT_TRUE(all_close(got[k], reference[k], 1e-4, 1e-5)) << "variable " << k;
+    EXPECT_TRUE(same_on_every_rank(got[k])) << "variable " << k;
+  }
+}
+
+// Whatever else writes a variable of a sharded update makes the ranks fall back to private
+// copies for that call (they decide together), and once the values match again they share
+// them again. Every step is checked bitwise against the same sequence run unsharded.
+TEST(MpiSharedMemory, ShardedVariablesWrittenElsewhereFallBackAndShareAgain) {
+  auto sequence = [](const char* on, std::vector<bool>* flags) {
+    ScopedEnv env("NGRAPH_SHM_SHARDED_UPDATE", on);
+    Momentum t = momentum();
+    std::vector<std::vector<std::vector<float>>> snapshots;
+    auto call = [&] {
+      t.step();
+      flags->push_back(t.cpu().last_call_sharded());
+      snapshots.push_back(t.values());
+    };
+    const Shape s0 = kMomentumShapes[0], s1 = kMomentumShapes[1];
+    call();
+    // One rank loads other values: the ranks' copies differ, so nothing can be shared.
+    if (mpitest::rank() == 0) {
+      std::vector<float> other(shape_size(s0), 0.5f);
+      t.w[0]->set(other.data());
+    }
+    call();
+    // Every rank loads the same values (a checkpoint): shared again.
+    {
+      std::vector<float> same(shape_size(s0));
+      for (size_t i = 0; i < same.size(); ++i) same[i] = 0.125f * static_cast<float>(i % 7);
+      t.w[0]->set(same.data());
+    }
+    call();
+    // Another executable reads a shared variable: the value every rank holds, no fallback.
+    {
+      auto w = std::make_shared<op::Variable>(t.w[1]);
+      auto zero = std::make_shared<op::Constant>(element::f32, s1, std::vector<float>(shape_size(s1), 0.f));
+      auto read = mpitest::compile(std::make_shared<Function>(OutputVector{std::make_shared<op::Add>(w, zero)},
+                                                              ParameterVector{}, "reader"));
+      auto out = mpitest::run(read, {});
+      std::vector<float> held(shape_size(s1));
+      t.w[1]->get(held.data());
+      EXPECT_EQ(std::memcmp(mpitest::values_of<float>(out[0]).data(), held.data(), held.size() * sizeof(float)), 0);
+    }
+    call();
+    // The numerics check runs a call unsharded (it restores a variable it finds a NaN in).
+    runtime::set_check_numerics(true);
+    call();
+    runtime::set_check_numerics(false);
+    call();
+    // Another executable writes a shared variable (w1 = 2 w1 + 0.5, one fused kernel that
+    // writes it in place) on every rank.
+    {
+      auto w = std::make_shared<op::Variable>(t.w[1]);
+      auto two = std::make_shared<op::Constant>(element::f32, s1, std::vector<float>(shape_size(s1), 2.f));
+      auto half = std::make_shared<op::Constant>(element::f32, s1, std::vector<float>(shape_size(s1), 0.5f));
+      auto assign = std::make_shared<op::Assign>(w, std::make_shared<op::Add>(std::make_shared<op::Multiply>(w, two), half));
+      auto sum = std::make_shared<op::Sum>(w, AxisSet{0});
+      mpitest::run(mpitest::compile(std::make_shared<Function>(OutputVector{sum}, NodeVector{assign},
+                                                               ParameterVector{}, "writer")),
+                   {});
+    }
+    call();
+    call();
+    return snapshots;
+  };
+  std::vector<bool> sharded, whole;
+  auto got = sequence("1", &sharded);
+  auto want = sequence("0", &whole);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t c = 0; c < got.size(); ++c) {
+    EXPECT_TRUE(bitwise_equal(got[c], want[c])) << "after call " << c;
+    EXPECT_FALSE(whole[c]);
+  }
+  if (switched_off()) return;
+  std::vector<bool> expect{true, false, true, true, false, true, true, true};
+  for (size_t c = 0; c < expect.size(); ++c) EXPECT_EQ(sharded[c], expect[c]) << "call " << c;
+}
+
+// A gradient that is also returned is reduced whole (the result needs it); the others are
+// still summed by the sharded update.
+TEST(MpiSharedMemory, AReturnedGradientIsReducedWholeAndTheRestSharded) {
+  SKIP_IF_SWITCHED_OFF();
+  Momentum t = momentum(true);
+  Momentum plain;
+  {
+    ScopedEnv env("NGRAPH_SHM_SHARDED_UPDATE", "0");
+    plain = momentum(true);
+  }
+  EXPECT_EQ(t.cpu().get_node_shared_variables(), 4u) << "the second and third variables' w and m";
+  for (int c = 0; c < 2; ++c) {
+    t.step();
+    plain.step();
+    EXPECT_TRUE(t.cpu().last_call_sharded());
+    EXPECT_EQ(t.out[0].bytes, plain.out[0].bytes) << "the returned mean gradient, call " << c;
+    EXPECT_TRUE(bitwise_equal(t.values(), plain.values())) << "call " << c;
+  }
+  // The returned gradient of the first call: mean over ranks of x_r * w0.
+  auto g = mpitest::values_of<float>(t.out[0]);
+  EXPECT_TRUE(same_on_every_rank(g));
+}
+
+// Across (simulated) nodes the gradients need the network: no memory is shared per node, so
+// the update runs whole on every rank.
+TEST(MpiSharedMemory, ShardedUpdateNeedsOneNode) {
+  SKIP_IF_SWITCHED_OFF();
+  if (mpitest::size() % 2 != 0) GTEST_SKIP() << "needs an even number of ranks";
+  ScopedEnv nodes("NGRAPH_SHM_NODE_SIZE", "2");
+  Momentum t = momentum(false, fresh_world());  // its own node topology
+  Momentum plain;
+  {
+    ScopedEnv env("NGRAPH_SHM_SHARDED_UPDATE", "0");
+    plain = momentum(false, fresh_world());
+  }
+  for (int c = 0; c < 2; ++c) {
+    t.step();
+    plain.step();
+    EXPECT_EQ(t.cpu().last_call_sharded(), mpitest::size() == 2) << "call " << c;
+    EXPECT_TRUE(bitwise_equal(t.values(), plain.values())) << "call " << c;
+  }
+}
+
 TEST(MpiSharedMemory, AMissingRankTimesOutAndTheRegionStaysUnusable) {
   SKIP_IF_SWITCHED_OFF();
   auto comm = fresh_world();

@@ -407,12 +407,12 @@ void CCLCommunicator::allreduce_guarded(const void* in, void* out, size_t count,
   if (op == ReduceOp::mean) scale_mean(out, count, type, size());
 }
 
-std::shared_ptr<SharedRegion> CCLCommunicator::create_shared_region(size_t bytes) {
+std::shared_ptr<SharedRegion> CCLCommunicator::create_shared_region(size_t bytes, size_t common) {
   check_usable("SharedRegion");
   if (size() < 2) return nullptr;
   m_mpi->set_timeout(get_timeout());
   auto region = m_mpi->create_shared_region_with(
-      bytes, [this](void* data, size_t count, element::Type type, ReduceOp op, const std::string& what) {
+      bytes, common, [this](void* data, size_t count, element::Type type, ReduceOp op, const std::string& what) {
         if (!m_cross) throw std::logic_error(what + ": no oneCCL communicator between the nodes");
         m_cross->set_timeout(get_timeout());
         auto req = m_cross->start_allreduce(data, data, count, type, op);  // in place: oneCCL allows it

@@ -56,7 +56,7 @@ class CCLCommunicator : public Communicator {
   void allreduce_guarded(const void* in, void* out, size_t count, element::Type type,
                          ReduceOp op) override;
   // The MPI communicator's shared memory, with the between-nodes step on oneCCL.
-  std::shared_ptr<SharedRegion> create_shared_region(size_t bytes) override;
+  std::shared_ptr<SharedRegion> create_shared_region(size_t bytes, size_t common = 0) override;
 
   // Throws DistributedError naming `op` once the communicator is broken.
   void check_usable(const char* op) const;

@@ -77,6 +77,21 @@ class SharedRegion {
   // communicator's timeout; the region is unusable after a failure.
   virtual void allreduce(size_t in_offset, size_t out_offset, size_t count, element::Type type,
                          ReduceOp op) = 0;
+  // The node's ranks: this one's place among them, how many, and local rank l's slot. On one
+  // node (single_node()) they are the communicator's ranks.
+  virtual bool single_node() const = 0;
+  virtual int local_rank() const = 0;
+  virtual int local_size() const = 0;
+  virtual const char* slot(int local_rank) const = 0;
+  // Memory held once per node, not per rank (`common` bytes asked for at creation, 64-byte
+  // aligned; null when none was, or when the ranks span several nodes): every rank of the
+  // node reads and writes the same bytes.
+  virtual char* common() const = 0;
+  virtual size_t common_size() const = 0;
+  // Every rank of the node arrives (blocking, collective over the node; DistributedError after
+  // the communicator's timeout, naming `what`, `when` and the missing ranks; the region is
+  // unusable after a failure).
+  virtual void arrive(const std::string& what, const char* when) = 0;
   // "2 ranks on 1 node, 3.8 MB per rank" (for logs and tests).
   virtual std::string describe() const = 0;
 };
@@ -118,13 +133,15 @@ class Communicator {
     allreduce(in, out, count, type, op);
   }
 
-  // Collective over all ranks: a SharedRegion with `bytes` per rank, or nullptr on every
+  // Collective over all ranks: a SharedRegion with `bytes` per rank and `common` bytes per
+  // node (SharedRegion::common), or nullptr on every
   // rank when shared memory cannot serve this communicator (one rank, nodes with different
   // numbers of ranks, no room in /dev/shm, ranks asking for different sizes, or
   // NGRAPH_SHM=0). Call it only where every rank is known to call it (an executable does
   // so inside a call whose collectives were checked). Default: nullptr.
-  virtual std::shared_ptr<SharedRegion> create_shared_region(size_t bytes) {
+  virtual std::shared_ptr<SharedRegion> create_shared_region(size_t bytes, size_t common = 0) {
     (void)bytes;
+    (void)common;
     return nullptr;
   }
 

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 #include <vector>
 
 namespace ngraph {
@@ -24,6 +25,7 @@ VariableState::VariableState(element::Type type, const Shape& shape, const void*
 }
 
 void* VariableState::write_buffer() {
+  unshare();
   auto& b = m_buffers[m_current ^ 1];
   if (!b) b = aligned_buffer(byte_size());
   return b.get();
@@ -36,6 +38,8 @@ void VariableState::get(void* dst) const {
 }
 
 void VariableState::set(const void* src) {
+  unshare();
+  ++m_version;
   if (!byte_size()) return;
   if (m_layout) m_layout->from_plain(src, read_buffer());
   else std::memcpy(read_buffer(), src, byte_size());
@@ -47,10 +51,25 @@ void VariableState::set_layout(std::shared_ptr<const StorageLayout> layout) {
     m_layout = std::move(layout);
     return;
   }
+  unshare();
   std::vector<char> plain(byte_size());
   get(plain.data());
   m_layout = std::move(layout);
   set(plain.data());
+}
+
+void VariableState::share(char* shared, std::shared_ptr<void> owner) {
+  if (!shared) throw std::invalid_argument("[Variable] share: memory is null");
+  m_shared = shared;
+  m_shared_owner = std::move(owner);
+}
+
+void VariableState::unshare() {
+  if (!m_shared) return;
+  if (byte_size()) std::memcpy(m_buffers[m_current].get(), m_shared, byte_size());
+  m_shared = nullptr;
+  m_shared_owner.reset();
+  ++m_version;
 }
 
 namespace op {

@@ -4,6 +4,7 @@
 // current one when the call ends, so no update is copied.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -31,11 +32,14 @@ class VariableState {
   const Shape& get_shape() const { return m_shape; }
   size_t byte_size() const { return shape_size(m_shape) * m_type.size(); }
   // The current value, in the storage layout (see get_layout).
-  const void* read_buffer() const { return m_buffers[m_current].get(); }
-  void* read_buffer() { return m_buffers[m_current].get(); }
-  // Where an update writes; becomes current at commit().
+  const void* read_buffer() const { return m_shared ? m_shared : m_buffers[m_current].get(); }
+  void* read_buffer() { return m_shared ? m_shared : m_buffers[m_current].get(); }
+  // Where an update writes; becomes current at commit(). Takes a private copy of a shared value.
   void* write_buffer();
-  void commit() { m_current ^= 1; }
+  void commit() {
+    m_current ^= 1;
+    ++m_version;
+  }
   // Copies of the value in plain row-major order, whatever the storage layout (the caller
   // checks the size).
   void get(void* dst) const;
@@ -47,11 +51,27 @@ class VariableState {
   const std::string& get_name() const { return m_name; }
   void set_name(const std::string& name) { m_name = name; }
 
+  // Node sharing, for a backend's sharded update (the CPU executable's, see
+  // docs/distributed.md): the value lives at `shared`, memory the ranks of one node share, where
+  // every rank's state of this variable finds the same value and each rank updates its own
+  // piece. `owner` keeps that memory mapped. Whoever else writes the value (set, set_layout,
+  // write_buffer, or a kernel writing in place: the backend calls unshare first) works on a
+  // private copy, taken by unshare().
+  void share(char* shared, std::shared_ptr<void> owner);
+  void unshare();
+  bool is_shared() const { return m_shared != nullptr; }
+  // Counts the writes that replace the value (set, commit, unshare), so a backend can tell
+  // whether values may have changed since it last compared them.
+  uint64_t version() const { return m_version; }
+
  private:
   element::Type m_type;
   Shape m_shape;
   std::shared_ptr<char> m_buffers[2];
   int m_current = 0;
+  char* m_shared = nullptr;
+  std::shared_ptr<void> m_shared_owner;
+  uint64_t m_version = 0;
   std::string m_name;
   std::shared_ptr<const StorageLayout> m_layout;
 };

@@ -72,13 +72,13 @@ class MPICommunicator : public Communicator {
   // allreduce between the nodes; this needs the same number of ranks on every node.
   // NGRAPH_SHM=0 turns it off; NGRAPH_SHM_NODE_SIZE=k treats each k consecutive ranks as a
   // node (for testing the multi-node path on one machine).
-  std::shared_ptr<SharedRegion> create_shared_region(size_t bytes) override;
+  std::shared_ptr<SharedRegion> create_shared_region(size_t bytes, size_t common = 0) override;
   // The between-nodes step of a region's allreduce: in place over `count` elements of `data`,
   // with the ranks that hold this rank's place on the other nodes; blocking, throws
   // DistributedError. Another backend passes its own (oneCCL); empty: MPI's.
   using CrossNodeAllreduce = std::function<void(void* data, size_t count, element::Type type,
                                                 ReduceOp op, const std::string& what)>;
-  std::shared_ptr<SharedRegion> create_shared_region_with(size_t bytes, CrossNodeAllreduce cross);
+  std::shared_ptr<SharedRegion> create_shared_region_with(size_t bytes, size_t common, CrossNodeAllreduce cross);
   // Those ranks (made, collectively, on first use) and the number of nodes.
   MPI_Comm cross_node_handle(int* nodes);
 

@@ -38,6 +38,7 @@
 #include <cstring>
 #include <memory>
 #include <sstream>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -86,21 +87,37 @@ void scale_by(T* p, size_t n, double factor) {
 class MPISharedRegion : public SharedRegion {
  public:
   MPISharedRegion(MPICommunicator& comm, char* base, size_t mapped, size_t header, size_t slot,
-                  size_t bytes, int local_rank, int local_size, int nodes, MPI_Comm cross,
+                  size_t bytes, size_t common, int local_rank, int local_size, int nodes, MPI_Comm cross,
                   std::vector<int> node_ranks, MPICommunicator::CrossNodeAllreduce cross_allreduce)
       : m_comm(comm), m_base(base), m_mapped(mapped), m_header(header), m_slot(slot),
-        m_bytes(bytes), m_local_rank(local_rank), m_local_size(local_size), m_nodes(nodes),
+        m_bytes(bytes), m_common(common), m_local_rank(local_rank), m_local_size(local_size), m_nodes(nodes),
         m_cross(cross), m_node_ranks(std::move(node_ranks)),
         m_cross_allreduce(std::move(cross_allreduce)) {}
   ~MPISharedRegion() override { munmap(m_base, m_mapped); }
 
-  char* local() const override { return slot(m_local_rank); }
+  char* local() const override { return slot_at(m_local_rank); }
   size_t size() const override { return m_bytes; }
+  bool single_node() const override { return m_nodes == 1; }
+  int local_rank() const override { return m_local_rank; }
+  int local_size() const override { return m_local_size; }
+  const char* slot(int l) const override {
+    if (l < 0 || l >= m_local_size)
+      throw std::out_of_range("[SharedRegion] local rank " + std::to_string(l) + " of " +
+                              std::to_string(m_local_size));
+    return slot_at(l);
+  }
+  char* common() const override { return m_common ? slot_at(m_local_size) : nullptr; }
+  size_t common_size() const override { return m_common; }
+  void arrive(const std::string& what, const char* when) override {
+    usable(what);
+    arrive_all(what, when);
+  }
 
   std::string describe() const override {
     std::ostringstream os;
     os << m_local_size * m_nodes << " ranks on " << m_nodes << (m_nodes == 1 ? " node" : " nodes")
        << " (" << m_local_size << " per node), " << m_bytes << " bytes per rank";
+    if (m_common) os << " and " << m_common << " per node";
     return os.str();
   }
 
@@ -109,9 +126,7 @@ class MPISharedRegion : public SharedRegion {
     size_t es = type.size();
     std::string what = std::string("[AllReduce] ") + std::to_string(count) + " x " + type.get_type_name() +
                        " " + to_string(op) + " in shared memory";
-    if (!m_broken.empty())
-      throw DistributedError(what + ": rank " + std::to_string(m_comm.rank()) +
-                             ": the shared-memory region is unusable after an earlier failure: " + m_broken);
+    usable(what);
     if (in_offset + count * es > m_bytes || out_offset + count * es > m_bytes ||
         (in_offset != out_offset && in_offset < out_offset + count * es &&
          out_offset < in_offset + count * es))
@@ -121,7 +136,7 @@ class MPISharedRegion : public SharedRegion {
                                   std::to_string(m_bytes) + "-byte slot");
     if (op == ReduceOp::mean && !type.is_real())
       throw std::invalid_argument(what + ": mean needs a floating-point type");
-    arrive(what, "before reducing");  // every rank's inputs are written
+    arrive_all(what, "before reducing");  // every rank's inputs are written
     // This rank's piece, on 64-byte boundaries so no two ranks write one cache line.
     size_t align = std::max<size_t>(1, kLine / es);
     auto bound = [&](int l) {
@@ -137,16 +152,22 @@ class MPISharedRegion : public SharedRegion {
         throw std::invalid_argument(what + ": element type " + type.get_type_name() +
                                     " is not supported by collectives (f32, f64, i32, i64)");
     }
-    arrive(what, "after reducing");  // every piece is in every slot
+    arrive_all(what, "after reducing");  // every piece is in every slot
   }
 
  private:
-  char* slot(int l) const { return m_base + m_header + m_slot * static_cast<size_t>(l); }
+  // Local rank l's slot; l == m_local_size: the common memory after the slots.
+  char* slot_at(int l) const { return m_base + m_header + m_slot * static_cast<size_t>(l); }
+  void usable(const std::string& what) const {
+    if (!m_broken.empty())
+      throw DistributedError(what + ": rank " + std::to_string(m_comm.rank()) +
+                             ": the shared-memory region is unusable after an earlier failure: " + m_broken);
+  }
   std::atomic<uint64_t>& counter(int l) const {
     return *reinterpret_cast<std::atomic<uint64_t>*>(m_base + kLine * static_cast<size_t>(l));
   }
 
-  void arrive(const std::string& what, const char* when) {
+  void arrive_all(const std::string& what, const char* when) {
     ++m_epoch;
     counter(m_local_rank).store(m_epoch, std::memory_order_release);
     for (int l = 0; l < m_local_size; ++l) {
@@ -180,8 +201,8 @@ class MPISharedRegion : public SharedRegion {
   template <typename T, typename F>
   void reduce_with(size_t in_offset, size_t out_offset, size_t lo, size_t hi, ReduceOp op, F f,
                    const std::string& what) {
-    auto in = [&](int l) { return reinterpret_cast<const T*>(slot(l) + in_offset); };
-    auto out = [&](int l) { return reinterpret_cast<T*>(slot(l) + out_offset); };
+    auto in = [&](int l) { return reinterpret_cast<const T*>(slot_at(l) + in_offset); };
+    auto out = [&](int l) { return reinterpret_cast<T*>(slot_at(l) + out_offset); };
     T* mine = out(m_local_rank);
     double factor = op == ReduceOp::mean ? 1.0 / (m_local_size * m_nodes) : 1.0;
     // In place, a block is reduced into scratch first: the output aliases every input.
@@ -237,7 +258,7 @@ class MPISharedRegion : public SharedRegion {
 
   MPICommunicator& m_comm;
   char* m_base;
-  size_t m_mapped, m_header, m_slot, m_bytes;
+  size_t m_mapped, m_header, m_slot, m_bytes, m_common;
   int m_local_rank, m_local_size, m_nodes;
   MPI_Comm m_cross;
   std::vector<int> m_node_ranks;
@@ -342,11 +363,11 @@ void remove_stale_objects() {
 
 }  // namespace
 
-std::shared_ptr<SharedRegion> MPICommunicator::create_shared_region(size_t bytes) {
-  return create_shared_region_with(bytes, nullptr);
+std::shared_ptr<SharedRegion> MPICommunicator::create_shared_region(size_t bytes, size_t common) {
+  return create_shared_region_with(bytes, common, nullptr);
 }
 
-std::shared_ptr<SharedRegion> MPICommunicator::create_shared_region_with(size_t bytes,
+std::shared_ptr<SharedRegion> MPICommunicator::create_shared_region_with(size_t bytes, size_t common,
                                                                          CrossNodeAllreduce cross) {
   check_usable("SharedRegion");
   if (m_size < 2) return nullptr;
@@ -354,11 +375,13 @@ std::shared_ptr<SharedRegion> MPICommunicator::create_shared_region_with(size_t 
     std::lock_guard<std::mutex> lock(m_setup_mutex);
     make_topology();  // made at compile time for computations' communicators
   }
-  const std::string what = "[SharedRegion] " + std::to_string(bytes) + " bytes per rank";
+  const std::string what = "[SharedRegion] " + std::to_string(bytes) + " bytes per rank, " +
+                           std::to_string(common) + " per node";
   const Topology& t = m_topology;
   size_t header = round_up(kLine * static_cast<size_t>(t.local_size), kPage);
   size_t slot = round_up(std::max<size_t>(bytes, 1), kPage);
-  size_t total = header + slot * static_cast<size_t>(t.local_size);
+  if (t.nodes > 1) common = 0;  // memory held once per node serves only ranks of one node
+  size_t total = header + slot * static_cast<size_t>(t.local_size) + round_up(common, kPage);
   bool ok = t.usable && shared_memory_enabled();
   // Local rank 0 creates the object; every rank of the node knows its name (creator's pid,
   // communicator and count), so any of them can remove it when set-up fails.
@@ -396,14 +419,16 @@ std::shared_ptr<SharedRegion> MPICommunicator::create_shared_region_with(size_t 
       fd = -1;
       if (p != MAP_FAILED) base = static_cast<char*>(p);
     }
-    // All ranks mapped it, and all asked for the same size: {ok, bytes, -bytes} at their minimum.
-    int64_t mine[3] = {base ? 1 : 0, static_cast<int64_t>(bytes), -static_cast<int64_t>(bytes)};
-    int64_t all[3] = {0, 0, 0};
-    detail::check(MPI_Iallreduce(mine, all, 3, MPI_INT64_T, MPI_MIN, m_comm, &req), what);
+    // All ranks mapped it, and all asked for the same sizes: {ok, bytes, -bytes, common,
+    // -common} at their minimum.
+    int64_t mine[5] = {base ? 1 : 0, static_cast<int64_t>(bytes), -static_cast<int64_t>(bytes),
+                       static_cast<int64_t>(common), -static_cast<int64_t>(common)};
+    int64_t all[5] = {0, 0, 0, 0, 0};
+    detail::check(MPI_Iallreduce(mine, all, 5, MPI_INT64_T, MPI_MIN, m_comm, &req), what);
     wait_request(req, what);
     // Everyone has it open (or gave up): the name can go, so nothing is left in /dev/shm.
     if (t.local_rank == 0 && name[0]) shm_unlink(name);
-    if (all[0] != 1 || all[1] != -all[2]) {
+    if (all[0] != 1 || all[1] != -all[2] || all[3] != -all[4]) {
       if (base) munmap(base, total);
       return nullptr;
     }
@@ -415,7 +440,7 @@ std::shared_ptr<SharedRegion> MPICommunicator::create_shared_region_with(size_t 
     if (ok) shm_unlink(object.c_str());
     throw;
   }
-  return std::make_shared<MPISharedRegion>(*this, base, total, header, slot, bytes, t.local_rank,
+  return std::make_shared<MPISharedRegion>(*this, base, total, header, slot, bytes, common, t.local_rank,
                                            t.local_size, t.nodes, t.cross, t.node_ranks, std::move(cross));
 }
 

@@ -166,7 +166,19 @@ NGRAPH_CPU_KERNEL("CPUFusedAllReduce", [](KernelContext& ctx) -> Kernel {
   size_t total = offset[k] / es;
   bool overlap = ctx.overlap();
   CallState* call = ctx.call_state();
-  return [comm, t, reduce, k, offset, total, es, overlap, call](const void* const* in, void* const* out) {
+  bool sharded = ctx.sharded();
+  // Byte ranges of outputs other steps read whole (adjacent members joined): reduced in place.
+  std::vector<std::pair<size_t, size_t>> whole;
+  for (size_t i : ctx.reduced_whole) {
+    if (!whole.empty() && whole.back().first + whole.back().second == offset[i])
+      whole.back().second += offset[i + 1] - offset[i];
+    else
+      whole.emplace_back(offset[i], offset[i + 1] - offset[i]);
+  }
+  std::string what = "[AllReduce] " + std::to_string(total) + " x " + t.get_type_name() + " " +
+                     to_string(reduce) + " in shared memory, summed by the sharded update";
+  return [comm, t, reduce, k, offset, total, es, overlap, call, sharded, whole, what](const void* const* in,
+                                                                                    void* const* out) {
     auto contiguous = [&](const void* const* p) {
       for (size_t i = 1; i < k; ++i)
         if (static_cast<const char*>(p[i]) != static_cast<const char*>(p[0]) + offset[i]) return false;
@@ -179,6 +191,18 @@ NGRAPH_CPU_KERNEL("CPUFusedAllReduce", [](KernelContext& ctx) -> Kernel {
       if (auto* region = call->shared_region_for(in[0], bytes)) {
         if (region->contains(out[0], bytes)) {
           const char* base = region->local();
+          if (sharded && call->is_sharded(region)) {
+            // Every rank's gradients are written: the update kernels sum them piece by piece.
+            region->arrive(what, "before the sharded update");
+            size_t at = static_cast<size_t>(static_cast<const char*>(in[0]) - base);
+            for (const auto& [off, n] : whole) region->allreduce(at + off, at + off, n / es, t, reduce);
+            CallState::SummedWhereRead r{static_cast<const char*>(out[0]), bytes, {},
+                                         reduce == distributed::ReduceOp::mean ? 1.0 / region->local_size() : 1.0,
+                                         region};
+            for (int l = 0; l < region->local_size(); ++l) r.slots.push_back(region->slot(l) + at);
+            call->summed_where_read.push_back(std::move(r));
+            return;
+          }
           region->allreduce(static_cast<size_t>(static_cast<const char*>(in[0]) - base),
                             static_cast<size_t>(static_cast<const char*>(out[0]) - base), total, t,
                             reduce);

@@ -90,7 +90,10 @@ size_t CPUExecutable::value_slot(const ExecutionPlan& plan, const Output& v) {
 }
 
 void CPUExecutable::make_steps(ExecutionPlan& plan) {
-  for (const auto& placement : plan.shared) m_shared.push_back({placement.comm, placement.bytes, nullptr, nullptr});
+  for (const auto& placement : plan.shared)
+    m_shared.push_back({placement.comm, placement.bytes, nullptr, nullptr, placement.node_shared, placement.common});
+  for (size_t i = 0; i < m_shared.size(); ++i)
+    for (const auto& [state, off] : m_shared[i].node_shared) m_node_shared_plan[state] = i;
   for (auto& planned : plan.steps) {
     const Node& node = *planned.node;
     Step step;
@@ -199,19 +202,38 @@ void CPUExecutable::call_raw(void* const* outputs, const void* const* inputs) {
     if (state->get_layout() != layout) state->set_layout(layout);
   bool verified = !m_collective_checks.empty() && check_collectives();
   if (verified && !m_shared_tried) setup_shared();
-  m_call.reset(verified, verified ? &m_shared_regions : nullptr);
+  unsigned bits = instrumentation();
+  bool probed = bits || m_profiling;
   m_outputs = outputs;
   m_inputs = inputs;
   m_pending.assign(m_steps.size(), nullptr);
-  unsigned bits = instrumentation();
-  bool probed = bits || m_profiling;
+  m_call.reset(verified, nullptr);
+  m_last_sharded = false;
   try {
+    std::vector<distributed::SharedRegion*> sharded;
+    if (verified && !m_shared_regions.empty()) sharded = decide_sharded(bits & check_numerics_bit);
+    m_last_sharded = !sharded.empty();
+    // A variable this call writes whose value a sharded update keeps once per node (this
+    // executable's, in a call that does not run it, or another's): a private copy first.
+    for (const auto& state : m_updated)
+      if (state->is_shared()) {
+        auto it = m_node_shared_plan.find(state.get());
+        bool mine = it != m_node_shared_plan.end() &&
+                    std::find(sharded.begin(), sharded.end(), m_shared[it->second].region.get()) != sharded.end();
+        if (!mine) state->unshare();
+      }
+    m_call.reset(verified, verified ? &m_shared_regions : nullptr, std::move(sharded));
     if (probed) {
       begin_probe(bits);
       run_steps<true>();
     } else {
       run_steps<false>();
     }
+    // Every rank's pieces are written before any rank reads the variables again (the next
+    // call's forward, another executable, get_value) or writes its gradients over what the
+    // others still sum.
+    for (auto* region : m_call.sharded_regions)
+      region->arrive("[AllReduce] sharded update of " + m_check_label, "after the update");
   } catch (...) {
     // A rank that failed part-way is out of step with the others' shared-memory arrivals.
     drop_shared();
@@ -345,7 +367,7 @@ void CPUExecutable::restore_in_place(size_t s) {
 void CPUExecutable::setup_shared() {
   m_shared_tried = true;
   for (auto& plan : m_shared) {
-    plan.region = plan.comm->create_shared_region(plan.bytes);  // collective
+    plan.region = plan.comm->create_shared_region(plan.bytes, plan.common);  // collective
     plan.base = plan.region ? plan.region->local() : nullptr;
     if (plan.region) m_shared_regions.push_back(plan.region.get());
   }
@@ -354,9 +376,86 @@ void CPUExecutable::setup_shared() {
 void CPUExecutable::drop_shared() {
   m_shared_regions.clear();
   for (auto& plan : m_shared) {
+    unshare_from(plan);  // the values stay (as far as the update got), privately
     plan.base = nullptr;
     plan.region.reset();
   }
+}
+
+CPUExecutable::~CPUExecutable() {
+  for (auto& plan : m_shared) unshare_from(plan);
+}
+
+bool CPUExecutable::shared_in(const SharedPlan& plan, const VariableState& state, size_t offset) {
+  return plan.region && plan.region->common() && state.is_shared() &&
+         state.read_buffer() == plan.region->common() + offset;
+}
+
+void CPUExecutable::unshare_from(SharedPlan& plan) {
+  for (const auto& [state, off] : plan.node_shared)
+    if (shared_in(plan, *state, off)) state->unshare();
+}
+
+// Per call, for each region with a sharded update: every rank says whether its variables are
+// still the node's shared ones (nothing wrote one privately: set_value, another executable,
+// the numerics check's call). All yes: this call runs sharded. Otherwise every rank takes
+// private copies and, when some rank's values changed since they were last compared (a
+// checkpoint loaded, set_value on every rank), the ranks compare them again and share them
+// when they match.
+std::vector<distributed::SharedRegion*> CPUExecutable::decide_sharded(bool checking) {
+  std::vector<distributed::SharedRegion*> out;
+  for (auto& plan : m_shared) {
+    if (plan.node_shared.empty() || !plan.region || !plan.region->single_node() || !plan.region->common())
+      continue;
+    bool attached = true;
+    uint64_t versions = 0;
+    for (const auto& [state, off] : plan.node_shared) {
+      attached = attached && shared_in(plan, *state, off);
+      versions += state->version();
+    }
+    int32_t mine[3] = {attached && !checking ? 0 : 1, !attached && versions != plan.compared_versions ? 1 : 0,
+                       checking ? 1 : 0};
+    int32_t all[3] = {0, 0, 0};
+    plan.comm->allreduce(mine, all, 3, element::i32, distributed::ReduceOp::max);
+    if (all[0] == 0) {
+      out.push_back(plan.region.get());
+      continue;
+    }
+    unshare_from(plan);
+    if (all[1] && !all[2] && share_values(plan)) out.push_back(plan.region.get());
+  }
+  return out;
+}
+
+// Collective over the region's node (one node): local rank 0 writes its values into the
+// common memory, every rank compares its own with them, and all share them if all match.
+bool CPUExecutable::share_values(SharedPlan& plan) {
+  auto& region = *plan.region;
+  char* common = region.common();
+  const std::string what = "[AllReduce] sharded update of " + m_check_label + ": sharing the variables";
+  // Every rank has taken its private copies (unshare_from) before the common memory changes.
+  region.arrive(what, "before local rank 0 writes its values");
+  if (region.local_rank() == 0)
+    for (const auto& [state, off] : plan.node_shared)
+      std::memcpy(common + off, state->read_buffer(), state->byte_size());
+  region.arrive(what, "after local rank 0 wrote its values");
+  int32_t differ = 0, any = 0;
+  uint64_t versions = 0;
+  for (const auto& [state, off] : plan.node_shared) {
+    differ = differ || std::memcmp(common + off, state->read_buffer(), state->byte_size()) != 0;
+    versions += state->version();
+  }
+  plan.comm->allreduce(&differ, &any, 1, element::i32, distributed::ReduceOp::max);
+  plan.compared_versions = versions;
+  if (any) return false;
+  for (const auto& [state, off] : plan.node_shared) state->share(common + off, plan.region);
+  return true;
+}
+
+size_t CPUExecutable::get_node_shared_variables() const {
+  size_t n = 0;
+  for (const auto& plan : m_shared) n += plan.node_shared.size();
+  return n;
 }
 
 size_t CPUExecutable::get_shared_bytes() const {

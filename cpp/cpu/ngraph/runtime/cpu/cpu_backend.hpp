@@ -24,6 +24,7 @@ namespace cpu {
 class CPUExecutable : public Executable {
  public:
   CPUExecutable(std::shared_ptr<Function> function, const CompileOptions& options);
+  ~CPUExecutable() override;
   void call_raw(void* const* outputs, const void* const* inputs) override;
 
   // The optimised function that was scheduled.
@@ -47,6 +48,10 @@ class CPUExecutable : public Executable {
   // when shared memory cannot be used: see Communicator::create_shared_region).
   size_t get_shared_bytes() const;
   std::vector<std::string> get_shared_memory() const;
+  // Variables a sharded update keeps once per node (planned; 0: none), and whether the last
+  // call ran it sharded (the ranks decide that together per call; see docs/distributed.md).
+  size_t get_node_shared_variables() const;
+  bool last_call_sharded() const { return m_last_sharded; }
   std::vector<double> get_step_seconds() const;
 
  private:
@@ -101,12 +106,23 @@ class CPUExecutable : public Executable {
     size_t bytes = 0;
     std::shared_ptr<distributed::SharedRegion> region;
     char* base = nullptr;  // region->local() while in use
+    // A sharded update's variables and their offsets in the region's common memory.
+    std::vector<std::pair<VariableState*, size_t>> node_shared;  // kept alive by m_updated
+    size_t common = 0;
+    uint64_t compared_versions = ~uint64_t{0};  // the variables' versions when last compared
   };
   std::vector<SharedPlan> m_shared;
   std::vector<distributed::SharedRegion*> m_shared_regions;  // those in use, for CallState
   bool m_shared_tried = false;
+  bool m_last_sharded = false;
+  std::map<VariableState*, size_t> m_node_shared_plan;  // a sharded update's variable -> m_shared index
   void setup_shared();
   void drop_shared();
+  // The regions whose sharded updates this call runs (decided with the other ranks).
+  std::vector<distributed::SharedRegion*> decide_sharded(bool checking);
+  bool share_values(SharedPlan& plan);  // collective: true when every rank's values matched
+  static bool shared_in(const SharedPlan& plan, const VariableState& state, size_t offset);
+  void unshare_from(SharedPlan& plan);
 
   CallState m_call;  // kernels keep a pointer to it: declared before anything that builds them
   std::shared_ptr<Function> m_function;

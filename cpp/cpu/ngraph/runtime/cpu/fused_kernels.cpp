@@ -115,8 +115,26 @@ RunInstr<T> pick_run_instr() {
   return &run_instr<T>;
 }
 
+// d[j] = (ranks[0][start + j] + ranks[1][start + j] + ...) * factor, added in rank order and
+// then scaled: bitwise what SharedRegion::allreduce writes.
+template <typename T>
+void sum_block(T* __restrict d, const std::vector<const T*>& ranks, size_t start, size_t n,
+               double factor) {
+  const T* a = ranks[0] + start;
+  const T* b = ranks[1] + start;
+  for (size_t j = 0; j < n; ++j) d[j] = a[j] + b[j];
+  for (size_t l = 2; l < ranks.size(); ++l) {
+    const T* c = ranks[l] + start;
+    for (size_t j = 0; j < n; ++j) d[j] = d[j] + c[j];
+  }
+  if (factor != 1.0)
+    for (size_t j = 0; j < n; ++j) d[j] = static_cast<T>(d[j] * factor);
+}
+
 // Non-scalar inputs share the output's layout (the layout rule passes a blocked layout
 // through only then), so the program runs over the storage elements, padding included.
+// In a sharded update (CallState::summed_where_read) it runs over this rank's piece only,
+// summing the ranks' gradients as it reads them.
 template <typename T>
 Kernel fused_kernel(KernelContext& ctx) {
   auto& node = static_cast<const FusedElementwise&>(ctx.node);
@@ -134,9 +152,37 @@ Kernel fused_kernel(KernelContext& ctx) {
   // planned by the memory planner.
   size_t scratch = ctx.scratch(nregs * kBlock * sizeof(T));
   RunInstr<T> run_instr = pick_run_instr<T>();
-  return [program, extra, nin, total, kind, nregs, scratch, run_instr](const void* const* in,
-                                                                       void* const* out) {
+  CallState* call = ctx.call_state();
+  bool sharded = ctx.sharded();
+  return [program, extra, nin, total, kind, nregs, scratch, run_instr, call, sharded](const void* const* in,
+                                                                                     void* const* out) {
     T* s = static_cast<T*>(out[scratch]);
+    struct Summed {
+      size_t input;
+      std::vector<const T*> ranks;
+      double factor;
+    };
+    std::vector<Summed> summed;
+    size_t lo = 0, hi = total;
+    if (sharded && !call->summed_where_read.empty()) {
+      const CallState::SummedWhereRead* any = nullptr;
+      for (size_t i = 0; i < nin; ++i)
+        if (kind[i] == 0)
+          if (const auto* r = call->summed_where_read_for(in[i])) {
+            size_t off = static_cast<size_t>(static_cast<const char*>(in[i]) - r->out);
+            Summed sm{i, {}, r->factor};
+            for (const char* slot : r->slots) sm.ranks.push_back(reinterpret_cast<const T*>(slot + off));
+            summed.push_back(std::move(sm));
+            any = r;
+          }
+      if (any) {  // this rank's piece, on 64-byte boundaries (no cache line written by two ranks)
+        size_t align = std::max<size_t>(1, 64 / sizeof(T));
+        size_t l = static_cast<size_t>(any->region->local_rank()), size = static_cast<size_t>(any->region->local_size());
+        auto bound = [&](size_t q) { return q >= size ? total : total * q / size / align * align; };
+        lo = bound(l);
+        hi = bound(l + 1);
+      }
+    }
     const T* ptr[64];
     std::vector<const T*> heap;
     const T** regs = ptr;
@@ -151,8 +197,8 @@ Kernel fused_kernel(KernelContext& ctx) {
       if (kind[i] == 3)
         std::fill(s + i * kBlock, s + (i + 1) * kBlock, *static_cast<const char*>(in[i]) ? T(1) : T(0));
     }
-    for (size_t start = 0; start < total; start += kBlock) {
-      size_t n = std::min(kBlock, total - start);
+    for (size_t start = lo; start < hi; start += kBlock) {
+      size_t n = std::min(kBlock, hi - start);
       for (size_t i = 0; i < nin; ++i) {
         switch (kind[i]) {
           case 0: regs[i] = static_cast<const T*>(in[i]) + start; break;
@@ -165,6 +211,11 @@ Kernel fused_kernel(KernelContext& ctx) {
           }
           default: regs[i] = s + i * kBlock; break;
         }
+      }
+      for (const auto& sm : summed) {
+        T* d = s + sm.input * kBlock;
+        sum_block(d, sm.ranks, start, n, sm.factor);
+        regs[sm.input] = d;
       }
       for (size_t k = 0; k < program.size(); ++k) {
         const auto& ins = program[k];

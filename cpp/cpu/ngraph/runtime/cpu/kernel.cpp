@@ -62,9 +62,12 @@ bool is_structural_op(const std::string& op) {
          op == "Assign";
 }
 
-void CallState::reset(bool verified, const std::vector<distributed::SharedRegion*>* regions) {
+void CallState::reset(bool verified, const std::vector<distributed::SharedRegion*>* regions,
+                      std::vector<distributed::SharedRegion*> sharded) {
   m_deferred.clear();
   m_last_started.reset();
+  sharded_regions = std::move(sharded);
+  summed_where_read.clear();
   collectives_verified = verified;
   shared_regions = regions;
 }

@@ -54,8 +54,34 @@ class CallState {
         if (r->contains(p, bytes)) return r;
     return nullptr;
   }
+  // Regions whose sharded updates run in this call (decided by the ranks together, see the
+  // executable): their fused allreduces only arrive, leaving the sums to the update kernels,
+  // which read every rank's gradients at slots[l] + (p - out) for local rank l, add them in
+  // rank order, scale by `factor` (bitwise what SharedRegion::allreduce writes) and update
+  // this rank's piece of the node-shared variables.
+  std::vector<distributed::SharedRegion*> sharded_regions;
+  struct SummedWhereRead {
+    const char* out;
+    size_t bytes;
+    std::vector<const char*> slots;
+    double factor;
+    distributed::SharedRegion* region;
+  };
+  std::vector<SummedWhereRead> summed_where_read;
+  const SummedWhereRead* summed_where_read_for(const void* p) const {
+    auto* c = static_cast<const char*>(p);
+    for (const auto& r : summed_where_read)
+      if (c >= r.out && c < r.out + r.bytes) return &r;
+    return nullptr;
+  }
+  bool is_sharded(const distributed::SharedRegion* r) const {
+    for (auto* s : sharded_regions)
+      if (s == r) return true;
+    return false;
+  }
   // Starts a call: nothing deferred or started.
-  void reset(bool verified, const std::vector<distributed::SharedRegion*>* regions);
+  void reset(bool verified, const std::vector<distributed::SharedRegion*>* regions,
+             std::vector<distributed::SharedRegion*> sharded = {});
   // Runs the deferred completions in order; all of them run even if one throws (the first
   // exception is rethrown).
   void finish();
@@ -71,9 +97,10 @@ class CallState {
 class KernelContext {
  public:
   KernelContext(const Node& n, std::vector<const TensorDesc*> inputs,
-                std::vector<const TensorDesc*> outputs, CallState& call, bool overlap)
+                std::vector<const TensorDesc*> outputs, CallState& call, bool overlap,
+                bool sharded = false)
       : node(n), m_inputs(std::move(inputs)), m_outputs(std::move(outputs)), m_call(call),
-        m_overlap(overlap) {}
+        m_overlap(overlap), m_sharded(sharded) {}
   const Node& node;
   const TensorDesc& input(size_t i) const { return *m_inputs.at(i); }
   const TensorDesc& output(size_t i) const { return *m_outputs.at(i); }
@@ -89,12 +116,17 @@ class KernelContext {
   // An asynchronous collective may return before it completes (the plan found enough work to
   // overlap it with); otherwise it completes inside the kernel.
   bool overlap() const { return m_overlap; }
+  // Part of a sharded update (PlannedStep::sharded): in calls that run it sharded, a fused
+  // allreduce only arrives and an update kernel sums the ranks' gradients for its piece.
+  bool sharded() const { return m_sharded; }
+  // A sharded fused allreduce's outputs that other steps read whole: reduced in every call.
+  std::vector<size_t> reduced_whole;
 
  private:
   std::vector<const TensorDesc*> m_inputs, m_outputs;
   std::vector<size_t> m_scratch;
   CallState& m_call;
-  bool m_overlap;
+  bool m_overlap, m_sharded;
 };
 
 using KernelBuilder = std::function<Kernel(KernelContext& ctx)>;

@@ -47,6 +47,10 @@ struct BufferAssignment {
 struct PlannedStep {
   std::shared_ptr<Node> node;
   bool overlap = false;               // an asynchronous collective, waited for later
+  // A fused allreduce whose sums only a sharded update reads, or that update's kernel (see
+  // SharedPlacement::node_shared): the ranks of one node update one piece each.
+  bool sharded = false;
+  std::vector<size_t> reduced_whole;  // a sharded allreduce's outputs other steps read whole
   std::vector<size_t> waits_before;   // asynchronous steps to complete before this one
   Kernel kernel;
   std::vector<size_t> scratch_bytes;  // asked for by the kernel builder
@@ -64,9 +68,16 @@ struct ContiguousGroup {
 };
 
 // The fused allreduce buffers of one communicator placed in memory the node's ranks share.
+// A sharded update: variables whose only writers are fused elementwise kernels reading the
+// sums of an in-place fused allreduce (an optimizer's update) live once per node, in the
+// region's common memory, at the offsets listed (node_shared, `common` bytes); on one node
+// local rank l sums piece l of every rank's gradients straight from the slots and updates
+// piece l of the weights and optimizer state, instead of every rank updating all of them.
 struct SharedPlacement {
   std::shared_ptr<distributed::Communicator> comm;
   size_t bytes = 0;
+  std::vector<std::pair<VariableState*, size_t>> node_shared;
+  size_t common = 0;
 };
 
 // The collectives of the schedule on one communicator, for the agreement check.

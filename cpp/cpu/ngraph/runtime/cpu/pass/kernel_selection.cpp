@@ -19,7 +19,9 @@ void select_kernels(ExecutionPlan& plan) {
     for (const auto& v : node.input_values()) in.push_back(&plan.desc(v));
     for (size_t o = 0; o < node.get_output_size(); ++o)
       out.push_back(&plan.desc(step.node->output(o)));
-    KernelContext ctx(node, std::move(in), std::move(out), *plan.call_state, step.overlap);
+    KernelContext ctx(node, std::move(in), std::move(out), *plan.call_state, step.overlap,
+                      step.sharded);
+    ctx.reduced_whole = step.reduced_whole;
     step.kernel = (*builder)(ctx);
     step.scratch_bytes = ctx.scratch_bytes();
   }
