@@ -176,6 +176,17 @@ class Executable:
         The optimised function that was compiled.
         """
     @property
+    def last_call_sharded(self) -> bool:
+        """
+        Whether the last call ran the sharded update (the ranks decide it together per call).
+        """
+    @property
+    def node_shared_variables(self) -> int:
+        """
+        Variables a sharded update keeps once per node (weights and optimizer state updated
+        piecewise by the node's ranks; 0: none planned).
+        """
+    @property
     def schedule(self) -> list[str]:
         """
         The names of the nodes the executable runs, in order.

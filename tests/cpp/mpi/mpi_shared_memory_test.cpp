@@ -205,6 +205,27 @@ TEST(MpiSharedMemory, DifferentSizesAreRefusedEverywhere) {
   EXPECT_FALSE(region);
 }
 
+TEST(MpiSharedMemory, MaxOverNodeAndCommonMemory) {
+  SKIP_IF_SWITCHED_OFF();
+  auto region = fresh_world()->create_shared_region(4096, 1000);
+  ASSERT_TRUE(region);
+  ASSERT_TRUE(region->common());
+  EXPECT_EQ(region->common_size(), 1000u);
+  const int r = mpitest::rank(), n = mpitest::size();
+  for (int round = 0; round < 3; ++round) {  // the mailboxes are reused in turn
+    int64_t v[3] = {r + round, -r, 7};
+    region->max_over_node(v, 3, "test");
+    EXPECT_EQ(v[0], n - 1 + round);
+    EXPECT_EQ(v[1], 0);
+    EXPECT_EQ(v[2], 7);
+  }
+  // One copy per node: what the last rank writes, every rank reads.
+  if (r == n - 1) std::memset(region->common(), 0x5a, 1000);
+  region->arrive("test", "after writing");
+  for (size_t i = 0; i < 1000; ++i) ASSERT_EQ(static_cast<unsigned char>(region->common()[i]), 0x5a);
+  region->arrive("test", "after reading");
+}
+
 // Through the CPU backend: the fused gradient allreduce is planned into shared memory.
 TEST(MpiSharedMemory, ExecutableFusesIntoSharedMemory) {
   const int r = mpitest::rank();
@@ -283,7 +304,9 @@ TEST(MpiSharedMemory, InputsReadAfterTheCollectiveAreNotOverwritten) {
 // The update is one fused kernel per variable that reads the averaged gradient: on one node a
 // sharded update (each rank sums its piece of the gradients and updates it in memory the
 // node shares).
-const std::vector<Shape> kMomentumShapes{{3, 1001}, {4099}, {5}};
+// The 0-d one is splatted into its kernel, not summed per piece: its gradient is reduced
+// whole and its update runs on every rank.
+const std::vector<Shape> kMomentumShapes{{3, 1001}, {4099}, {5}, {}};
 
 float momentum_w0(size_t i, size_t k) { return 0.25f + static_cast<float>((i * 7 + k) % 13) / 8.0f; }
 float momentum_x(size_t i, size_t k, int r) { return value<float>(i + k, r, ReduceOp::sum) / 64.0f; }
@@ -307,8 +330,10 @@ struct Momentum {
   }
 };
 
+// A second computation over the variables of `same` when given.
 Momentum momentum(bool return_first_gradient = false,
-                  std::shared_ptr<distributed::Communicator> comm = mpitest::world()) {
+                  std::shared_ptr<distributed::Communicator> comm = mpitest::world(),
+                  const Momentum* same = nullptr) {
   Momentum t;
   ParameterVector params;
   NodeVector assigns;
@@ -327,8 +352,8 @@ Momentum momentum(bool return_first_gradient = false,
       w0[i] = momentum_w0(i, k);
       x[i] = momentum_x(i, k, mpitest::rank());
     }
-    t.w.push_back(std::make_shared<VariableState>(element::f32, shape, w0.data()));
-    t.m.push_back(std::make_shared<VariableState>(element::f32, shape));
+    t.w.push_back(same ? same->w[k] : std::make_shared<VariableState>(element::f32, shape, w0.data()));
+    t.m.push_back(same ? same->m[k] : std::make_shared<VariableState>(element::f32, shape));
     auto w = std::make_shared<op::Variable>(t.w.back());
     auto m = std::make_shared<op::Variable>(t.m.back());
     auto p = std::make_shared<op::Parameter>(element::f32, shape);
@@ -478,6 +503,31 @@ TEST(MpiSharedMemory, ShardedVariablesWrittenElsewhereFallBackAndShareAgain) {
   if (switched_off()) return;
   std::vector<bool> expect{true, false, true, true, false, true, true, true};
   for (size_t c = 0; c < expect.size(); ++c) EXPECT_EQ(sharded[c], expect[c]) << "call " << c;
+}
+
+// Two computations updating the same variables (two batch sizes, say) take the node's copy
+// over from each other: every call still runs sharded, with the same bits as unsharded.
+TEST(MpiSharedMemory, TwoComputationsOverTheSameVariablesAlternate) {
+  auto run = [](const char* on, std::vector<bool>* flags) {
+    ScopedEnv env("NGRAPH_SHM_SHARDED_UPDATE", on);
+    Momentum a = momentum();
+    Momentum b = momentum(false, mpitest::world(), &a);
+    for (int c = 0; c < 3; ++c)
+      for (Momentum* t : {&a, &b}) {
+        t->step();
+        flags->push_back(t->cpu().last_call_sharded());
+      }
+    return a.values();
+  };
+  std::vector<bool> sharded, whole;
+  auto got = run("1", &sharded);
+  auto want = run("0", &whole);
+  EXPECT_TRUE(bitwise_equal(got, want));
+  EXPECT_TRUE(all_close(got[0], momentum_reference(6)[0], 1e-4, 1e-5));
+  for (size_t c = 0; c < sharded.size(); ++c) {
+    EXPECT_EQ(sharded[c], !switched_off()) << "call " << c;
+    EXPECT_FALSE(whole[c]);
+  }
 }
 
 // A gradient that is also returned is reduced whole (the result needs it); the others are

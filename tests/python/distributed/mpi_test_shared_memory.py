@@ -33,7 +33,7 @@ def fused_sums(dtype, op, comm=None):
 
 
 def same_on_every_rank(world, arrays):
-    mine = np.concatenate([a.view(np.uint8).ravel() for a in arrays])
+    mine = np.concatenate([np.atleast_1d(a).view(np.uint8).ravel() for a in arrays])
     return all(np.array_equal(mine, other) for other in world.allgather(mine))
 
 
@@ -151,3 +151,94 @@ def test_rank_failing_before_the_collective(world, comm):
     world.Barrier()
     assert f.executable.shared_memory == []  # out of step: not used again
     np.testing.assert_array_equal(f(xs, np.int64(1))[0], np.arange(100) * (n * (n + 1) // 2))
+
+
+@pytest.mark.parametrize("optimizer", ["momentum", "adam"])
+def test_sharded_update_is_bitwise_the_whole_update(world, comm, monkeypatch, optimizer):
+    """On one node each rank updates its piece of weights and optimizer state the node
+    shares, summing its piece of every rank's gradients itself: the same bits as every rank
+    updating everything (NGRAPH_SHM_SHARDED_UPDATE=0), through set_value on one rank (the
+    ranks fall back to private copies) and on every rank (they share again)."""
+    r = comm.rank
+    rng = np.random.default_rng(200 + r)
+    data = [(rng.standard_normal((16, 20)).astype(np.float32),
+             rng.integers(0, 5, 16).astype(np.int64)) for _ in range(6)]
+
+    def run(sharded):
+        monkeypatch.setenv("NGRAPH_SHM_SHARDED_UPDATE", "1" if sharded else "0")
+        rng = np.random.default_rng(7)
+        x = ng.parameter([16, 20], np.float32)
+        y = ng.parameter([16], np.int64)
+        w1 = ng.variable((rng.standard_normal((20, 300)) * 0.1).astype(np.float32))
+        b1 = ng.variable(np.zeros(300, np.float32))
+        w2 = ng.variable((rng.standard_normal((300, 5)) * 0.1).astype(np.float32))
+        t = ng.variable(np.array(1.5, np.float32))  # 0-d: its gradient is reduced whole
+        params = [w1, b1, w2, t]
+        loss = ng.softmax_cross_entropy(ng.dot(ng.relu(ng.dot(x, w1) + b1), w2) * t, y)
+        grads = [ng.allreduce(g, "mean", comm=comm) for g in ng.gradients(loss, params)]
+        opt = ng.optimizers.SGD(0.1, momentum=0.9) if optimizer == "momentum" else ng.optimizers.Adam(0.01)
+        step = ng.runtime().computation(loss, x, y, updates=opt.updates(loss, params, grads))
+        flags, values = [], []
+        for c, (xv, yv) in enumerate(data):
+            if c == 2 and r == 0:  # one rank's own value: nothing can be shared
+                w2.set_value(np.full((300, 5), 0.01, np.float32))
+            if c == 4:  # every rank loads the same values (a checkpoint): shared again
+                w2.set_value(np.full((300, 5), 0.02, np.float32))
+            step(xv, yv)
+            flags.append(step.executable.last_call_sharded)
+            values.append([p.get_value() for p in params])
+        return step.executable, flags, values
+
+    exe, flags, got = run(True)
+    plain, plain_flags, want = run(False)
+    for a, b in zip(got, want):
+        for u, v in zip(a, b):
+            assert u.tobytes() == v.tobytes()
+    assert plain.node_shared_variables == 0 and not any(plain_flags)
+    if shm_switched_off():
+        assert exe.node_shared_variables == 0 and not any(flags)
+        return
+    # The three tensors' weights and optimizer state (momentum; Adam's two moments), not the
+    # 0-d temperature's.
+    assert exe.node_shared_variables == 3 * (2 if optimizer == "momentum" else 3)
+    assert flags == [True, True, False, False, True, True]
+    assert same_on_every_rank(world, got[-1])
+
+
+def test_rank_failing_before_a_sharded_update(world, comm):
+    """The last rank fails before the gradients' allreduce of a sharded update: it raises its
+    own error, the others a DistributedError naming it; nobody updated a piece, every rank
+    takes private copies of the same weights, and training goes on over MPI."""
+    if shm_switched_off():
+        pytest.skip("NGRAPH_SHM=0 in this run")
+    ours = ng.distributed.as_communicator(world.Dup())
+    ours.timeout = 2.0
+    r, n = comm.rank, comm.size
+    x = ng.parameter([8, 64], np.float32)
+    d = ng.parameter([], np.int64)
+    w = ng.variable(np.full((64, 32), 0.01, np.float32))
+    # The loss's scale divides by d: zero on one rank fails that rank before its backward.
+    scale = ng.convert(ng.divide(ng.constant(np.int64(2)), d), np.float32)
+    loss = ng.sum(ng.dot(x, w) ** 2) * scale
+    (g,) = ng.gradients(loss, [w])
+    step = ng.runtime().computation(
+        loss, x, d, updates=ng.optimizers.SGD(0.01, momentum=0.9).updates(loss, [w], [ng.allreduce(g, "mean", comm=ours)]))
+    xs = np.random.default_rng(r).standard_normal((8, 64)).astype(np.float32)
+    step(xs, np.int64(1))
+    assert step.executable.last_call_sharded and step.executable.node_shared_variables == 2
+    before = w.get_value()
+    if r == n - 1:
+        with pytest.raises(ValueError, match="division by zero"):
+            step(xs, np.int64(0))
+    else:
+        with pytest.raises(ng.distributed.DistributedError) as info:
+            step(xs, np.int64(1))
+        msg = str(info.value)
+        assert "shared memory" in msg and f"rank(s) {n - 1} " in msg, msg
+    world.Barrier()
+    np.testing.assert_array_equal(w.get_value(), before)
+    assert same_on_every_rank(world, [w.get_value()])
+    step(xs, np.int64(1))  # over MPI now, every rank updating its private copy
+    assert step.executable.shared_memory == [] and not step.executable.last_call_sharded
+    assert same_on_every_rank(world, [w.get_value()])
+    assert not np.array_equal(w.get_value(), before)

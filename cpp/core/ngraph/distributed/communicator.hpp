@@ -92,6 +92,12 @@ class SharedRegion {
   // the communicator's timeout, naming `what`, `when` and the missing ranks; the region is
   // unusable after a failure).
   virtual void arrive(const std::string& what, const char* when) = 0;
+  // Every rank of the node offers `n` values (n <= kMaxOver) and gets back each one's maximum
+  // over the node's ranks: a decision the ranks take together through the region, bounded by
+  // the timeout like an arrival (a rank that stopped using the region is named, not waited for
+  // inside MPI).
+  static constexpr size_t kMaxOver = 7;
+  virtual void max_over_node(int64_t* values, size_t n, const std::string& what) = 0;
   // "2 ranks on 1 node, 3.8 MB per rank" (for logs and tests).
   virtual std::string describe() const = 0;
 };

@@ -62,6 +62,7 @@ void VariableState::share(char* shared, std::shared_ptr<void> owner) {
   if (!shared) throw std::invalid_argument("[Variable] share: memory is null");
   m_shared = shared;
   m_shared_owner = std::move(owner);
+  ++m_version;  // another backend's copy may have held it: it is to compare before sharing again
 }
 
 void VariableState::unshare() {

@@ -60,8 +60,8 @@ class VariableState {
   void share(char* shared, std::shared_ptr<void> owner);
   void unshare();
   bool is_shared() const { return m_shared != nullptr; }
-  // Counts the writes that replace the value (set, commit, unshare), so a backend can tell
-  // whether values may have changed since it last compared them.
+  // Counts the changes of where or what the value is (set, commit, share, unshare), so a
+  // backend can tell whether values may have changed since it last compared them.
   uint64_t version() const { return m_version; }
 
  private:

@@ -519,6 +519,7 @@ std::vector<Setting> settings_that_must_agree() {
   return {
       {"NGRAPH_SHM", shared_memory_enabled() ? "on" : "0 (off)"},
       {"NGRAPH_SHM_NODE_SIZE", env("NGRAPH_SHM_NODE_SIZE")},
+      {"NGRAPH_SHM_SHARDED_UPDATE", env("NGRAPH_SHM_SHARDED_UPDATE")},
       {"the check mode (NGRAPH_DIST_CHECK, ngraph.distributed.init(check=...))", mode},
       {"NGRAPH_CPU_FUSION", env("NGRAPH_CPU_FUSION")},
       {"NGRAPH_FUSION_THRESHOLD", env("NGRAPH_FUSION_THRESHOLD")},

@@ -1,8 +1,9 @@
 // Zero-copy allreduce in shared memory for the ranks of one node.
 //
-// Every rank of a node maps one POSIX shared-memory object: a header of arrival counters, then
-// one slot per rank. An executable plans its fused gradient buffers into its rank's slot, so
-// backward writes the gradients there directly. The allreduce is then two arrivals and one
+// Every rank of a node maps one POSIX shared-memory object: a header of arrival counters (and
+// mailboxes for decisions the ranks take together), then one slot per rank, then memory held
+// once per node (common, for a sharded update's variables). An executable plans its fused
+// gradient buffers into its rank's slot, so backward writes the gradients there directly. The allreduce is then two arrivals and one
 // pass over memory: after every rank has arrived, local rank l reduces piece l of the buffer
 // over all slots (in rank order) and writes the result into piece l of every slot's output;
 // after the second arrival every rank holds the whole result in its own slot. With 2 ranks
@@ -112,6 +113,20 @@ class MPISharedRegion : public SharedRegion {
     usable(what);
     arrive_all(what, when);
   }
+  void max_over_node(int64_t* values, size_t n, const std::string& what) override {
+    usable(what);
+    if (n > kMaxOver) throw std::invalid_argument(what + ": at most " + std::to_string(kMaxOver) + " values");
+    // Two mailboxes per rank, used in turn: a rank writes one only after every rank passed the
+    // arrival of the exchange before, by which time all have read it.
+    size_t box = static_cast<size_t>(m_exchanges++ % 2);
+    std::memcpy(mailbox(m_local_rank, box), values, n * sizeof(int64_t));
+    arrive_all(what, "exchanging decisions");
+    for (int l = 0; l < m_local_size; ++l) {
+      if (l == m_local_rank) continue;
+      const int64_t* theirs = mailbox(l, box);
+      for (size_t i = 0; i < n; ++i) values[i] = std::max(values[i], theirs[i]);
+    }
+  }
 
   std::string describe() const override {
     std::ostringstream os;
@@ -162,6 +177,11 @@ class MPISharedRegion : public SharedRegion {
     if (!m_broken.empty())
       throw DistributedError(what + ": rank " + std::to_string(m_comm.rank()) +
                              ": the shared-memory region is unusable after an earlier failure: " + m_broken);
+  }
+  // Local rank l's mailbox `box` (0 or 1) for max_over_node: a cache line after the counters.
+  int64_t* mailbox(int l, size_t box) const {
+    return reinterpret_cast<int64_t*>(m_base + kLine * (static_cast<size_t>(m_local_size) * (1 + box) +
+                                                        static_cast<size_t>(l)));
   }
   std::atomic<uint64_t>& counter(int l) const {
     return *reinterpret_cast<std::atomic<uint64_t>*>(m_base + kLine * static_cast<size_t>(l));
@@ -264,6 +284,7 @@ class MPISharedRegion : public SharedRegion {
   std::vector<int> m_node_ranks;
   MPICommunicator::CrossNodeAllreduce m_cross_allreduce;
   uint64_t m_epoch = 0;
+  uint64_t m_exchanges = 0;
   std::string m_broken;
   // One block of the widest type, for reductions in place (allocated once, not per call).
   std::unique_ptr<unsigned char[]> m_scratch{new unsigned char[kBlock * sizeof(double)]};
@@ -378,7 +399,7 @@ std::shared_ptr<SharedRegion> MPICommunicator::create_shared_region_with(size_t 
   const std::string what = "[SharedRegion] " + std::to_string(bytes) + " bytes per rank, " +
                            std::to_string(common) + " per node";
   const Topology& t = m_topology;
-  size_t header = round_up(kLine * static_cast<size_t>(t.local_size), kPage);
+  size_t header = round_up(3 * kLine * static_cast<size_t>(t.local_size), kPage);  // counters, 2 mailboxes
   size_t slot = round_up(std::max<size_t>(bytes, 1), kPage);
   if (t.nodes > 1) common = 0;  // memory held once per node serves only ranks of one node
   size_t total = header + slot * static_cast<size_t>(t.local_size) + round_up(common, kPage);

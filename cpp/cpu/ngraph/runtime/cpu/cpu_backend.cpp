@@ -396,8 +396,8 @@ void CPUExecutable::unshare_from(SharedPlan& plan) {
     if (shared_in(plan, *state, off)) state->unshare();
 }
 
-// Per call, for each region with a sharded update: every rank says whether its variables are
-// still the node's shared ones (nothing wrote one privately: set_value, another executable,
+// Per call, for each region with a sharded update: every rank says (SharedRegion::max_over_node)
+// whether its variables are still the node's shared ones (nothing wrote one privately: set_value, another executable,
 // the numerics check's call). All yes: this call runs sharded. Otherwise every rank takes
 // private copies and, when some rank's values changed since they were last compared (a
 // checkpoint loaded, set_value on every rank), the ranks compare them again and share them
@@ -413,10 +413,11 @@ std::vector<distributed::SharedRegion*> CPUExecutable::decide_sharded(bool check
       attached = attached && shared_in(plan, *state, off);
       versions += state->version();
     }
-    int32_t mine[3] = {attached && !checking ? 0 : 1, !attached && versions != plan.compared_versions ? 1 : 0,
-                       checking ? 1 : 0};
-    int32_t all[3] = {0, 0, 0};
-    plan.comm->allreduce(mine, all, 3, element::i32, distributed::ReduceOp::max);
+    // Through the region, not MPI: a rank that stopped using it (after a failure) is named
+    // after the timeout instead of meeting a collective it never calls.
+    int64_t all[3] = {attached && !checking ? 0 : 1, !attached && versions != plan.compared_versions ? 1 : 0,
+                      checking ? 1 : 0};
+    plan.region->max_over_node(all, 3, "[AllReduce] sharded update of " + m_check_label + ": deciding");
     if (all[0] == 0) {
       out.push_back(plan.region.get());
       continue;
@@ -439,15 +440,15 @@ bool CPUExecutable::share_values(SharedPlan& plan) {
     for (const auto& [state, off] : plan.node_shared)
       std::memcpy(common + off, state->read_buffer(), state->byte_size());
   region.arrive(what, "after local rank 0 wrote its values");
-  int32_t differ = 0, any = 0;
+  int64_t differ = 0;
   uint64_t versions = 0;
   for (const auto& [state, off] : plan.node_shared) {
     differ = differ || std::memcmp(common + off, state->read_buffer(), state->byte_size()) != 0;
     versions += state->version();
   }
-  plan.comm->allreduce(&differ, &any, 1, element::i32, distributed::ReduceOp::max);
+  region.max_over_node(&differ, 1, what);
   plan.compared_versions = versions;
-  if (any) return false;
+  if (differ) return false;
   for (const auto& [state, off] : plan.node_shared) state->share(common + off, plan.region);
   return true;
 }

@@ -107,6 +107,7 @@ Sharding sharded_update(const ExecutionPlan& plan, size_t s) {
           if (v == o) return no;
     }
     for (const auto& v : reader.input_values()) {
+      if (member.count(v) && v.get_shape().empty()) return no;  // splatted, not summed: reduced whole
       if (v.get_shape().empty()) continue;  // a scalar: the same for every piece
       if (plan.desc(v).elements() != elements) return no;
       if (member.count(v) || dynamic_cast<const op::Constant*>(v.get_node())) continue;
