@@ -3,9 +3,9 @@
 // Every rank of a node maps one POSIX shared-memory object: a header of arrival counters (and
 // mailboxes for decisions the ranks take together), then one slot per rank, then memory held
 // once per node (common, for a sharded update's variables). An executable plans its fused
-// gradient buffers into its rank's slot, so backward writes the gradients there directly. The allreduce is then two arrivals and one
-// pass over memory: after every rank has arrived, local rank l reduces piece l of the buffer
-// over all slots (in rank order) and writes the result into piece l of every slot's output;
+// gradient buffers into its rank's slot, so backward writes the gradients there directly.
+// The allreduce is then two arrivals and one pass over memory: after every rank has arrived,
+// local rank l reduces piece l of the buffer over all slots (in rank order) and writes the result into piece l of every slot's output;
 // after the second arrival every rank holds the whole result in its own slot. With 2 ranks
 // that is 1.5x the buffer read and 1x written per rank, against a copy in, a copy out and a
 // reduction for MPI's shared-memory transport. In place (output range = input range; the
@@ -18,6 +18,10 @@
 // passing the second arrival of call k, when nobody reads call k's inputs any more; and
 // others write a rank's outputs for call k+1 only after the first arrival of call k+1, when
 // that rank has finished reading call k's outputs.
+//
+// A sharded update (see the CPU executable) uses the same slots without the allreduce's pass:
+// after the first arrival each rank sums its piece of every slot inside the update kernels,
+// and an arrival after the update replaces the second.
 //
 // Several nodes: local rank l's reduced piece is then allreduced (MPI) with local rank l of
 // every other node before it is written into the node's slots: a two-level allreduce with

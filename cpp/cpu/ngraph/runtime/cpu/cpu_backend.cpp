@@ -396,9 +396,10 @@ void CPUExecutable::unshare_from(SharedPlan& plan) {
     if (shared_in(plan, *state, off)) state->unshare();
 }
 
-// Per call, for each region with a sharded update: every rank says (SharedRegion::max_over_node)
-// whether its variables are still the node's shared ones (nothing wrote one privately: set_value, another executable,
-// the numerics check's call). All yes: this call runs sharded. Otherwise every rank takes
+// Per call, for each region with a sharded update: every rank says (through
+// SharedRegion::max_over_node) whether its variables are still the node's shared ones (nothing
+// wrote one privately: set_value, another executable, the numerics check's call). All yes:
+// this call runs sharded. Otherwise every rank takes
 // private copies and, when some rank's values changed since they were last compared (a
 // checkpoint loaded, set_value on every rank), the ranks compare them again and share them
 // when they match.
