@@ -176,7 +176,8 @@ def test_sharded_update_is_bitwise_the_whole_update(world, comm, monkeypatch, op
         params = [w1, b1, w2, t]
         loss = ng.softmax_cross_entropy(ng.dot(ng.relu(ng.dot(x, w1) + b1), w2) * t, y)
         grads = [ng.allreduce(g, "mean", comm=comm) for g in ng.gradients(loss, params)]
-        opt = ng.optimizers.SGD(0.1, momentum=0.9) if optimizer == "momentum" else ng.optimizers.Adam(0.01)
+        opt = (ng.optimizers.SGD(0.1, momentum=0.9) if optimizer == "momentum"
+               else ng.optimizers.Adam(0.01))
         step = ng.runtime().computation(loss, x, y, updates=opt.updates(loss, params, grads))
         flags, values = [], []
         for c, (xv, yv) in enumerate(data):
@@ -221,8 +222,9 @@ def test_rank_failing_before_a_sharded_update(world, comm):
     scale = ng.convert(ng.divide(ng.constant(np.int64(2)), d), np.float32)
     loss = ng.sum(ng.dot(x, w) ** 2) * scale
     (g,) = ng.gradients(loss, [w])
-    step = ng.runtime().computation(
-        loss, x, d, updates=ng.optimizers.SGD(0.01, momentum=0.9).updates(loss, [w], [ng.allreduce(g, "mean", comm=ours)]))
+    updates = ng.optimizers.SGD(0.01, momentum=0.9).updates(
+        loss, [w], [ng.allreduce(g, "mean", comm=ours)])
+    step = ng.runtime().computation(loss, x, d, updates=updates)
     xs = np.random.default_rng(r).standard_normal((8, 64)).astype(np.float32)
     step(xs, np.int64(1))
     assert step.executable.last_call_sharded and step.executable.node_shared_variables == 2
