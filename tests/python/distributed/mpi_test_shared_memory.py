@@ -124,6 +124,21 @@ def test_two_level_across_nodes(world, comm, monkeypatch):
             f"{f.executable.shared_bytes} bytes per rank"]
 
 
+def last_rank_fails(call, r, n, *args):
+    """The last rank calls with a zero divisor and raises its own error; the others call
+    with 1 and raise a DistributedError naming it after the timeout (returned, None on the
+    last rank)."""
+    if r == n - 1:
+        with pytest.raises(ValueError, match="division by zero"):
+            call(*args, np.int64(0))
+        return None
+    with pytest.raises(ng.distributed.DistributedError) as info:
+        call(*args, np.int64(1))
+    msg = str(info.value)
+    assert "shared memory" in msg and f"rank(s) {n - 1} " in msg, msg
+    return msg
+
+
 def test_rank_failing_before_the_collective(world, comm):
     """The last rank's kernel fails before the allreduce: it raises its own error, the others
     a DistributedError naming it after the timeout; then everyone goes on (over MPI)."""
@@ -138,16 +153,9 @@ def test_rank_failing_before_the_collective(world, comm):
     xs = np.arange(100, dtype=np.int64) * (r + 1)
     np.testing.assert_array_equal(f(xs, np.int64(1))[0], np.arange(100) * (n * (n + 1) // 2))
     assert len(f.executable.shared_memory) == 1
-    if r == n - 1:
-        with pytest.raises(ValueError, match="division by zero"):
-            f(xs, np.int64(0))
-    else:
-        with pytest.raises(ng.distributed.DistributedError) as info:
-            f(xs, np.int64(1))
-        msg = str(info.value)
-        assert msg.startswith("[AllReduce]") and "shared memory" in msg, msg
-        assert f"rank {r} timed out after 2 s" in msg, msg
-        assert f"rank(s) {n - 1} " in msg, msg
+    msg = last_rank_fails(f, r, n, xs)
+    if msg is not None:
+        assert msg.startswith("[AllReduce]") and f"rank {r} timed out after 2 s" in msg, msg
     world.Barrier()
     assert f.executable.shared_memory == []  # out of step: not used again
     np.testing.assert_array_equal(f(xs, np.int64(1))[0], np.arange(100) * (n * (n + 1) // 2))
@@ -229,14 +237,7 @@ def test_rank_failing_before_a_sharded_update(world, comm):
     step(xs, np.int64(1))
     assert step.executable.last_call_sharded and step.executable.node_shared_variables == 2
     before = w.get_value()
-    if r == n - 1:
-        with pytest.raises(ValueError, match="division by zero"):
-            step(xs, np.int64(0))
-    else:
-        with pytest.raises(ng.distributed.DistributedError) as info:
-            step(xs, np.int64(1))
-        msg = str(info.value)
-        assert "shared memory" in msg and f"rank(s) {n - 1} " in msg, msg
+    last_rank_fails(step, r, n, xs)
     world.Barrier()
     np.testing.assert_array_equal(w.get_value(), before)
     assert same_on_every_rank(world, [w.get_value()])
