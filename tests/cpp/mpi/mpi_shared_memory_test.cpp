@@ -207,7 +207,8 @@ TEST(MpiSharedMemory, DifferentSizesAreRefusedEverywhere) {
 
 TEST(MpiSharedMemory, MaxOverNodeAndCommonMemory) {
   SKIP_IF_SWITCHED_OFF();
-  auto region = fresh_world()->create_shared_region(4096, 1000);
+  auto comm = fresh_world();  // outlives the region, which refers to it
+  auto region = comm->create_shared_region(4096, 1000);
   ASSERT_TRUE(region);
   ASSERT_TRUE(region->common());
   EXPECT_EQ(region->common_size(), 1000u);
