@@ -171,6 +171,13 @@ class Executable:
         Bytes of the planned buffer for intermediates.
         """
     @property
+    def rng_step(self) -> int:
+        """
+        The step the random ops (ng.dropout) of the next call draw with.
+        """
+    @rng_step.setter
+    def rng_step(self, step: int) -> None: ...
+    @property
     def function(self) -> Function:
         """
         The optimised function that was compiled.

@@ -377,6 +377,90 @@ def concat(nodes: Sequence[NodeInput], axis: int, name: str | None = None) -> No
     return _make("Concat", nodes, name, concatenation_axis=axis)
 
 
+def replace_slice(
+    dest_node: NodeInput,
+    src_node: NodeInput,
+    lower_bounds: Sequence[int],
+    upper_bounds: Sequence[int],
+    strides: Sequence[int] | None = None,
+    name: str | None = None,
+) -> Node:
+    """`dest_node` with the slice [lower_bounds, upper_bounds) (step `strides`) replaced by
+    `src_node`, whose shape is that slice's (nGraph's ReplaceSlice: the adjoint of ``slice``;
+    a pure op, the graph's value of dest is unchanged)."""
+    dest, src = as_nodes(dest_node, src_node, op="ReplaceSlice")
+    return _make(
+        "ReplaceSlice",
+        [dest, src],
+        name,
+        lower_bounds=int_list(lower_bounds, "[ReplaceSlice] lower_bounds"),
+        upper_bounds=int_list(upper_bounds, "[ReplaceSlice] upper_bounds"),
+        strides=None if strides is None else int_list(strides, "[ReplaceSlice] strides"),
+    )
+
+
+def split(data: NodeInput, axis: int, parts: int | Sequence[int],
+          name: str | None = None) -> list[Node]:
+    """Splits `data` along `axis` into `parts` equal pieces (an int that divides the axis) or
+    pieces of the lengths `parts` (a sequence summing to the axis). Returns one node per piece."""
+    data = as_node(data)
+    (ax,) = axis_list(axis, len(data.shape), "[Split] axis")
+    size = data.shape[ax]
+    if isinstance(parts, (int, np.integer)) and not isinstance(parts, bool):
+        if parts <= 0 or size % parts:
+            raise UserInputError(f"[Split] cannot split axis {ax} of size {size} (data shape "
+                                 f"{data.shape}) into {parts} equal parts")
+        lengths = [size // int(parts)] * int(parts)
+    else:
+        lengths = int_list(parts, "[Split] parts")
+    node = _make("Split", [data], name, axis=ax, splits=lengths)
+    return [node[i] for i in range(node.get_output_size())]
+
+
+def tile(data: NodeInput, repeats: Sequence[int] | int, name: str | None = None) -> Node:
+    """`data` repeated `repeats[i]` times along axis i, as ``np.tile``."""
+    if isinstance(repeats, (int, np.integer)):
+        repeats = [repeats]
+    return _make("Tile", [as_node(data)], name, repeats=int_list(repeats, "[Tile] repeats"))
+
+
+# ------------------------------------------------------------------------------ indexing
+
+
+def _indices(node: NodeInput, op: str) -> Node:
+    """An index tensor: a node of i32/i64, or integers (made an int64 constant)."""
+    if isinstance(node, Node):
+        return node
+    value = np.asarray(node)
+    if value.dtype.kind not in "iu":
+        raise NgraphTypeError(f"[{op}] indices must be integers, got {value.dtype}")
+    return make_constant_node(value.astype(np.int64), None, None)
+
+
+def gather(data: NodeInput, indices: NodeInput, axis: int = 0, name: str | None = None) -> Node:
+    """Slices of `data` along `axis` at `indices` (i32 or i64; negative ones count from the
+    end), as ``np.take``: the result's shape is data.shape[:axis] + indices.shape +
+    data.shape[axis + 1:]. An index outside [-n, n) fails the call naming the op, the index and
+    the bound. Its gradient scatters back, summing repeated indices."""
+    data = as_node(data)
+    return _make("Gather", [data, _indices(indices, "Gather")], name, axis=int(axis))
+
+
+def embedding_lookup(indices: NodeInput, weights: NodeInput, name: str | None = None) -> Node:
+    """Rows of `weights` at `indices` (i32 or i64, each in [0, weights.shape[0])): shape
+    indices.shape + weights.shape[1:] (nGraph's EmbeddingLookup)."""
+    return _make("EmbeddingLookup", [_indices(indices, "EmbeddingLookup"), as_node(weights)], name)
+
+
+def scatter_add(inputs: NodeInput, indices: NodeInput, updates: NodeInput, axis: int = 0,
+                name: str | None = None) -> Node:
+    """A copy of `inputs` with each slice of `updates` added at its index along `axis` (0, as
+    nGraph's ScatterAdd; repeated indices accumulate); updates has the shape
+    inputs.shape[:axis] + indices.shape + inputs.shape[axis + 1:]."""
+    data, upd = as_nodes(inputs, updates, op="ScatterAdd")
+    return _make("ScatterAdd", [data, _indices(indices, "ScatterAdd"), upd], name, axis=int(axis))
+
+
 def pad(
     data_batch: NodeInput,
     value: NodeInput,
@@ -495,6 +579,58 @@ def get_output_element(data: Node, index: int, name: str | None = None) -> Node:
     if not isinstance(data, Node):
         raise NgraphTypeError(f"[GetOutputElement] data must be a Node, got {type(data).__name__}")
     return _ngraph.get_output_element(data, index, name or "")
+
+
+def layer_norm(
+    data: NodeInput,
+    scale: NodeInput | None = None,
+    bias: NodeInput | None = None,
+    begin_norm_axis: int = -1,
+    epsilon: float = 1e-5,
+    name: str | None = None,
+) -> Node:
+    """Layer normalization of `data` over the axes from `begin_norm_axis` (negative counts from
+    the end) to the last: ``(data - mean) / sqrt(variance + epsilon) * scale + bias`` with the
+    biased variance (as PyTorch's layer_norm). scale and bias have the normalized shape
+    (data.shape[begin_norm_axis:]) or its element count; one given without the other is paired
+    with ones or zeros. The node has three outputs: the normalized data, the mean and the
+    variance (shape data.shape[:begin_norm_axis]): ``y = ng.layer_norm(x, g, b)[0]``."""
+    x = as_node(data)
+    if scale is None and bias is None:
+        return _make("LayerNorm", [x], name, begin_norm_axis=int(begin_norm_axis),
+                     epsilon=float(epsilon))
+    rank = len(x.shape)
+    (begin,) = axis_list(begin_norm_axis, rank, "[LayerNorm] begin_norm_axis") if rank else (0,)
+    normalized = x.shape[begin:]
+    dtype = x.dtype
+    scale = np.ones(normalized, dtype) if scale is None else scale
+    bias = np.zeros(normalized, dtype) if bias is None else bias
+    affine = [as_node(v, None if isinstance(v, Node) else dtype) for v in (scale, bias)]
+    return _make("LayerNorm", [x, *affine], name, begin_norm_axis=int(begin_norm_axis),
+                 epsilon=float(epsilon))
+
+
+_dropout_seeds = iter(range(1 << 62))
+
+
+def dropout(data: NodeInput, p: float, seed: int | None = None, training: bool = True,
+            name: str | None = None) -> Node:
+    """Inverted dropout: each element is zeroed with probability `p` and the others scaled by
+    1 / (1 - p). The mask comes from a counter-based generator in the graph, a function of
+    (seed, rank, step): different on every rank and every call of the computation (its
+    ``rng_step``) without recompiling, the same on CPU and INTERPRETER, and the backward pass
+    reuses it. Without `training` (evaluation) it is the identity. Give every dropout of a
+    model its own `seed`; by default each call takes the next seed of a process-wide count,
+    the same on every rank that builds the same graph."""
+    x = as_node(data)
+    p = float(p)
+    if not 0 <= p <= 1:
+        raise UserInputError(f"[Dropout] p must be in [0, 1], got {p}")
+    if not training or p == 0:
+        return x
+    seed = next(_dropout_seeds) if seed is None else int(seed)
+    node = _make("Dropout", [x], name, probability=p, seed=seed)
+    return node[0]
 
 
 def batch_norm(

@@ -144,6 +144,19 @@ class Computation(_ngraph.ComputationBase):
         self.executable = runtime.backend.compile(self.function)
         self._bind(self.executable, self._layout, False)
 
+    @property
+    def rng_step(self) -> int:
+        """The step the random ops (``ng.dropout``) of the next call draw with: the number of
+        calls so far, unless set. Masks are a function of (seed, rank, step): a run resumed from
+        a checkpoint sets the step it saved to draw the masks the uninterrupted run would have."""
+        return self.executable.rng_step
+
+    @rng_step.setter
+    def rng_step(self, step: int) -> None:
+        if int(step) < 0:
+            raise UserInputError(f"rng_step must be >= 0, got {step}")
+        self.executable.rng_step = int(step)
+
     def serialize(self, indent: int = 0) -> str:
         """JSON text of the compiled function (nGraph's ``Computation.serialize``): its ops,
         its variable updates and the variables' current values. ``ng.deserialize`` reads it

@@ -218,6 +218,10 @@ void init_runtime(py::module_& m) {
            [](const runtime::Executable& e) {
              return NodeVector(e.get_results().begin(), e.get_results().end());
            })
+      .def_property("rng_step", &runtime::Executable::get_rng_step, &runtime::Executable::set_rng_step,
+                    "The step the random ops (ng.dropout) of the next call draw with: the number "
+                    "of calls so far unless set. Set it back to repeat a call's masks (a resumed "
+                    "run sets the step it checkpointed).")
       .def_property_readonly("schedule",
                              [](runtime::Executable& e) {
                                return on_executable(e, [](auto& x) { return x.get_schedule(); });

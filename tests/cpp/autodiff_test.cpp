@@ -51,6 +51,8 @@ const std::vector<std::string> kCoveredOps = {
     "GetOutputElement",    "BatchNormTraining",   "BatchNormInference",
     "MaxPool", "AvgPool",  "AvgPoolBackprop",     "LRN",
     "Tan",     "Asin",     "Acos",     "Atan",    "Sinh",    "Cosh",    "TopK",
+    "Gather",  "EmbeddingLookup",      "ScatterAdd", "LayerNorm", "Dropout", "ReplaceSlice",
+    "Split",   "Tile",
 };
 
 // No gradient: boolean or integer results, leaves and sinks.
@@ -61,6 +63,7 @@ const std::vector<std::string> kNotDifferentiable = {
     // The gradients of a convolution: linear in each input, not differentiated again.
     "ConvolutionBackpropData", "ConvolutionBackpropFilters",
     "BatchNormTrainingBackprop",  // the gradient of BatchNormTraining; no second order
+    "LayerNormBackprop",          // the gradient of LayerNorm; no second order
     // Gradients of gradients: no rule (AvgPoolBackprop, linear in delta, has its exact one).
     "MaxPoolBackprop", "LRNBackprop",
 };
@@ -233,6 +236,7 @@ class Compiled {
                                to_braces(inputs[i].shape) + ", not the parameter's type and shape");
       m_in[i]->write(inputs[i].values.data(), inputs[i].values.size() * sizeof(double));
     }
+    m_exe->set_rng_step(0);  // random ops (Dropout) draw the same values in every run
     m_exe->call(m_out, m_in);
     std::vector<std::vector<double>> out;
     for (const auto& t : m_out) {
@@ -757,6 +761,77 @@ TEST(autodiff_fd, Slice) {
                     },
                     {data(c.in)});
   }
+}
+
+// Indexing: repeated and negative indices (their gradients accumulate); indices are constants.
+Output indices(const Shape& shape, const std::vector<int64_t>& v) {
+  return std::make_shared<op::Constant>(element::i64, shape, v);
+}
+
+TEST(autodiff_fd, Gather) {
+  check_gradients("axis0-repeated", [](const OutputVector& in) -> Output {
+    return std::make_shared<op::Gather>(in[0], indices({3, 2}, {0, 4, 4, -1, 2, 2}), 0);
+  }, {data({5, 3})});
+  check_gradients("axis1", [](const OutputVector& in) -> Output {
+    return std::make_shared<op::Gather>(in[0], indices({2}, {3, -5}), 1);
+  }, {data({2, 5, 2})});
+}
+
+TEST(autodiff_fd, EmbeddingLookup) {
+  check_gradients("rows", [](const OutputVector& in) -> Output {
+    return std::make_shared<op::EmbeddingLookup>(indices({2, 2}, {1, 1, 5, 0}), in[0]);
+  }, {data({6, 3})});
+}
+
+TEST(autodiff_fd, ScatterAdd) {
+  check_gradients("axis0", [](const OutputVector& in) -> Output {
+    return std::make_shared<op::ScatterAdd>(in[0], indices({3}, {2, 0, 2}), in[1], 0);
+  }, {data({4, 2}), data({3, 2}, Kind::any, 1)});
+  check_gradients("axis1", [](const OutputVector& in) -> Output {
+    return std::make_shared<op::ScatterAdd>(in[0], indices({2}, {-1, 1}), in[1], 1);
+  }, {data({2, 3}), data({2, 2}, Kind::any, 1)});
+}
+
+// All three outputs weighted: the statistics' gradients join the normalized output's.
+TEST(autodiff_fd, LayerNorm) {
+  auto all = [](const std::shared_ptr<op::LayerNorm>& ln) -> Output {
+    return std::make_shared<op::Add>(
+        weighted_sum(ln->output(0)),
+        std::make_shared<op::Add>(weighted_sum(ln->output(1), 7), weighted_sum(ln->output(2), 8)));
+  };
+  check_gradients("affine-two-axes", [&](const OutputVector& in) -> Output {
+    return all(std::make_shared<op::LayerNorm>(in[0], in[1], in[2], 1, 1e-3));
+  }, {data({3, 2, 4}), data({8}, Kind::nonzero, 1), data({8}, Kind::any, 2)}, Tol{1e-6, 1e-5, 1e-6}, true);
+  check_gradients("plain-last-axis", [&](const OutputVector& in) -> Output {
+    return all(std::make_shared<op::LayerNorm>(in[0], -1, 1e-5));
+  }, {data({4, 5})}, Tol{1e-6, 1e-5, 1e-6}, true);
+}
+
+// The mask of step 0 in every run (Compiled::run sets the step).
+TEST(autodiff_fd, Dropout) {
+  check_gradients("p0.4", [](const OutputVector& in) -> Output {
+    return std::make_shared<op::Dropout>(in[0], 0.4, 11)->output(0);
+  }, {data({4, 6})});
+}
+
+TEST(autodiff_fd, ReplaceSlice) {
+  check_gradients("strided", [](const OutputVector& in) -> Output {
+    return std::make_shared<op::ReplaceSlice>(in[0], in[1], Coordinate{0, 1}, Coordinate{3, 6},
+                                              Strides{2, 2});
+  }, {data({4, 6}), data({2, 3}, Kind::any, 1)});
+}
+
+TEST(autodiff_fd, Split) {
+  check_gradients("unequal", [](const OutputVector& in) -> Output {
+    auto sp = std::make_shared<op::Split>(in[0], 1, std::vector<int64_t>{1, 3, 2});
+    return std::make_shared<op::Concat>(OutputVector{sp->output(2), sp->output(0)}, 1);
+  }, {data({2, 6})});
+}
+
+TEST(autodiff_fd, Tile) {
+  check_gradients("more-repeats-than-axes", [](const OutputVector& in) -> Output {
+    return std::make_shared<op::Tile>(in[0], std::vector<int64_t>{2, 1, 3});
+  }, {data({2, 3})});
 }
 
 TEST(autodiff_fd, Concat) {
@@ -1334,6 +1409,13 @@ const std::vector<std::pair<std::string, std::function<Output(const Output&)>>> 
        auto c = [](double v) { return cst(Shape{4}, std::vector<double>(4, v)); };
        return std::make_shared<op::BatchNormTrainingBackprop>(x, c(1.5), c(0.5), c(0.1), c(2.0),
                                                               x, 1e-3)
+           ->output(0);
+     }},
+    {"LayerNormBackprop",
+     [](const Output& x) {  // d_data of a layer norm of x [3, 4], with x as its delta too
+       return std::make_shared<op::LayerNormBackprop>(
+                  OutputVector{x, x, cst(Shape{3}, {0.1, 0.2, 0.3}), cst(Shape{3}, {1.0, 2.0, 0.5})},
+                  1, 1e-5)
            ->output(0);
      }},
     {"MaxPoolBackprop",

@@ -369,10 +369,19 @@ struct KeptAndPlain {
 // same.
 TEST(VariableLayouts, convolution_filters_stay_blocked_between_calls) {
   KeptAndPlain t;
-  // Plainly: the filters to the forward's layout and to the backward-data's, the gradient
-  // back. Kept: at most the backward-data's (when it differs from the forward's).
-  EXPECT_LE(t.kept->get_reorder_count() + 2, t.plain->get_reorder_count())
-      << ::testing::PrintToString(t.kept->get_schedule());
+  // Plainly, every step: the filters to the forward's layout and the gradient back to plain
+  // (and the momentum with it). Kept: the forward reads the filters as they are; where the
+  // backward-filters primitive writes the gradient in the forward's layout (AVX2 machines) the
+  // gradient is not reordered either, and where it picks another one (oneDNN 2.6 on AVX-512,
+  // e.g. AMD Zen 4 and 5) it is reordered once, into the kept layout. Counted in the
+  // schedules: at least one reorder fewer per step.
+  auto reorders = [](const std::vector<std::string>& schedule) {
+    return std::count_if(schedule.begin(), schedule.end(),
+                         [](const std::string& s) { return s.rfind("CPUReorder", 0) == 0; });
+  };
+  EXPECT_LE(reorders(t.kept->get_schedule()) + 1, reorders(t.plain->get_schedule()))
+      << ::testing::PrintToString(t.kept->get_schedule()) << " vs plain "
+      << ::testing::PrintToString(t.plain->get_schedule());
   auto show = std::make_shared<Function>(OutputVector{std::make_shared<op::Variable>(t.kept_w)}, ParameterVector{});
   auto early = t.cpu->compile(show, CompileOptions{});
   for (int i = 0; i < 3; ++i) t.step_both("step " + std::to_string(i));

@@ -314,6 +314,34 @@ std::map<std::string, Case> cases() {
     auto goe = std::make_shared<op::GetOutputElement>(bp, 2);
     return function_of({bn->output(0), inf, bp->output(0), bp->output(1), goe});
   };
+  c["Gather"] = [] {  // constant indices, in range for any data
+    auto idx = std::make_shared<op::Constant>(element::i64, Shape{2, 2}, std::vector<int64_t>{0, -1, 2, 2});
+    auto idx32 = std::make_shared<op::Constant>(element::i32, Shape{3}, std::vector<int>{1, 0, 1});
+    auto x = param(F32, {2, 3, 4});
+    return function_of({std::make_shared<op::Gather>(x, idx, 1),
+                        std::make_shared<op::EmbeddingLookup>(idx32, param(F32, {2, 5})),
+                        std::make_shared<op::ScatterAdd>(x, idx32, param(F32, {2, 3, 4}), 1)});
+  };
+  c["LayerNorm"] = [] {
+    auto x = param(F32, {2, 3, 4}), s = param(F32, {12}), b = param(F32, {12});
+    auto ln = std::make_shared<op::LayerNorm>(x, s, b, 1, 1e-3);
+    auto plain = std::make_shared<op::LayerNorm>(x, -1, 0.5);
+    auto bp = std::make_shared<op::LayerNormBackprop>(
+        OutputVector{x, param(F32, {2, 3, 4}), ln->output(1), ln->output(2), s}, 1, 1e-3);
+    return function_of({ln->output(0), plain->output(2), bp->output(0), bp->output(1), bp->output(2)});
+  };
+  c["Dropout"] = [] {
+    auto d = std::make_shared<op::Dropout>(param(F32, {3, 5}), 0.25, 42);
+    return function_of({d->output(0), d->output(1)});
+  };
+  c["Split"] = [] {
+    auto x = param(F32, {2, 6});
+    auto sp = std::make_shared<op::Split>(x, -1, std::vector<int64_t>{1, 0, 5});
+    return function_of({sp->output(0), sp->output(1), sp->output(2),
+                        std::make_shared<op::Tile>(x, std::vector<int64_t>{2, 1, 2}),
+                        std::make_shared<op::ReplaceSlice>(x, param(F32, {2, 2}), Coordinate{0, 1},
+                                                           Coordinate{2, 5}, Strides{1, 2})});
+  };
   c["AllReduce"] = [] {
     auto x = param(F32, {2, 3});
     return function_of({std::make_shared<op::AllReduce>(x, "max"),

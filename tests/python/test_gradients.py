@@ -113,7 +113,13 @@ def check_gradients(c: Case, op: str | None = None):
         assert g.dtype == F64
         assert g.shape == list(a.shape)
     analytic = RUNTIME.computation(grads, *params)(*c.inputs)
-    numeric = numeric_gradients(RUNTIME.computation(y, *params), list(c.inputs), c.eps)
+    forward = RUNTIME.computation(y, *params)
+
+    def f(*arrays):  # every call draws the random ops' step-0 values, as the analytic call did
+        forward.rng_step = 0
+        return forward(*arrays)
+
+    numeric = numeric_gradients(f, list(c.inputs), c.eps)
     for i, (a, n) in enumerate(zip(analytic, numeric)):
         assert a.shape == c.inputs[i].shape
         assert np.all(np.isfinite(a)), f"{c.id}: d/dx{i} is not finite: {a}"
@@ -484,6 +490,71 @@ DIFFERENTIABLE.update({
 })
 
 
+# Transformer ops: indexing (repeated and negative indices), layer normalization (its three
+# outputs), dropout (the mask of step 0 in every call), and data movement.
+IDX = np.array([[0, 4], [4, -1], [2, 2]])
+
+
+def _ln_case(id, shape, begin, affine="none", outputs=(0,), seed=0):
+    n = int(np.prod(shape[begin:]))
+    scale_shape = shape[begin:] if affine == "shaped" else (n,)
+    inputs = [data(shape, seed=seed)]
+    if affine != "none":
+        inputs += [data(scale_shape, "nonzero", seed + 1), data(scale_shape, seed=seed + 2)]
+
+    def fn(x, *sb):
+        node = ng.layer_norm(x, *sb, begin_norm_axis=begin, epsilon=1e-3)
+        return sum((weighted_sum(node[k]) for k in outputs[1:]), weighted_sum(node[outputs[0]]))
+
+    return case(id, fn, *inputs, scalar=True, rtol=1e-5, atol=1e-6)
+
+
+DIFFERENTIABLE.update({
+    "Gather": [
+        case("Gather-axis0-repeated", lambda p: ng.gather(p, IDX), data((5, 3))),
+        case("Gather-axis1", lambda p: ng.gather(p, IDX[:2], axis=1), data((2, 5, 2))),
+        case("Gather-scalar-index", lambda p: ng.gather(p, np.int32(3), axis=-1), data((2, 4))),
+    ],
+    "EmbeddingLookup": [
+        case("EmbeddingLookup", lambda w: ng.embedding_lookup(np.array([[1, 1], [5, 0]]), w),
+             data((6, 3))),
+    ],
+    "ScatterAdd": [
+        case("ScatterAdd-axis0", lambda x, u: ng.scatter_add(x, IDX, u), data((5, 2)),
+             data((3, 2, 2), seed=1)),
+        case("ScatterAdd-axis1", lambda x, u: ng.scatter_add(x, IDX[0], u, axis=1),
+             data((2, 5)), data((2, 2), seed=1)),
+    ],
+    "LayerNorm": [
+        _ln_case("LayerNorm-last-axis", (4, 6), -1),
+        _ln_case("LayerNorm-affine", (3, 2, 5), 2, "flat"),
+        _ln_case("LayerNorm-two-axes-shaped-affine", (3, 2, 4), 1, "shaped"),
+        _ln_case("LayerNorm-mean-variance", (3, 4), 1, "flat", outputs=(0, 1, 2)),
+        _ln_case("LayerNorm-variance-only", (2, 5), -1, outputs=(2,)),
+    ],
+    "Dropout": [
+        case("Dropout-p0.3", lambda p: ng.dropout(p, 0.3, seed=7), data((4, 5))),
+        case("Dropout-twice", lambda p: ng.dropout(ng.dropout(p, 0.5, seed=1), 0.2, seed=2),
+             data((3, 7))),
+    ],
+    "ReplaceSlice": [
+        case("ReplaceSlice-strided", lambda d, s: ng.replace_slice(d, s, [0, 1], [3, 6], [2, 2]),
+             data((4, 6)), data((2, 3), seed=1)),
+        case("ReplaceSlice-block", lambda d, s: ng.replace_slice(d, s * s, [1, 0, 1], [2, 2, 3]),
+             data((2, 2, 3)), data((1, 2, 2), seed=1)),
+    ],
+    "Split": [
+        case("Split-unequal", lambda p: (lambda a, b, c: ng.concat([c, a * 2.0, b], 1))(
+            *ng.split(p, 1, [1, 3, 2])), data((2, 6))),
+        case("Split-one-part-used", lambda p: ng.split(p, 0, 2)[1], data((4, 3))),
+    ],
+    "Tile": [
+        case("Tile-2d", lambda p: ng.tile(p, [2, 3]), data((2, 3))),
+        case("Tile-more-repeats", lambda p: ng.tile(p, [2, 1, 2]), data((3,))),
+    ],
+})
+
+
 # Pooling: (data shape, window, strides, padding below, padding above, ceil_mode); distinct
 # data for max pooling (no ties, so the maximum is differentiable).
 POOL_CASES = [
@@ -582,8 +653,8 @@ NON_DIFFERENTIABLE = {
     # Point-to-point: Send is a sink; Recv's gradient would belong to the sending rank.
     "Send", "Recv",
     "ConvolutionBackpropData", "ConvolutionBackpropFilters",
-    # The gradient of BatchNormTraining (no second order).
-    "BatchNormTrainingBackprop",
+    # The gradients of BatchNormTraining and LayerNorm (no second order).
+    "BatchNormTrainingBackprop", "LayerNormBackprop",
     # Gradients of gradients: no rule (AvgPoolBackprop, linear in delta, has its exact one).
     "MaxPoolBackprop", "LRNBackprop",
 }
@@ -693,6 +764,9 @@ NO_GRADIENT_PATHS = {
     "ConvolutionBackpropFilters": lambda x: ng.convolution_backprop_filters(
         ng.reshape(x, [1, 1, 3, 4]), [1, 1, 1, 1], ng.reshape(x, [1, 1, 3, 4]), name="blocker"),
     "BatchNormTrainingBackprop": lambda x: _batch_norm_backprop(x)[0],
+    "LayerNormBackprop": lambda x: ng._ngraph.make_node(
+        "LayerNormBackprop", [x, x, ng.constant(np.zeros(3)), ng.constant(np.ones(3))],
+        {"begin_norm_axis": 1, "epsilon": 1e-5}, "blocker")[0],
     # The gradient of a max pooling / LRN of x, differentiated again.
     "MaxPoolBackprop": lambda x: _gradient_of(lambda r: ng.max_pool(r, [2, 2]), x, [1, 1, 3, 4]),
     "LRNBackprop": lambda x: _gradient_of(lambda r: ng.lrn(r, 0.5, 0.75, 1.0, 3) * 2.0, x,

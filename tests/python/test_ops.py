@@ -1356,3 +1356,199 @@ def test_max_pool_value_and_gradient_float32(ceil_mode):
         a, b = np.unravel_index(np.argmax(window), window.shape)
         expected[n, c, 2 * i + a, 2 * j + b] += w[n, c, i, j]
     check(out_g, expected)
+
+
+# ------------------------------------------------------------------ transformer ops
+
+GATHER_CASES = [
+    ((5, 3), [[0, 4], [4, -1], [2, 2]], 0),
+    ((2, 5, 2), [3, 0, -5], 1),
+    ((2, 4), 3, -1),  # a scalar index drops the axis
+    ((3, 2), np.zeros((0,), np.int64), 0),  # no indices
+]
+
+
+@pytest.mark.parametrize("index_dtype", INTS, ids=dtype_id)
+@pytest.mark.parametrize("dtype", ALL_TYPES, ids=dtype_id)
+@pytest.mark.parametrize("shape,indices,axis", GATHER_CASES,
+                         ids=[f"{shape_id(s)}-axis{a}" for s, _, a in GATHER_CASES])
+def test_gather(shape, indices, axis, dtype, index_dtype):
+    x = data(shape, dtype)
+    idx = np.asarray(indices, index_dtype)
+    got = run_with_params(lambda p, i: ng.gather(p, i, axis), x, idx)
+    check(got, np.take(x, idx, axis=axis), dtype)
+
+
+@pytest.mark.parametrize("dtype", NUMERIC, ids=dtype_id)
+def test_embedding_lookup(dtype):
+    w = data((6, 4), dtype)
+    idx = np.array([[1, 1, 5], [0, 2, 1]], np.int32)
+    check(run_with_params(ng.embedding_lookup, idx, w), w[idx], dtype)
+
+
+@pytest.mark.parametrize("dtype", NUMERIC, ids=dtype_id)
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_scatter_add_accumulates_repeated_indices(axis, dtype):
+    x = data((4, 5, 3), dtype)
+    idx = np.array([[2, 0], [2, -1]], np.int64)
+    upd_shape = list(x.shape)
+    upd_shape[axis:axis + 1 if axis != -1 else None] = idx.shape
+    upd = data(tuple(upd_shape), dtype, seed=1)
+    expected = x.copy()
+    moved = np.moveaxis(expected, axis, 0)  # a view: the indexed axis first
+    upd_moved = np.moveaxis(upd.reshape(*x.shape[:axis % 3], idx.size, *x.shape[axis % 3 + 1:]),
+                            axis % 3, 0)
+    for k, i in enumerate(idx.ravel()):
+        moved[i] += upd_moved[k]
+    got = run_with_params(lambda p, i, u: ng.scatter_add(p, i, u, axis), x, idx, upd)
+    check(got, expected, dtype)
+
+
+@pytest.mark.parametrize("dtype", ALL_TYPES, ids=dtype_id)
+@pytest.mark.parametrize("op", ["gather", "embedding_lookup", "scatter_add"])
+@pytest.mark.parametrize("bad", [5, -6])
+def test_indices_out_of_range_raise_naming_op_index_and_bound(op, bad, dtype):
+    if op == "scatter_add" and dtype == np.bool_:
+        pytest.skip("ScatterAdd takes numbers")
+    x = data((5, 2), dtype)
+    idx = np.array([1, bad, 0], np.int64)
+    name = {"gather": "Gather", "embedding_lookup": "EmbeddingLookup",
+            "scatter_add": "ScatterAdd"}[op]
+    if op == "gather":
+        def build(p, i):
+            return ng.gather(p, i)
+    elif op == "embedding_lookup":
+        def build(p, i):
+            return ng.embedding_lookup(i, p)
+    else:
+        def build(p, i):
+            return ng.scatter_add(p, i, ng.constant(np.ones((3, 2), dtype)))
+    if op == "embedding_lookup" or bad == 5:
+        with pytest.raises(IndexError, match=rf"\[{name}\] index {bad} at position 1 of .* "
+                                             r"axis of size 5"):
+            run_with_params(build, x, idx)
+    else:  # -6 is out of [-5, 5) too
+        with pytest.raises(IndexError, match=rf"\[{name}\] index -6 at position 1"):
+            run_with_params(build, x, idx)
+
+
+def _layer_norm_ref(x, begin, scale=None, bias=None, eps=1e-5):
+    axes = tuple(range(begin % x.ndim, x.ndim))
+    x64 = x.astype(np.float64)
+    mean = x64.mean(axis=axes, keepdims=True)
+    var = x64.var(axis=axes, keepdims=True)
+    y = (x64 - mean) / np.sqrt(var + eps)
+    if scale is not None:
+        shape = x.shape[begin % x.ndim:]
+        y = y * scale.reshape(shape) + bias.reshape(shape)
+    return y, mean.reshape(x.shape[:begin % x.ndim]), var.reshape(x.shape[:begin % x.ndim])
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=dtype_id)
+@pytest.mark.parametrize("shape,begin,affine", [
+    ((4, 6), -1, False), ((3, 5, 8), 2, True), ((2, 3, 4), 1, True), ((7, 33), 1, True),
+    ((2, 3), 0, False)])
+def test_layer_norm_against_numpy(shape, begin, affine, dtype):
+    x = data(shape, dtype) * 3 + 1
+    n = int(np.prod(shape[begin % len(shape):]))
+    scale, bias = data((n,), dtype, seed=1), data((n,), dtype, seed=2)
+    params = [ng.parameter(shape, dtype)]
+    if affine:
+        params += [ng.parameter([n], dtype), ng.parameter([n], dtype)]
+    node = ng.layer_norm(*params, begin_norm_axis=begin)
+    stats = list(shape[:begin % len(shape)])
+    assert [node[0].shape, node[1].shape, node[2].shape] == [list(shape), stats, stats]
+    outs = RUNTIME.computation([node[0], node[1], node[2]], *params)(
+        x, *([scale, bias] if affine else []))
+    expected = _layer_norm_ref(x, begin, scale if affine else None, bias if affine else None)
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    for got, want in zip(outs, expected):
+        assert got.dtype == dtype
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+def test_layer_norm_pairs_a_lone_scale_with_zero_bias():
+    x = data((3, 4), np.float32)
+    s = data((4,), np.float32, seed=1)
+    got = run_with_params(lambda p: ng.layer_norm(p, scale=s)[0], x)
+    np.testing.assert_allclose(got, _layer_norm_ref(x, -1, s, np.zeros(4))[0], rtol=1e-5,
+                               atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=dtype_id)
+def test_dropout_mask_rate_scale_and_steps(dtype):
+    x = np.ones((64, 128), dtype)
+    p = ng.parameter(x.shape, dtype)
+    comp = RUNTIME.computation(ng.dropout(p, 0.25, seed=3), p)
+    first, second = comp(x)[0], comp(x)[0]
+    for out in (first, second):
+        assert set(np.unique(out)) <= {0.0, dtype(1 / 0.75)}
+        assert abs((out == 0).mean() - 0.25) < 0.02
+    assert (first != second).mean() > 0.2  # a new mask every call, without recompiling
+    comp.rng_step = 0
+    np.testing.assert_array_equal(comp(x)[0], first)  # the same step draws the same mask
+    assert comp.rng_step == 1
+
+
+def test_dropout_is_the_same_on_both_backends_and_differs_by_seed():
+    x = np.ones((8, 50), np.float32)
+    outs = {}
+    for backend in ("CPU", "INTERPRETER"):
+        for seed in (0, 1):
+            p = ng.parameter(x.shape)
+            outs[backend, seed] = ng.runtime(backend).computation(
+                ng.dropout(p, 0.5, seed=seed), p)(x)[0]
+    np.testing.assert_array_equal(outs["CPU", 0], outs["INTERPRETER", 0])
+    np.testing.assert_array_equal(outs["CPU", 1], outs["INTERPRETER", 1])
+    assert (outs["CPU", 0] != outs["CPU", 1]).mean() > 0.3
+
+
+def test_dropout_in_eval_mode_and_p0_is_the_identity_and_p1_zeroes():
+    p = ng.parameter([3])
+    assert ng.dropout(p, 0.5, training=False) is p
+    assert ng.dropout(p, 0.0) is p
+    out = run(ng.dropout(p, 1.0, seed=0), [p], np.ones(3, np.float32))
+    np.testing.assert_array_equal(out, np.zeros(3))
+    with pytest.raises(ng.UserInputError, match=r"\[Dropout\] p must be in \[0, 1\]"):
+        ng.dropout(p, 1.5)
+
+
+@pytest.mark.parametrize("dtype", ALL_TYPES, ids=dtype_id)
+@pytest.mark.parametrize("shape,lower,upper,strides", [
+    ((4, 6), [0, 1], [3, 6], [2, 2]), ((2, 3, 4), [1, 0, 1], [2, 3, 3], None),
+    ((5,), [0], [5], None), ((3, 3), [1, 1], [1, 3], None)])
+def test_replace_slice(shape, lower, upper, strides, dtype):
+    x = data(shape, dtype)
+    steps = strides or [1] * len(shape)
+    index = tuple(slice(lo, up, st) for lo, up, st in zip(lower, upper, steps))
+    src = data(x[index].shape, dtype, seed=3)
+    expected = x.copy()
+    expected[index] = src
+    got = run_with_params(lambda d, s: ng.replace_slice(d, s, lower, upper, strides), x, src)
+    check(got, expected, dtype)
+    check(x, data(shape, dtype), dtype)  # dest's own value is unchanged
+
+
+@pytest.mark.parametrize("dtype", ALL_TYPES, ids=dtype_id)
+@pytest.mark.parametrize("shape,axis,parts", [
+    ((6, 2), 0, 3), ((2, 7), 1, [2, 0, 5]), ((2, 3, 4), -1, [1, 3]), ((4,), 0, 1)])
+def test_split(shape, axis, parts, dtype):
+    x = data(shape, dtype)
+    params = [ng.parameter(shape, dtype)]
+    nodes = ng.split(params[0], axis, parts)
+    sections = parts if isinstance(parts, int) else np.cumsum(parts)[:-1]
+    expected = np.split(x, sections, axis=axis)
+    got = RUNTIME.computation(nodes, *params)(x)
+    assert len(got) == len(expected)
+    for g, e in zip(got, expected):
+        check(g, e, dtype)
+    with pytest.raises(ng.UserInputError, match=r"\[Split\]"):
+        ng.split(params[0], axis, 5 if shape[axis % len(shape)] % 5 else 4)
+
+
+@pytest.mark.parametrize("dtype", ALL_TYPES, ids=dtype_id)
+@pytest.mark.parametrize("shape,repeats", [
+    ((2, 3), [2, 3]), ((3,), [2, 1, 2]), ((2, 1, 3), [2]), ((2, 2), [0, 1]), ((), [3])])
+def test_tile(shape, repeats, dtype):
+    x = data(shape, dtype)
+    check(run_with_params(lambda p: ng.tile(p, repeats), x), np.tile(x, repeats), dtype)

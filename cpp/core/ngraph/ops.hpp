@@ -12,3 +12,6 @@
 #include "ngraph/ops/collective.hpp"
 #include "ngraph/ops/batch_norm.hpp"
 #include "ngraph/ops/get_output_element.hpp"
+#include "ngraph/ops/indexing.hpp"
+#include "ngraph/ops/layer_norm.hpp"
+#include "ngraph/ops/random.hpp"

@@ -10,6 +10,9 @@
 namespace ngraph {
 namespace op {
 
+Shape sliced_shape(const Node& node, const Shape& in, const Coordinate& lower,
+                   const Coordinate& upper, Strides& strides);
+
 void check_axes(const Node& node, const char* what, const AxisSet& axes, const Shape& shape) {
   for (auto a : axes)
     if (a >= shape.size())
@@ -77,23 +80,8 @@ Slice::Slice(const Output& arg, const Coordinate& lower_bounds, const Coordinate
 
 void Slice::validate_and_infer_types() {
   check_input_count(1);
-  const Shape& in = get_input_shape(0);
-  if (m_strides.empty()) m_strides = Strides(in.size(), 1);
-  if (m_lower.size() != in.size() || m_upper.size() != in.size() ||
-      m_strides.size() != in.size())
-    fail(concat_message("lower_bounds ", m_lower, ", upper_bounds ", m_upper, " and strides ",
-                        m_strides, " must each have one entry per axis of arg shape ", in));
-  Shape out(in.size());
-  for (size_t i = 0; i < in.size(); ++i) {
-    if (m_upper[i] > in[i])
-      fail(concat_message("upper bound ", m_upper[i], " of axis ", i, " exceeds arg shape ", in));
-    if (m_lower[i] > m_upper[i])
-      fail(concat_message("lower bound ", m_lower[i], " of axis ", i, " exceeds upper bound ",
-                          m_upper[i]));
-    if (m_strides[i] == 0) fail(concat_message("stride of axis ", i, " is zero"));
-    out[i] = (m_upper[i] - m_lower[i] + m_strides[i] - 1) / m_strides[i];
-  }
-  set_output_type(0, get_input_element_type(0), out);
+  set_output_type(0, get_input_element_type(0),
+                  sliced_shape(*this, get_input_shape(0), m_lower, m_upper, m_strides));
 }
 
 Concat::Concat(const OutputVector& args, size_t concatenation_axis)
@@ -172,6 +160,111 @@ void Reverse::validate_and_infer_types() {
   check_input_count(1);
   check_axes(*this, "reversed_axes", m_axes, get_input_shape(0));
   set_output_type(0, get_input_element_type(0), get_input_shape(0));
+}
+
+// The shape of the slice [lower, upper) step strides of `in`, checking the bounds (`node`
+// names the op in errors); fills in unit strides when none are given.
+Shape sliced_shape(const Node& node, const Shape& in, const Coordinate& lower,
+                   const Coordinate& upper, Strides& strides) {
+  if (strides.empty()) strides = Strides(in.size(), 1);
+  if (lower.size() != in.size() || upper.size() != in.size() || strides.size() != in.size())
+    node.fail(concat_message("lower_bounds ", lower, ", upper_bounds ", upper, " and strides ",
+                             strides, " must each have one entry per axis of arg shape ", in));
+  Shape out(in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (upper[i] > in[i])
+      node.fail(concat_message("upper bound ", upper[i], " of axis ", i, " exceeds arg shape ", in));
+    if (lower[i] > upper[i])
+      node.fail(concat_message("lower bound ", lower[i], " of axis ", i, " exceeds upper bound ",
+                               upper[i]));
+    if (strides[i] == 0) node.fail(concat_message("stride of axis ", i, " is zero"));
+    out[i] = (upper[i] - lower[i] + strides[i] - 1) / strides[i];
+  }
+  return out;
+}
+
+ReplaceSlice::ReplaceSlice(const Output& dest, const Output& src, const Coordinate& lower_bounds,
+                           const Coordinate& upper_bounds, const Strides& strides)
+    : Op<ReplaceSlice>({dest, src}), m_lower(lower_bounds), m_upper(upper_bounds),
+      m_strides(strides) {
+  constructor_validate_and_infer_types();
+}
+
+void ReplaceSlice::validate_and_infer_types() {
+  check_input_count(2);
+  const Shape& in = get_input_shape(0);
+  if (m_lower.empty() && m_upper.empty() && m_strides.empty()) {  // default: the whole of dest
+    m_lower = Coordinate(in.size(), 0);
+    m_upper = Coordinate(in.begin(), in.end());
+  }
+  Shape slice = sliced_shape(*this, in, m_lower, m_upper, m_strides);
+  if (get_input_element_type(1) != get_input_element_type(0))
+    fail_type(concat_message("src has element type ", get_input_element_type(1), ", dest has ",
+                             get_input_element_type(0)));
+  if (get_input_shape(1) != slice)
+    fail(concat_message("src shape ", get_input_shape(1), " does not match the slice shape ", slice,
+                        " of dest shape ", in, " (lower ", m_lower, ", upper ", m_upper,
+                        ", strides ", m_strides, ")"));
+  set_output_type(0, get_input_element_type(0), in);
+}
+
+Split::Split(const Output& data, int64_t axis, const std::vector<int64_t>& splits)
+    : Op<Split>({data}), m_axis(axis), m_splits(splits) {
+  constructor_validate_and_infer_types();
+}
+
+size_t Split::get_axis() const {
+  auto rank = static_cast<int64_t>(get_input_shape(0).size());
+  if (m_axis < -rank || m_axis >= rank)
+    fail(concat_message("axis ", m_axis, " is out of range for data of rank ", rank));
+  return static_cast<size_t>(m_axis < 0 ? m_axis + rank : m_axis);
+}
+
+void Split::validate_and_infer_types() {
+  check_input_count(1);
+  const Shape& in = get_input_shape(0);
+  if (in.empty()) fail("data must have rank >= 1, got a scalar");
+  size_t axis = get_axis();
+  std::vector<int64_t> splits = m_splits;
+  if (splits.empty()) splits.push_back(static_cast<int64_t>(in[axis]));
+  int64_t total = 0;
+  for (auto s : splits) {
+    if (s < 0) fail(concat_message("splits ", m_splits, " has a negative length"));
+    total += s;
+  }
+  if (total != static_cast<int64_t>(in[axis]))
+    fail(concat_message("splits ", splits, " sum to ", total, ", not to the size ", in[axis],
+                        " of axis ", axis, " of data shape ", in));
+  set_output_size(splits.size());
+  for (size_t i = 0; i < splits.size(); ++i) {
+    Shape s = in;
+    s[axis] = static_cast<size_t>(splits[i]);
+    set_output_type(i, get_input_element_type(0), s);
+  }
+}
+
+Tile::Tile(const Output& data, const std::vector<int64_t>& repeats)
+    : Op<Tile>({data}), m_repeats(repeats) {
+  constructor_validate_and_infer_types();
+}
+
+void Tile::get_padded(Shape& data, Shape& repeats) const {
+  data = get_input_shape(0);
+  size_t rank = std::max(data.size(), m_repeats.size());
+  data.insert(data.begin(), rank - data.size(), 1);
+  repeats.assign(rank - m_repeats.size(), 1);
+  for (auto r : m_repeats) repeats.push_back(static_cast<size_t>(r));
+}
+
+void Tile::validate_and_infer_types() {
+  check_input_count(1);
+  for (auto r : m_repeats)
+    if (r < 0) fail(concat_message("repeats ", m_repeats, " has a negative count"));
+  Shape data, repeats;
+  get_padded(data, repeats);
+  Shape out(data.size());
+  for (size_t i = 0; i < data.size(); ++i) out[i] = data[i] * repeats[i];
+  set_output_type(0, get_input_element_type(0), out);
 }
 
 // ------------------------------------------------------------------------ gradient rules
@@ -351,12 +444,56 @@ void Reverse::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& del
   adj.add_delta(input_value(0), std::make_shared<Reverse>(deltas[0], m_axes));
 }
 
+void ReplaceSlice::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
+  element::Type t = get_element_type();
+  adj.add_delta(input_value(0), std::make_shared<ReplaceSlice>(
+                                    deltas[0], autodiff::zeros(t, get_input_shape(1)), m_lower,
+                                    m_upper, m_strides));
+  adj.add_delta(input_value(1), std::make_shared<Slice>(deltas[0], m_lower, m_upper, m_strides));
+}
+
+void Split::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
+  OutputVector parts;
+  for (size_t i = 0; i < get_output_size(); ++i)
+    if (get_output_shape(i)[get_axis()] > 0) parts.push_back(deltas[i]);
+  if (parts.empty()) {
+    adj.add_delta(input_value(0), autodiff::zeros(get_input_element_type(0), get_input_shape(0)));
+    return;
+  }
+  adj.add_delta(input_value(0), parts.size() == 1 ? parts[0]
+                                                  : Output(std::make_shared<Concat>(parts, get_axis())));
+}
+
+// The result viewed as [r0, d0, r1, d1, ...]: the gradient sums over the r axes.
+void Tile::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
+  Shape data, repeats;
+  get_padded(data, repeats);
+  Shape split;
+  AxisSet repeat_axes;
+  for (size_t i = 0; i < data.size(); ++i) {
+    repeat_axes.insert(split.size());
+    split.push_back(repeats[i]);
+    split.push_back(data[i]);
+  }
+  element::Type t = get_element_type();
+  Output d = reshape_to(deltas[0], split);
+  if (t.is_storage_only())
+    d = std::make_shared<Convert>(std::make_shared<Sum>(std::make_shared<Convert>(d, element::f32),
+                                                        repeat_axes), t);
+  else
+    d = std::make_shared<Sum>(d, repeat_axes);
+  adj.add_delta(input_value(0), reshape_to(d, get_input_shape(0)));
+}
+
 NGRAPH_REGISTER_OP(Broadcast);
 NGRAPH_REGISTER_OP(Reshape);
 NGRAPH_REGISTER_OP(Slice);
 NGRAPH_REGISTER_OP(Concat);
 NGRAPH_REGISTER_OP(Pad);
 NGRAPH_REGISTER_OP(Reverse);
+NGRAPH_REGISTER_OP(ReplaceSlice);
+NGRAPH_REGISTER_OP(Split);
+NGRAPH_REGISTER_OP(Tile);
 
 }  // namespace op
 }  // namespace ngraph

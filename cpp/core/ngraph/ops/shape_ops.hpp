@@ -135,6 +135,71 @@ class Reverse : public Op<Reverse> {
   AxisSet m_axes;
 };
 
+// ReplaceSlice(dest, src, lower_bounds, upper_bounds, strides): dest with the slice
+// [lower, upper) step strides replaced by src, whose shape is that slice's (nGraph's op; the
+// adjoint of Slice).
+class ReplaceSlice : public Op<ReplaceSlice> {
+ public:
+  static constexpr const char* type_name = "ReplaceSlice";
+  bool admits_storage_only_types() const override { return true; }
+  ReplaceSlice() = default;
+  ReplaceSlice(const Output& dest, const Output& src, const Coordinate& lower_bounds,
+               const Coordinate& upper_bounds, const Strides& strides = Strides());
+  void validate_and_infer_types() override;
+  void visit_attributes(AttributeVisitor& v) override {
+    v.on("lower_bounds", m_lower);
+    v.on("upper_bounds", m_upper);
+    v.on("strides", m_strides);
+  }
+  const Coordinate& get_lower_bounds() const { return m_lower; }
+  const Coordinate& get_upper_bounds() const { return m_upper; }
+  const Strides& get_strides() const { return m_strides; }
+  void generate_adjoints(autodiff::Adjoints& adjoints, const OutputVector& deltas) override;
+
+ private:
+  Coordinate m_lower, m_upper;
+  Strides m_strides;
+};
+
+// Split(data, axis, splits): one output per entry of `splits` (lengths along `axis`, summing to
+// its size), in order; empty splits means one output, the whole axis. `axis` may be negative.
+class Split : public Op<Split> {
+ public:
+  static constexpr const char* type_name = "Split";
+  bool admits_storage_only_types() const override { return true; }
+  Split() = default;
+  Split(const Output& data, int64_t axis, const std::vector<int64_t>& splits);
+  void validate_and_infer_types() override;
+  void visit_attributes(AttributeVisitor& v) override {
+    v.on("axis", m_axis);
+    v.on("splits", m_splits);
+  }
+  size_t get_axis() const;
+  void generate_adjoints(autodiff::Adjoints& adjoints, const OutputVector& deltas) override;
+
+ private:
+  int64_t m_axis = 0;
+  std::vector<int64_t> m_splits;
+};
+
+// Tile(data, repeats): data repeated repeats[i] times along axis i, as NumPy's tile: with
+// fewer repeats than axes they apply to the last axes; with more, data gets leading axes of 1.
+class Tile : public Op<Tile> {
+ public:
+  static constexpr const char* type_name = "Tile";
+  bool admits_storage_only_types() const override { return true; }
+  Tile() = default;
+  Tile(const Output& data, const std::vector<int64_t>& repeats);
+  void validate_and_infer_types() override;
+  void visit_attributes(AttributeVisitor& v) override { v.on("repeats", m_repeats); }
+  // data's shape and the repeats, both padded with leading 1s to the result's rank.
+  void get_padded(Shape& data, Shape& repeats) const;
+  void generate_adjoints(autodiff::Adjoints& adjoints, const OutputVector& deltas) override;
+
+ private:
+  std::vector<int64_t> m_repeats;
+};
+
 // Checks that every axis in `axes` is < rank, naming the op and the attribute.
 void check_axes(const Node& node, const char* what, const AxisSet& axes, const Shape& shape);
 

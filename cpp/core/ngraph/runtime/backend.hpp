@@ -26,9 +26,20 @@ class Executable {
   const ParameterVector& get_parameters() const { return m_parameters; }
   const ResultVector& get_results() const { return m_results; }
 
+  // The step of the random ops' generator (ngraph/random.hpp) the next call draws with: the
+  // number of calls started so far, unless set. A run resumed from a checkpoint sets it back
+  // to draw the same dropout masks as the run it continues.
+  uint64_t get_rng_step() const { return m_rng_step; }
+  void set_rng_step(uint64_t step) { m_rng_step = step; }
+
  protected:
+  // For call_raw: the step this call draws with; the next call draws with the one after.
+  uint64_t next_rng_step() { return m_rng_step++; }
   ParameterVector m_parameters;
   ResultVector m_results;
+
+ private:
+  uint64_t m_rng_step = 0;
 };
 
 class Backend {

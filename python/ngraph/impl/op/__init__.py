@@ -32,6 +32,10 @@ SIGNATURES: dict[str, list[int | str]] = {
     "Broadcast": [0, "shape", "broadcast_axes"],
     "Reshape": [0, "input_order", "output_shape"],
     "Slice": [0, "lower_bounds", "upper_bounds", "strides"],
+    "ReplaceSlice": [0, 1, "lower_bounds", "upper_bounds", "strides"],
+    "Gather": [0, 1, "axis"],
+    "Split": [0, "axis", "splits"],
+    "Tile": [0, "repeats"],
     "Concat": [0, "concatenation_axis"],  # input 0 is the list of inputs
     "Pad": [0, 1, "padding_below", "padding_above", "padding_interior"],
     "Reverse": [0, "reversed_axes"],

@@ -223,6 +223,7 @@ void CPUExecutable::call_raw(void* const* outputs, const void* const* inputs) {
         if (!mine) state->unshare();
       }
     m_call.reset(verified, verified ? &m_shared_regions : nullptr, std::move(sharded));
+    m_call.rng_step = next_rng_step();
     if (probed) {
       begin_probe(bits);
       run_steps<true>();

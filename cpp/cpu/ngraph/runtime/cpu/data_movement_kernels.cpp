@@ -3,6 +3,8 @@
 // its size, except OneHot which reads values.
 #include <cmath>
 #include <cstring>
+#include <memory>
+#include <type_traits>
 
 #include "ngraph/ops.hpp"
 #include "ngraph/runtime/cpu/dnnl_utils.hpp"
@@ -186,6 +188,148 @@ NGRAPH_CPU_KERNEL("OneHot", [](KernelContext& ctx) -> Kernel {
         }
     };
   });
+});
+
+// ------------------------------------------------------------- indexing (Gather, ScatterAdd)
+
+// Every index of a Gather, EmbeddingLookup or ScatterAdd, checked and resolved to [0, n)
+// before anything is written (an out-of-range index fails the call naming the op).
+struct IndexReader {
+  const Node* node;
+  op::IndexedAxis g;
+  element::Type type;
+  void read(const void* indices, std::vector<size_t>& rows) const {
+    for (size_t i = 0; i < g.count; ++i) rows[i] = op::checked_index(*node, g, type, indices, i);
+  }
+};
+
+// Output block (o, i) of inner elements is data block (o, indices[i]).
+Kernel gather_kernel(KernelContext& ctx, size_t data_input, size_t indices_input) {
+  const Node& node = ctx.node;
+  IndexReader reader{&node, op::IndexedAxis::of(node), node.get_input_element_type(indices_input)};
+  size_t block = reader.g.inner * node.get_element_type().size();
+  if (ctx.output(0).bytes() == 0) return noop();
+  auto rows = std::make_shared<std::vector<size_t>>(reader.g.count);
+  return [reader, block, rows, data_input, indices_input](const void* const* in, void* const* o) {
+    reader.read(in[indices_input], *rows);
+    const auto& g = reader.g;
+    auto* src = static_cast<const char*>(in[data_input]);
+    auto* dst = static_cast<char*>(o[0]);
+    for (size_t a = 0; a < g.outer; ++a)
+      for (size_t i = 0; i < g.count; ++i)
+        std::memcpy(dst + (a * g.count + i) * block, src + (a * g.n + (*rows)[i]) * block, block);
+  };
+}
+
+NGRAPH_CPU_KERNEL("Gather", [](KernelContext& ctx) -> Kernel { return gather_kernel(ctx, 0, 1); });
+NGRAPH_CPU_KERNEL("EmbeddingLookup",
+                  [](KernelContext& ctx) -> Kernel { return gather_kernel(ctx, 1, 0); });
+
+// out = inputs, then out[o, indices[i], :] += updates[o, i, :] in index order.
+NGRAPH_CPU_KERNEL("ScatterAdd", [](KernelContext& ctx) -> Kernel {
+  const Node& node = ctx.node;
+  IndexReader reader{&node, op::IndexedAxis::of(node), node.get_input_element_type(1)};
+  size_t bytes = ctx.output(0).bytes();
+  auto rows = std::make_shared<std::vector<size_t>>(reader.g.count);
+  element::Type t = node.get_element_type();
+  if (!t.is_numeric())
+    node.fail_type("CPU kernel has no implementation for element type " + t.get_type_name());
+  return element::dispatch(t, [&](auto tag) -> Kernel {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, element::boolean_t>) {
+      return Kernel{};
+    } else {
+      return [reader, bytes, rows](const void* const* in, void* const* o) {
+        reader.read(in[1], *rows);
+        if (bytes && o[0] != in[0]) std::memcpy(o[0], in[0], bytes);
+        const auto& g = reader.g;
+        const T* upd = static_cast<const T*>(in[2]);
+        T* out = static_cast<T*>(o[0]);
+        for (size_t a = 0; a < g.outer; ++a)
+          for (size_t i = 0; i < g.count; ++i) {
+            T* dst = out + (a * g.n + (*rows)[i]) * g.inner;
+            const T* src = upd + (a * g.count + i) * g.inner;
+            for (size_t j = 0; j < g.inner; ++j) dst[j] = static_cast<T>(dst[j] + src[j]);
+          }
+      };
+    }
+  });
+});
+
+// --------------------------------------------------------- ReplaceSlice, Split, Tile
+
+// dest copied (unless written in place), then src laid over the strided slice.
+NGRAPH_CPU_KERNEL("ReplaceSlice", [](KernelContext& ctx) -> Kernel {
+  const Node& node = ctx.node;
+  auto& r = static_cast<const op::ReplaceSlice&>(node);
+  const Shape& slice = r.get_input_shape(1);
+  Strides out_strides = row_major_strides(r.get_shape());
+  std::vector<std::ptrdiff_t> strides;
+  std::ptrdiff_t offset = 0;
+  for (size_t d = 0; d < out_strides.size(); ++d) {
+    offset += static_cast<std::ptrdiff_t>(r.get_lower_bounds()[d] * out_strides[d]);
+    strides.push_back(static_cast<std::ptrdiff_t>(r.get_strides()[d] * out_strides[d]));
+  }
+  size_t bytes = ctx.output(0).bytes(), es = r.get_element_type().size();
+  StridedLoop loop(slice, {std::move(strides), to_signed(row_major_strides(slice))});
+  return [loop, bytes, offset, es](const void* const* in, void* const* o) {
+    if (bytes && o[0] != in[0]) std::memcpy(o[0], in[0], bytes);
+    char* dst = static_cast<char*>(o[0]) + offset * static_cast<std::ptrdiff_t>(es);
+    const char* src = static_cast<const char*>(in[1]);
+    loop.run([&](const std::ptrdiff_t* off, size_t n, const std::ptrdiff_t* inner) {
+      auto step = static_cast<std::ptrdiff_t>(es);
+      if (inner[0] == 1 && inner[1] == 1) {
+        std::memcpy(dst + off[0] * step, src + off[1] * step, n * es);
+        return;
+      }
+      for (size_t i = 0; i < n; ++i) {
+        auto k = static_cast<std::ptrdiff_t>(i);
+        std::memcpy(dst + (off[0] + k * inner[0]) * step, src + (off[1] + k * inner[1]) * step, es);
+      }
+    });
+  };
+});
+
+// Output k is rows [start_k, start_k + length_k) of the split axis, one block per outer index.
+NGRAPH_CPU_KERNEL("Split", [](KernelContext& ctx) -> Kernel {
+  const Node& node = ctx.node;
+  auto& sp = static_cast<const op::Split&>(node);
+  const Shape& in = sp.get_input_shape(0);
+  size_t axis = sp.get_axis(), outer = 1, inner = sp.get_input_element_type(0).size();
+  for (size_t d = 0; d < axis; ++d) outer *= in[d];
+  for (size_t d = axis + 1; d < in.size(); ++d) inner *= in[d];
+  std::vector<size_t> lengths;
+  for (size_t k = 0; k < sp.get_output_size(); ++k) lengths.push_back(sp.get_output_shape(k)[axis] * inner);
+  size_t row = in[axis] * inner;
+  return [outer, lengths, row](const void* const* i, void* const* o) {
+    auto* src = static_cast<const char*>(i[0]);
+    size_t start = 0;
+    for (size_t k = 0; k < lengths.size(); ++k) {
+      if (lengths[k])
+        for (size_t a = 0; a < outer; ++a)
+          std::memcpy(static_cast<char*>(o[k]) + a * lengths[k], src + a * row + start, lengths[k]);
+      start += lengths[k];
+    }
+  };
+});
+
+// The result viewed as [r0, d0, r1, d1, ...] is a view of data with stride 0 on the r axes.
+NGRAPH_CPU_KERNEL("Tile", [](KernelContext& ctx) -> Kernel {
+  const Node& node = ctx.node;
+  auto& t = static_cast<const op::Tile&>(node);
+  Shape data, repeats;
+  t.get_padded(data, repeats);
+  Strides in_strides = row_major_strides(data);
+  Shape split;
+  std::vector<std::ptrdiff_t> strides;
+  for (size_t d = 0; d < data.size(); ++d) {
+    split.push_back(repeats[d]);
+    split.push_back(data[d]);
+    strides.push_back(0);
+    strides.push_back(static_cast<std::ptrdiff_t>(in_strides[d]));
+  }
+  if (ctx.output(0).elements() == 0) return noop();
+  return make_view_copy(split, strides, 0, t.get_element_type().size());
 });
 
 }  // namespace

@@ -44,6 +44,8 @@ class CallState {
   // collectives, guarded by a watchdog that ends the job. Otherwise they use polled waits
   // that raise DistributedError after the timeout.
   bool collectives_verified = false;
+  // The step random ops draw with in this call (Executable::get_rng_step).
+  uint64_t rng_step = 0;
   // The executable's shared-memory regions in use for this call (gradients planned into
   // memory the node's ranks share; see SharedRegion). The region holding [p, p + bytes), or
   // nullptr.

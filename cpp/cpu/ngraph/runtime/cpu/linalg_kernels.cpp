@@ -164,13 +164,18 @@ Gemm matmul_bias_gemm(const MatMulBias& mm) {
 }
 
 // The weights in the layout oneDNN's matmul picks for this product (format_tag::any), when they
-// are not read transposed (a transpose is free as strides; a reorder is not). Where it picks
-// row-major, as it does on AVX2 machines, nothing changes.
+// are a variable that can be kept in it between calls (`free`: its update is written in it,
+// so no call reorders it) and are not read transposed (a transpose is free as strides; a
+// reorder is not). Weights produced row-major every call (a parameter, a computed value) stay
+// row-major: on AVX-512 machines oneDNN picks a blocked layout for them too, which would cost
+// a reorder of the weights in every call. Where it picks row-major, as it does on AVX2
+// machines, nothing changes.
 void matmul_bias_layout(LayoutContext& lc) {
   auto& mm = static_cast<const MatMulBias&>(lc.node);
   Gemm g = matmul_bias_gemm(mm);
   if (mm.get_element_type() != element::f32 || g.trans_b || g.k == 0 || shape_size(mm.get_shape()) == 0)
     return;
+  if (lc.free.size() < 2 || !lc.free[1]) return;
   dnnl::memory::desc any({g.k, g.n}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::any);
   auto p = gemm_primitive(g, mm.has_bias(), mm.get_relu(), &any);
   lc.wanted[1] = TensorDesc::with_layout(element::f32, mm.get_input_shape(1), p.pd.weights_desc());

@@ -160,6 +160,114 @@ NGRAPH_INTERPRETER_KERNEL("OneHot", [](KernelCall& c) {
   });
 });
 
+// Gather, EmbeddingLookup: data viewed as [outer, n, inner]; output block (o, i) is data block
+// (o, indices[i]). Every index is checked before anything is written.
+void gather_rows(KernelCall& c, const void* data, const void* indices, element::Type index_type) {
+  auto g = op::IndexedAxis::of(c.node);
+  size_t es = element_size(c), block = g.inner * es;
+  std::vector<size_t> rows(g.count);
+  for (size_t i = 0; i < g.count; ++i) rows[i] = op::checked_index(c.node, g, index_type, indices, i);
+  auto* src = static_cast<const char*>(data);
+  auto* dst = static_cast<char*>(c.out[0]);
+  for (size_t o = 0; o < g.outer; ++o)
+    for (size_t i = 0; i < g.count; ++i)
+      if (block) std::memcpy(dst + (o * g.count + i) * block, src + (o * g.n + rows[i]) * block, block);
+}
+
+NGRAPH_INTERPRETER_KERNEL("Gather", [](KernelCall& c) {
+  gather_rows(c, c.in[0], c.in[1], c.node.get_input_element_type(1));
+});
+
+NGRAPH_INTERPRETER_KERNEL("EmbeddingLookup", [](KernelCall& c) {
+  gather_rows(c, c.in[1], c.in[0], c.node.get_input_element_type(0));
+});
+
+// out = inputs; out[o, indices[i], j] += updates[o, i, j], accumulated in the accumulator type
+// (double for floats) and rounded once.
+NGRAPH_INTERPRETER_KERNEL("ScatterAdd", [](KernelCall& c) {
+  auto g = op::IndexedAxis::of(c.node);
+  element::Type index_type = c.node.get_input_element_type(1);
+  std::vector<size_t> rows(g.count);
+  for (size_t i = 0; i < g.count; ++i) rows[i] = op::checked_index(c.node, g, index_type, c.in[1], i);
+  dispatch(c.node, c.node.get_element_type(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!is_boolean_v<T>) {
+      using A = Accumulator<T>;
+      const T* in = c.input<T>(0);
+      const T* upd = c.input<T>(2);
+      size_t total = g.outer * g.n * g.inner;
+      std::vector<A> acc(in, in + total);
+      for (size_t o = 0; o < g.outer; ++o)
+        for (size_t i = 0; i < g.count; ++i)
+          for (size_t j = 0; j < g.inner; ++j)
+            acc[(o * g.n + rows[i]) * g.inner + j] += static_cast<A>(upd[(o * g.count + i) * g.inner + j]);
+      T* out = c.output<T>(0);
+      for (size_t e = 0; e < total; ++e) out[e] = static_cast<T>(acc[e]);
+    }
+  });
+});
+
+// dest copied, then src written over the strided slice.
+NGRAPH_INTERPRETER_KERNEL("ReplaceSlice", [](KernelCall& c) {
+  auto& r = static_cast<const op::ReplaceSlice&>(c.node);
+  size_t es = element_size(c);
+  size_t n = shape_size(r.get_shape());
+  if (n) std::memcpy(c.out[0], c.in[0], n * es);
+  auto strides = signed_strides(r.get_shape());
+  std::vector<std::ptrdiff_t> step;
+  std::ptrdiff_t offset = 0;
+  for (size_t d = 0; d < strides.size(); ++d) {
+    offset += static_cast<std::ptrdiff_t>(r.get_lower_bounds()[d]) * strides[d];
+    step.push_back(static_cast<std::ptrdiff_t>(r.get_strides()[d]) * strides[d]);
+  }
+  auto targets = view_offsets(r.get_input_shape(1), step, offset);
+  auto* src = static_cast<const char*>(c.in[1]);
+  auto* dst = static_cast<char*>(c.out[0]);
+  for (size_t i = 0; i < targets.size(); ++i) std::memcpy(dst + targets[i] * es, src + i * es, es);
+});
+
+// Output k is rows [start_k, start_k + length_k) of the split axis.
+NGRAPH_INTERPRETER_KERNEL("Split", [](KernelCall& c) {
+  auto& sp = static_cast<const op::Split&>(c.node);
+  const Shape& in = sp.get_input_shape(0);
+  size_t axis = sp.get_axis(), outer = 1, inner = sp.get_input_element_type(0).size();
+  for (size_t d = 0; d < axis; ++d) outer *= in[d];
+  for (size_t d = axis + 1; d < in.size(); ++d) inner *= in[d];
+  auto* src = static_cast<const char*>(c.in[0]);
+  size_t start = 0;
+  for (size_t k = 0; k < sp.get_output_size(); ++k) {
+    size_t len = sp.get_output_shape(k)[axis];
+    auto* dst = static_cast<char*>(c.out[k]);
+    for (size_t o = 0; o < outer; ++o)
+      if (len * inner != 0)
+        std::memcpy(dst + o * len * inner, src + (o * in[axis] + start) * inner, len * inner);
+    start += len;
+  }
+});
+
+// out[i] = data[i mod data.shape], axis by axis.
+NGRAPH_INTERPRETER_KERNEL("Tile", [](KernelCall& c) {
+  auto& t = static_cast<const op::Tile&>(c.node);
+  Shape data, repeats;
+  t.get_padded(data, repeats);
+  const Shape& out = t.get_shape();
+  auto in_strides = signed_strides(data);
+  size_t es = element_size(c), n = shape_size(out);
+  auto* src = static_cast<const char*>(c.in[0]);
+  auto* dst = static_cast<char*>(c.out[0]);
+  std::vector<size_t> coord(out.size(), 0);
+  for (size_t e = 0; e < n; ++e) {
+    std::ptrdiff_t offset = 0;
+    for (size_t d = 0; d < out.size(); ++d)
+      offset += static_cast<std::ptrdiff_t>(coord[d] % data[d]) * in_strides[d];
+    std::memcpy(dst + e * es, src + offset * static_cast<std::ptrdiff_t>(es), es);
+    for (size_t d = out.size(); d-- > 0;) {
+      if (++coord[d] < out[d]) break;
+      coord[d] = 0;
+    }
+  }
+});
+
 }  // namespace
 }  // namespace interpreter
 }  // namespace runtime

@@ -103,6 +103,7 @@ void INTExecutable::call_raw(void* const* outputs, const void* const* inputs) {
   // is laid out plainly again (the value is unchanged).
   for (auto* state : m_variables) state->set_layout(nullptr);
   m_call.clear();
+  m_call.rng_step = next_rng_step();
   unsigned bits = instrumentation();
   try {
     if (bits) {

@@ -87,6 +87,8 @@ class CallState {
   // Runs every deferred completion, even after one throws; rethrows the first failure.
   void finish();
   void clear() { m_deferred.clear(); }
+  // The step random ops draw with in this call (Executable::get_rng_step).
+  uint64_t rng_step = 0;
 
  private:
   std::vector<std::function<void()>> m_deferred;

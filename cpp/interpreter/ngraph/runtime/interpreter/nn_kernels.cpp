@@ -1,9 +1,12 @@
 // Reference kernels of the neural-network ops: pooling and its gradients, LRN and its
-// gradient, batch normalization (training, inference, backprop). Arithmetic in double.
+// gradient, batch normalization (training, inference, backprop), layer normalization and its
+// backprop, dropout. Arithmetic in double.
 #include <cmath>
 #include <limits>
 
+#include "ngraph/distributed/communicator.hpp"
 #include "ngraph/ops.hpp"
+#include "ngraph/random.hpp"
 #include "ngraph/runtime/interpreter/kernel.hpp"
 
 namespace ngraph {
@@ -265,6 +268,105 @@ NGRAPH_INTERPRETER_KERNEL(op::BatchNormTrainingBackprop::type_name, [](KernelCal
       });
       c.output<T>(1)[ch] = static_cast<T>(d_gamma);
       c.output<T>(2)[ch] = static_cast<T>(d_beta);
+    }
+  });
+});
+
+// LayerNorm: per row of [rows, columns], the mean and the biased variance (in double), then
+// y = (x - mean) / sqrt(variance + epsilon) * scale + bias.
+NGRAPH_INTERPRETER_KERNEL("LayerNorm", [](KernelCall& c) {
+  auto& ln = static_cast<const op::LayerNorm&>(c.node);
+  size_t rows = 0, cols = 0;
+  ln.get_rows_columns(c.node, rows, cols);
+  dispatch(c.node, ln.get_input_element_type(0), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (is_real_v<T>) {
+      const T* x = c.input<T>(0);
+      const T* scale = ln.has_affine() ? c.input<T>(1) : nullptr;
+      const T* bias = ln.has_affine() ? c.input<T>(2) : nullptr;
+      T *y = c.output<T>(0), *mean = c.output<T>(1), *var = c.output<T>(2);
+      for (size_t r = 0; r < rows; ++r) {
+        const T* xr = x + r * cols;
+        double m = 0, v = 0;
+        for (size_t j = 0; j < cols; ++j) m += xr[j];
+        m /= static_cast<double>(cols);
+        for (size_t j = 0; j < cols; ++j) v += (xr[j] - m) * (xr[j] - m);
+        v /= static_cast<double>(cols);
+        double rstd = 1.0 / std::sqrt(v + ln.get_epsilon());
+        for (size_t j = 0; j < cols; ++j) {
+          double h = (xr[j] - m) * rstd;
+          y[r * cols + j] = static_cast<T>(scale ? h * scale[j] + bias[j] : h);
+        }
+        mean[r] = static_cast<T>(m);
+        var[r] = static_cast<T>(v);
+      }
+    }
+  });
+});
+
+// With h = (x - mean) * rstd and g = delta * scale, per row:
+// dx = rstd * (g - mean(g) - h * mean(g * h)); d_scale = sum over rows of delta * h,
+// d_bias = sum over rows of delta.
+NGRAPH_INTERPRETER_KERNEL("LayerNormBackprop", [](KernelCall& c) {
+  using B = op::LayerNormBackprop;
+  auto& ln = static_cast<const B&>(c.node);
+  size_t rows = 0, cols = 0;
+  ln.get_rows_columns(c.node, rows, cols);
+  dispatch(c.node, ln.get_input_element_type(0), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (is_real_v<T>) {
+      const T* x = c.input<T>(B::INPUT_DATA);
+      const T* dy = c.input<T>(B::INPUT_DELTA);
+      const T* mean = c.input<T>(B::INPUT_MEAN);
+      const T* var = c.input<T>(B::INPUT_VARIANCE);
+      const T* scale = ln.has_affine() ? c.input<T>(B::INPUT_SCALE) : nullptr;
+      T* dx = c.output<T>(0);
+      std::vector<double> dscale(cols, 0.0), dbias(cols, 0.0);
+      for (size_t r = 0; r < rows; ++r) {
+        double rstd = 1.0 / std::sqrt(static_cast<double>(var[r]) + ln.get_epsilon());
+        double mg = 0, mgh = 0;
+        for (size_t j = 0; j < cols; ++j) {
+          size_t e = r * cols + j;
+          double h = (x[e] - static_cast<double>(mean[r])) * rstd;
+          double g = dy[e] * (scale ? static_cast<double>(scale[j]) : 1.0);
+          mg += g;
+          mgh += g * h;
+          dscale[j] += dy[e] * h;
+          dbias[j] += dy[e];
+        }
+        mg /= static_cast<double>(cols);
+        mgh /= static_cast<double>(cols);
+        for (size_t j = 0; j < cols; ++j) {
+          size_t e = r * cols + j;
+          double h = (x[e] - static_cast<double>(mean[r])) * rstd;
+          double g = dy[e] * (scale ? static_cast<double>(scale[j]) : 1.0);
+          dx[e] = static_cast<T>(rstd * (g - mg - h * mgh));
+        }
+      }
+      if (scale)
+        for (size_t j = 0; j < cols; ++j) {
+          c.output<T>(1)[j] = static_cast<T>(dscale[j]);
+          c.output<T>(2)[j] = static_cast<T>(dbias[j]);
+        }
+    }
+  });
+});
+
+// Dropout: the mask from the op's stream (seed, this process's rank, the call's step).
+NGRAPH_INTERPRETER_KERNEL("Dropout", [](KernelCall& c) {
+  auto& d = static_cast<const op::Dropout&>(c.node);
+  random::Stream stream{d.get_seed(),
+                        static_cast<uint64_t>(distributed::get_default_communicator()->rank()),
+                        c.call.rng_step};
+  size_t n = shape_size(d.get_input_shape(0));
+  dispatch(c.node, d.get_input_element_type(0), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (is_real_v<T>) {
+      T* mask = c.output<T>(1);
+      random::dropout_mask(stream, d.get_probability(), mask, 0, n);
+      const T* x = c.input<T>(0);
+      T* y = c.output<T>(0);
+      for (size_t i = 0; i < n; ++i) y[i] = x[i] * mask[i];
     }
   });
 });
