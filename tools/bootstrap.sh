@@ -52,7 +52,7 @@ APT_PACKAGES=(
   python3 python3-venv python3-dev
   openmpi-bin libopenmpi-dev
   libdnnl-dev ocl-icd-opencl-dev libgtest-dev libbenchmark-dev
-  graphviz dataset-fashion-mnist
+  graphviz dataset-fashion-mnist fortunes
 )
 ccl=${NGRAPH_CCL:-0}
 # oneCCL dlopens the unversioned libfabric.so, which only the -dev package provides.

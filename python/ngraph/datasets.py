@@ -18,7 +18,8 @@ import numpy as np
 from ngraph.exceptions import DatasetError
 
 __all__ = ["DatasetError", "load_idx", "load_split", "check_labels", "mnist", "flatten",
-           "MNIST", "Split", "DEFAULT_FASHION_MNIST", "NUM_CLASSES"]
+           "MNIST", "Split", "DEFAULT_FASHION_MNIST", "NUM_CLASSES", "DEFAULT_FORTUNES",
+           "TextCorpus", "fortunes", "CharVocabulary"]
 
 #: Where Debian's dataset-fashion-mnist package installs Fashion-MNIST.
 DEFAULT_FASHION_MNIST = "/usr/share/datasets/fashion-mnist"
@@ -152,3 +153,68 @@ def mnist(path: str = DEFAULT_FASHION_MNIST, splits=("train", "test")) -> MNIST:
 def flatten(images: np.ndarray, dtype=np.float32) -> np.ndarray:
     """(n, 28, 28) uint8 images as (n, 784) values in [0, 1]."""
     return (images.reshape(len(images), -1).astype(dtype)) / dtype(255)
+
+
+# ------------------------------------------------------------------------------ text
+
+#: Where Debian's fortunes package installs its fortune files (plain text, entries separated
+#: by lines holding "%"; about 2.5 MB of English quotations, jokes, poems and definitions).
+DEFAULT_FORTUNES = "/usr/share/games/fortunes"
+
+
+class TextCorpus(NamedTuple):
+    train: str
+    validation: str
+    documents: int  # entries in all
+
+
+def fortunes(path: str = DEFAULT_FORTUNES, validation: float = 0.1, seed: int = 0,
+             exclude: tuple = ("ascii-art", "art")) -> TextCorpus:
+    """The fortune files in `path` (each file without an extension; `exclude` leaves out the
+    ones of pictures made of characters) as one text corpus, split into training and held-out
+    validation text by entry: the entries are shuffled with `seed` and the last `validation`
+    fraction is held out, so no entry is in both. Entries are joined by blank lines."""
+    if not os.path.isdir(path):
+        raise DatasetError(f"{path}: no such directory (install Debian's fortunes package: "
+                           "apt-get install fortunes)")
+    entries = []
+    for name in sorted(os.listdir(path)):
+        full = os.path.join(path, name)
+        if "." in name or name in exclude or not os.path.isfile(full):
+            continue
+        with open(full, "rb") as f:
+            text = f.read().decode("utf-8", errors="replace")
+        entries += [e.strip("\n") for e in text.split("\n%\n") if e.strip()]
+    if len(entries) < 10:
+        raise DatasetError(f"{path}: found {len(entries)} fortune entries; expected the fortune "
+                           "files of Debian's fortunes package")
+    if not 0 < validation < 1:
+        raise DatasetError(f"validation must be a fraction in (0, 1), got {validation}")
+    order = np.random.default_rng(seed).permutation(len(entries))
+    cut = len(entries) - max(1, int(round(validation * len(entries))))
+    join = "\n\n".join
+    return TextCorpus(join(entries[i] for i in order[:cut]),
+                      join(entries[i] for i in order[cut:]), len(entries))
+
+
+class CharVocabulary:
+    """The characters of a text, sorted, as token ids 0..n-1 (a character-level language
+    model's vocabulary); characters it does not hold encode as `unknown` (the first)."""
+
+    def __init__(self, text_or_chars) -> None:
+        chars = sorted(set(text_or_chars))
+        if not chars:
+            raise DatasetError("a vocabulary needs at least one character")
+        self.chars = "".join(chars)
+        self._index = {c: i for i, c in enumerate(self.chars)}
+
+    def __len__(self) -> int:
+        return len(self.chars)
+
+    def encode(self, text: str) -> np.ndarray:
+        index = self._index
+        return np.fromiter((index.get(c, 0) for c in text), dtype=np.int64, count=len(text))
+
+    def decode(self, ids) -> str:
+        chars = self.chars
+        return "".join(chars[int(i)] for i in np.asarray(ids).ravel())

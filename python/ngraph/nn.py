@@ -20,8 +20,10 @@ import numpy as np
 
 from ngraph import ops
 from ngraph._ngraph import Node, Variable
+from ngraph.exceptions import UserInputError
 from ngraph.losses import mean
 from ngraph.optimizers import variable
+from ngraph.utils import as_node
 
 
 def _pair(v) -> list[int]:
@@ -89,15 +91,22 @@ def _he(rng: np.random.Generator, shape, fan_in: int) -> np.ndarray:
     return (rng.standard_normal(shape) * np.sqrt(2.0 / fan_in)).astype(np.float32)
 
 
+def _normal(rng: np.random.Generator, shape, std: float) -> np.ndarray:
+    return rng.standard_normal(shape, dtype=np.float32) * np.float32(std)
+
+
 class Linear(Module):
-    """x [N, in] -> x W + b, W [in, out] (He init), b zeros."""
+    """x [..., in] -> x W + b, W [in, out] (He init, or normal with standard deviation
+    `init_std`), b zeros."""
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, *,
-                 rng: np.random.Generator | None = None, name: str = "linear") -> None:
+                 rng: np.random.Generator | None = None, name: str = "linear",
+                 init_std: float | None = None) -> None:
         super().__init__()
         rng = rng or np.random.default_rng(0)
-        self.weight = variable(_he(rng, (in_features, out_features), in_features),
-                               name=f"{name}.weight")
+        shape = (in_features, out_features)
+        w = _he(rng, shape, in_features) if init_std is None else _normal(rng, shape, init_std)
+        self.weight = variable(w, name=f"{name}.weight")
         self.bias = variable(np.zeros(out_features, np.float32), name=f"{name}.bias") if bias \
             else None
 
@@ -348,3 +357,272 @@ def resnet18(num_classes: int = 1000, in_channels: int = 3, seed: int = 0) -> Se
 def resnet50(num_classes: int = 1000, in_channels: int = 3, seed: int = 0) -> Sequential:
     """ResNet-50 with torchvision's architecture (bottlenecks 3-4-6-3, stride in the 3x3)."""
     return _imagenet_resnet(Bottleneck, [3, 4, 6, 3], num_classes, in_channels, seed)
+
+
+# ----------------------------------------------------------------------- transformers
+
+
+class Embedding(Module):
+    """indices (any shape, i32/i64) -> rows of a [num_embeddings, embedding_dim] table, which is
+    initialised normal with standard deviation `init_std` (GPT-2's 0.02)."""
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, *,
+                 rng: np.random.Generator | None = None, name: str = "embedding",
+                 init_std: float = 0.02) -> None:
+        super().__init__()
+        rng = rng or np.random.default_rng(0)
+        self.weight = variable(_normal(rng, (num_embeddings, embedding_dim), init_std),
+                               name=f"{name}.weight")
+
+    def own_parameters(self):
+        return [self.weight]
+
+    def forward(self, indices):
+        return ops.embedding_lookup(indices, self.weight)
+
+
+class LayerNorm(Module):
+    """Layer normalization over the last len(normalized_shape) axes, with a learned gain
+    (ones) and bias (zeros) unless `elementwise_affine` is False, as PyTorch's."""
+
+    def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True, *,
+                 name: str = "ln") -> None:
+        super().__init__()
+        shape = [int(normalized_shape)] if np.isscalar(normalized_shape) else \
+            [int(d) for d in normalized_shape]
+        self.normalized_shape, self.eps = shape, float(eps)
+        self.weight = self.bias = None
+        if elementwise_affine:
+            self.weight = variable(np.ones(shape, np.float32), name=f"{name}.weight")
+            self.bias = variable(np.zeros(shape, np.float32), name=f"{name}.bias")
+
+    def own_parameters(self):
+        return [self.weight, self.bias] if self.weight is not None else []
+
+    def forward(self, x):
+        if list(x.shape[len(x.shape) - len(self.normalized_shape):]) != self.normalized_shape:
+            raise UserInputError(f"[LayerNorm] input shape {x.shape} does not end in the "
+                                 f"normalized shape {self.normalized_shape}")
+        begin = len(x.shape) - len(self.normalized_shape)
+        return ops.layer_norm(x, self.weight, self.bias, begin, self.eps)[0]
+
+
+class Dropout(Module):
+    """Inverted dropout with probability `p` in training mode (``ng.dropout``: a mask from
+    (seed, rank, step) in the graph), the identity in evaluation mode. Each layer draws from
+    its own seed (`seed`, else the next of a process-wide count)."""
+
+    def __init__(self, p: float = 0.1, seed: int | None = None) -> None:
+        super().__init__()
+        if not 0 <= p < 1:
+            raise UserInputError(f"[Dropout] p must be in [0, 1), got {p}")
+        self.p = float(p)
+        self.seed = int(seed) if seed is not None else next(ops._dropout_seeds)
+
+    def forward(self, x):
+        return ops.dropout(x, self.p, seed=self.seed, training=self.training)
+
+
+def causal_mask(length: int) -> np.ndarray:
+    """[length, length] booleans, True where query i may attend to key j (j <= i)."""
+    return np.tril(np.ones((length, length), dtype=bool))
+
+
+def scaled_dot_product_attention(query, key, value, causal: bool = False, mask=None,
+                                 dropout_p: float = 0.0, seed: int | None = None,
+                                 scale: float | None = None, training: bool = True):
+    """softmax(query key^T * scale + mask) value over the last two axes ([..., L, E] queries,
+    [..., S, E] keys, [..., S, Ev] values; leading axes are batches, e.g. heads): PyTorch's
+    scaled_dot_product_attention. `scale` defaults to 1/sqrt(E); `causal` masks keys after
+    each query; `mask` (booleans, True = attend, broadcast to [..., L, S]) masks more.
+    Attention weights are dropped with `dropout_p` in training."""
+    q, k, v = (as_node(t) for t in (query, key, value))
+    length, source, dim = q.shape[-2], k.shape[-2], q.shape[-1]
+    if k.shape[-1] != dim or v.shape[-2] != source:
+        raise UserInputError(f"[scaled_dot_product_attention] query {q.shape}, key {k.shape} and "
+                             f"value {v.shape} do not fit ([..., L, E], [..., S, E], [..., S, Ev])")
+    factor = 1.0 / np.sqrt(dim) if scale is None else float(scale)
+    scores = ops.matmul(q, k, transpose_b=True) * np.asarray(factor, q.dtype)
+    allowed = None
+    if causal:
+        allowed = np.tril(np.ones((length, source), dtype=bool), source - length)
+    if mask is not None:
+        m = mask if isinstance(mask, Node) else np.asarray(mask, dtype=bool)
+        allowed = m if allowed is None else ops.logical_and(ops.constant(allowed), as_node(m))
+    if allowed is not None:
+        scores = ops.select(allowed, scores, np.asarray(-np.inf, q.dtype))
+    weights = ops.softmax(scores, len(scores.shape) - 1)
+    if dropout_p:
+        weights = ops.dropout(weights, dropout_p, seed=seed, training=training)
+    return ops.matmul(weights, v)
+
+
+class MultiheadAttention(Module):
+    """Self-attention over x [B, T, d_model] with `n_head` heads (a batch axis of the matrix
+    products): one projection to queries, keys and values (GPT-2's c_attn, [d, 3d]), scaled
+    dot-product attention per head (causal if asked), the heads concatenated and projected
+    (c_proj, initialised with standard deviation `proj_std`)."""
+
+    def __init__(self, d_model: int, n_head: int, dropout: float = 0.0, causal: bool = False,
+                 bias: bool = True, *, rng: np.random.Generator | None = None,
+                 name: str = "attn", init_std: float = 0.02, proj_std: float | None = None,
+                 seed: int | None = None) -> None:
+        super().__init__()
+        if d_model % n_head:
+            raise UserInputError(f"[MultiheadAttention] d_model {d_model} is not a multiple of "
+                                 f"n_head {n_head}")
+        rng = rng or np.random.default_rng(0)
+        self.d_model, self.n_head, self.causal = d_model, n_head, causal
+        self.qkv = Linear(d_model, 3 * d_model, bias, rng=rng, name=f"{name}.c_attn",
+                          init_std=init_std)
+        self.proj = Linear(d_model, d_model, bias, rng=rng, name=f"{name}.c_proj",
+                           init_std=init_std if proj_std is None else proj_std)
+        self.dropout = float(dropout)
+        self.seed = int(seed) if seed is not None else next(ops._dropout_seeds)
+
+    def forward(self, x):
+        if len(x.shape) != 3 or x.shape[2] != self.d_model:
+            raise UserInputError(f"[MultiheadAttention] input shape {x.shape} is not "
+                                 f"[batch, length, {self.d_model}]")
+        b, t, c = x.shape
+        h, d = self.n_head, c // self.n_head
+        qkv = ops.reshape(self.qkv(x), [b, t, 3, h, d])
+        # [B, T, 3, H, D] -> three [B, H, T, D]
+        q, k, v = (ops.reshape(part, [b, h, t, d], [0, 3, 1, 2, 4])
+                   for part in ops.split(qkv, 2, 3))
+        y = scaled_dot_product_attention(q, k, v, causal=self.causal, dropout_p=self.dropout,
+                                         seed=self.seed, training=self.training)
+        y = ops.reshape(y, [b, t, c], [0, 2, 1, 3])
+        return self.proj(y)
+
+
+class MLPBlock(Module):
+    """The transformer's feed-forward part: d -> 4d, GELU, 4d -> d."""
+
+    def __init__(self, d_model: int, hidden: int, *, rng, name: str, init_std: float,
+                 proj_std: float) -> None:
+        super().__init__()
+        self.fc = Linear(d_model, hidden, rng=rng, name=f"{name}.c_fc", init_std=init_std)
+        self.proj = Linear(hidden, d_model, rng=rng, name=f"{name}.c_proj", init_std=proj_std)
+
+    def forward(self, x):
+        return self.proj(ops.gelu(self.fc(x)))
+
+
+class TransformerBlock(Module):
+    """A pre-norm transformer block (GPT-2's): x + attn(ln1(x)), then + mlp(ln2(x)), with
+    dropout on each residual branch."""
+
+    def __init__(self, d_model: int, n_head: int, dropout: float = 0.0, causal: bool = True, *,
+                 rng: np.random.Generator | None = None, name: str = "block",
+                 init_std: float = 0.02, proj_std: float | None = None) -> None:
+        super().__init__()
+        rng = rng or np.random.default_rng(0)
+        proj_std = init_std if proj_std is None else proj_std
+        self.ln1 = LayerNorm(d_model, name=f"{name}.ln_1")
+        self.attn = MultiheadAttention(d_model, n_head, dropout, causal, rng=rng,
+                                       name=f"{name}.attn", init_std=init_std, proj_std=proj_std)
+        self.drop1 = Dropout(dropout)
+        self.ln2 = LayerNorm(d_model, name=f"{name}.ln_2")
+        self.mlp = MLPBlock(d_model, 4 * d_model, rng=rng, name=f"{name}.mlp",
+                            init_std=init_std, proj_std=proj_std)
+        self.drop2 = Dropout(dropout)
+
+    def forward(self, x):
+        x = x + self.drop1(self.attn(self.ln1(x)))
+        return x + self.drop2(self.mlp(self.ln2(x)))
+
+
+class GPT(Module):
+    """GPT-2's architecture: token and learned position embeddings, `n_layer` pre-norm
+    causal transformer blocks, a final layer norm, and logits from the token embedding
+    (tied input and output embeddings). Called on token indices [B, T] (T <= context), it
+    returns logits [B, T, vocab_size]."""
+
+    def __init__(self, vocab_size: int, context: int, n_layer: int, n_head: int, d_model: int,
+                 dropout: float = 0.0, seed: int = 0) -> None:
+        super().__init__()
+        rng = np.random.default_rng(seed)
+        self.vocab_size, self.context = vocab_size, context
+        self.n_layer, self.n_head, self.d_model = n_layer, n_head, d_model
+        self.wte = Embedding(vocab_size, d_model, rng=rng, name="wte")
+        self.wpe = Embedding(context, d_model, rng=rng, name="wpe")
+        self.drop = Dropout(dropout)
+        # GPT-2 scales the residual projections' initialisation by 1/sqrt(2 n_layer).
+        proj_std = 0.02 / np.sqrt(2 * n_layer)
+        self.blocks = [TransformerBlock(d_model, n_head, dropout, True, rng=rng, name=f"h{i}",
+                                        proj_std=proj_std) for i in range(n_layer)]
+        self.ln_f = LayerNorm(d_model, name="ln_f")
+
+    def forward(self, indices):
+        if len(indices.shape) != 2 or indices.dtype.kind != "i":
+            raise UserInputError(f"[GPT] expects token indices [batch, length] of an integer "
+                                 f"type, got {indices.dtype}{indices.shape}")
+        t = indices.shape[1]
+        if t > self.context:
+            raise UserInputError(f"[GPT] length {t} exceeds the context {self.context}")
+        x = self.wte(indices) + self.wpe(np.arange(t, dtype=np.int64))
+        x = self.drop(x)
+        for block in self.blocks:
+            x = block(x)
+        return ops.matmul(self.ln_f(x), self.wte.weight, transpose_b=True)
+
+    def no_decay_parameters(self) -> list[Variable]:
+        """The variables GPT training does not decay: biases, layer-norm gains and biases, and
+        the position embeddings (every 1-D variable, and wpe), as nanoGPT and minGPT."""
+        return [p for p in self.parameters() if len(p.shape) < 2 or p is self.wpe.weight]
+
+
+def gpt(vocab_size: int, context: int, n_layer: int, n_head: int, d_model: int,
+        dropout: float = 0.0, seed: int = 0) -> GPT:
+    """A GPT-2-architecture language model (see GPT). gpt(50257, 1024, 12, 12, 768) is GPT-2
+    small: 124,439,808 parameters."""
+    return GPT(vocab_size, context, n_layer, n_head, d_model, dropout, seed)
+
+
+def generate(model: GPT, prompt, n: int, temperature: float = 1.0, top_k: int | None = None,
+             seed: int = 0, runtime=None) -> np.ndarray:
+    """`n` tokens sampled from `model` after `prompt` (a sequence of token indices), as a NumPy
+    int64 array (the prompt, then the new tokens). The forward pass is compiled once for the
+    model's context length, in evaluation mode (no dropout); each step runs it on the last
+    `context` tokens and samples the next one from the logits at the last position, divided by
+    `temperature` and restricted to the `top_k` most likely (NumPy generator seeded by
+    `seed`). temperature 0 takes the most likely token."""
+    from ngraph.runtime import runtime as make_runtime  # noqa: PLC0415
+
+    tokens = [int(t) for t in np.asarray(prompt, dtype=np.int64).ravel()]
+    if not tokens:
+        raise UserInputError("[generate] the prompt is empty: give at least one token")
+    if any(t < 0 or t >= model.vocab_size for t in tokens):
+        raise UserInputError(f"[generate] prompt tokens must be in [0, {model.vocab_size})")
+    if temperature < 0:
+        raise UserInputError(f"[generate] temperature must be >= 0, got {temperature}")
+    if top_k is not None and not 1 <= top_k <= model.vocab_size:
+        raise UserInputError(f"[generate] top_k must be in [1, {model.vocab_size}], got {top_k}")
+    ctx = model.context
+    was_training = model.training
+    model.eval()
+    try:
+        window = ops.parameter([1, ctx], np.int64, name="tokens")
+        position = ops.parameter([], np.int64, name="position")
+        logits = ops.gather(ops.reshape(model(window), [ctx, model.vocab_size]), position)
+        step = (runtime or make_runtime()).computation(logits, window, position)
+    finally:
+        model.train(was_training)
+    rng = np.random.default_rng(seed)
+    buf = np.zeros((1, ctx), np.int64)
+    for _ in range(int(n)):
+        recent = tokens[-ctx:]
+        buf[0, :len(recent)] = recent
+        (row,) = step(buf, np.int64(len(recent) - 1))
+        row = row.astype(np.float64)
+        if temperature == 0:
+            tokens.append(int(np.argmax(row)))
+            continue
+        row = row / temperature
+        if top_k is not None:
+            cut = np.partition(row, -top_k)[-top_k]
+            row = np.where(row < cut, -np.inf, row)
+        p = np.exp(row - row.max())
+        tokens.append(int(rng.choice(len(p), p=p / p.sum())))
+    return np.asarray(tokens, np.int64)

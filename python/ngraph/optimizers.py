@@ -153,3 +153,50 @@ class Adam(Optimizer):
 
     def _step_updates(self) -> Updates:
         return [(self.step, self._t)]
+
+
+class AdamW(Optimizer):
+    """AdamW (Loshchilov and Hutter), PyTorch's formula: with t the step count,
+    w *= 1 - lr * weight_decay (decoupled decay); m = b1 m + (1 - b1) g;
+    v = b2 v + (1 - b2) g^2; w -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
+    Variables in `no_decay` (biases, layer-norm gains, as GPT training leaves them) are not
+    decayed."""
+
+    def __init__(self, learning_rate=1e-3, beta1: float = 0.9, beta2: float = 0.999,
+                 epsilon: float = 1e-8, weight_decay: float = 0.01,
+                 no_decay: Sequence[Variable] = ()) -> None:
+        super().__init__(learning_rate)
+        for name, b in (("beta1", beta1), ("beta2", beta2)):
+            if not 0 <= b < 1:
+                raise UserInputError(f"[AdamW] {name} must be in [0, 1), got {b}")
+        if not weight_decay >= 0:
+            raise UserInputError(f"[AdamW] weight_decay must be >= 0, got {weight_decay}")
+        if not epsilon >= 0:
+            raise UserInputError(f"[AdamW] epsilon must be >= 0, got {epsilon}")
+        self.beta1, self.beta2, self.epsilon = float(beta1), float(beta2), float(epsilon)
+        self.weight_decay = float(weight_decay)
+        self._no_decay = {v.get_instance_id() for v in no_decay}
+        self.step = variable(np.float32(0), name="adamw/step")
+        self.state_variables.append(self.step)
+        self._t = self.step + np.float32(1)
+
+    def _update(self, v: Variable, g: Node) -> Updates:
+        if v.dtype not in (np.float32, np.float64):
+            raise NgraphTypeError(f"[AdamW] variable {v.name} is {v.dtype}; AdamW updates f32 "
+                                  "and f64 variables")
+        b1, b2 = self.beta1, self.beta2
+        m, s = self._slot(v, "m"), self._slot(v, "v")
+        new_m = m * b1 + g * (1 - b1)
+        new_s = s * b2 + g * g * (1 - b2)
+        t = self._t if v.dtype == np.float32 else ops.convert(self._t, v.dtype)
+        lr = self._lr(v)
+        bias1 = 1 - ops.power(ops.constant(b1, v.dtype), t)
+        bias2 = ops.sqrt(1 - ops.power(ops.constant(b2, v.dtype), t))
+        step = new_m * (lr / bias1) / (ops.sqrt(new_s) / bias2 + self.epsilon)
+        decayed = v
+        if self.weight_decay and v.get_instance_id() not in self._no_decay:
+            decayed = v * (1 - lr * self.weight_decay)
+        return [(m, new_m), (s, new_s), (v, decayed - step)]
+
+    def _step_updates(self) -> Updates:
+        return [(self.step, self._t)]
