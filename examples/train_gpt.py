@@ -191,25 +191,26 @@ class Trainer:
         self.step = runtime.computation(loss, x, y, updates=updates)
         self._runtime, self._evals, self.context = runtime, {}, context
 
-    def validation_loss_sum(self, x: np.ndarray, y: np.ndarray) -> float:
-        """The cross-entropy summed over this rank's windows, then over all ranks (a rank
-        without windows joins the AllReduce with one window weighted 0)."""
-        n = max(len(x), 1)
+    def validation_loss_sum(self, x: np.ndarray, y: np.ndarray, n: int) -> float:
+        """The cross-entropy summed over this rank's windows, then over all ranks. Every rank
+        runs the same computation, on `n` windows: its own, then windows weighted 0."""
         if n not in self._evals:
             self.model.eval()
             xp = ng.parameter([n, self.context], np.int64, name="tokens")
             yp = ng.parameter([n, self.context], np.int64, name="targets")
-            weight = ng.parameter([], np.float32, name="weight")
+            weight = ng.parameter([n], np.float32, name="weight")
             logits = ng.reshape(self.model(xp), [n * self.context, self.model.vocab_size])
-            s = ng.softmax_cross_entropy(logits, ng.reshape(yp, [n * self.context]),
-                                         reduction="sum")
+            per_token = ng.softmax_cross_entropy(logits, ng.reshape(yp, [n * self.context]),
+                                                 reduction="none")
+            per_window = ng.sum(ng.reshape(per_token, [n, self.context]), 1)
             self.model.train()
             self._evals[n] = self._runtime.computation(
-                ng.allreduce(s * weight, comm=self.comm), xp, yp, weight)
-        if len(x) == 0:
-            x = y = np.zeros((1, self.context), np.int64)
-            return float(self._evals[n](x, y, np.float32(0))[0])
-        return float(self._evals[n](x, y, np.float32(1))[0])
+                ng.allreduce(ng.sum(per_window * weight), comm=self.comm), xp, yp, weight)
+        pad = n - len(x)
+        weight = np.concatenate([np.ones(len(x), np.float32), np.zeros(pad, np.float32)])
+        x = np.concatenate([x, np.zeros((pad, self.context), np.int64)])
+        y = np.concatenate([y, np.zeros((pad, self.context), np.int64)])
+        return float(self._evals[n](x, y, weight)[0])
 
 
 class Model:
@@ -371,7 +372,8 @@ def train(args) -> dict:
         train_time += epoch_time
         trained += args.steps_per_epoch * tokens_per_step
         check_same_weights(every, agreement)
-        val = trainer.validation_loss_sum(val_x[part], val_y[part]) / val_x.size
+        val = trainer.validation_loss_sum(val_x[part], val_y[part],
+                                          -(-len(val_x) // size)) / val_x.size
         history.append({"epoch": epoch + 1, "train_loss": loss_sum / args.steps_per_epoch,
                         "val_loss": val, "val_bits_per_char": val / math.log(2),
                         "epoch_time_s": epoch_time,
