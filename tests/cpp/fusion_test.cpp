@@ -5,6 +5,7 @@
 #include <functional>
 #include <random>
 
+#include "ngraph/autodiff/adjoints.hpp"
 #include "ngraph/ops.hpp"
 #include "ngraph/runtime/cpu/cpu_backend.hpp"
 #include "ngraph/runtime/cpu/fusion.hpp"
@@ -367,4 +368,95 @@ TEST(fusion, update_copying_a_variable_reads_its_old_value) {
     ASSERT_EQ(yv[i], x0[i]) << "y = the old x, element " << i;
     ASSERT_NEAR(xv[i], x0[i] - 0.5f * gv[i], 1e-6f) << "x, element " << i;
   }
+}
+
+// Attention's softmax: Softmax(Select(mask, scores * c, -inf)) over the last axis becomes one
+// row kernel (CPUAttentionSoftmax), and its gradient, as autodiff builds it through Softmax,
+// Select and Multiply, another (CPUAttentionSoftmaxBackprop); the values are the unfused ops'
+// (NaN where they give NaN: a row with no key allowed, a NaN score).
+namespace {
+struct AttentionCase {
+  const char* id;
+  Shape scores, mask;  // mask {}: none
+  bool scaled;
+  element::Type_t type;
+  int nan_at = -1;  // a score set to NaN (through the scale: NaN * c)
+};
+
+std::shared_ptr<Function> attention_softmax(const AttentionCase& c) {
+  element::Type t(c.type);
+  auto s = std::make_shared<op::Parameter>(t, c.scores);
+  auto w = std::make_shared<op::Parameter>(t, c.scores);
+  Output x = s;
+  auto scalar = [&](double v) { return std::make_shared<op::Constant>(t, Shape{}, std::vector<double>{v}); };
+  if (c.scaled) x = std::make_shared<op::Multiply>(x, scalar(0.37), "numpy");
+  if (c.nan_at >= 0) {
+    std::vector<double> bump(shape_size(c.scores), 1.0);
+    bump[static_cast<size_t>(c.nan_at)] = std::nan("");
+    x = std::make_shared<op::Multiply>(x, std::make_shared<op::Constant>(t, c.scores, bump));
+  }
+  if (!c.mask.empty()) {
+    std::vector<char> m(shape_size(c.mask));
+    size_t cols = c.mask.back();
+    for (size_t i = 0; i < m.size(); ++i) m[i] = static_cast<char>(i % cols <= (i / cols) % (cols + 3));
+    if (m.size() > 3 * cols) std::fill(m.begin() + static_cast<std::ptrdiff_t>(2 * cols),
+                                       m.begin() + static_cast<std::ptrdiff_t>(3 * cols), 0);  // a row with nothing allowed
+    auto mask = std::make_shared<op::Constant>(element::boolean, c.mask, m);
+    x = std::make_shared<op::Select>(mask, x, scalar(-INFINITY), "numpy");
+  }
+  auto y = std::make_shared<op::Softmax>(x, AxisSet{c.scores.size() - 1});
+  AxisSet all;
+  for (size_t i = 0; i < c.scores.size(); ++i) all.insert(i);
+  auto loss = std::make_shared<op::Sum>(std::make_shared<op::Multiply>(y, w), all);
+  autodiff::Adjoints adj(OutputVector{loss}, OutputVector{scalar(1.0)});
+  return std::make_shared<Function>(OutputVector{y, adj.backprop_output(s)}, ParameterVector{s, w});
+}
+}  // namespace
+
+TEST(AttentionFusion, forward_and_backward_match_unfused) {
+  using element::Type_t;
+  for (const AttentionCase& c : std::vector<AttentionCase>{
+           {"causal-f32", {2, 3, 7, 7}, {7, 7}, true, Type_t::f32},
+           {"causal-f64", {2, 3, 7, 7}, {7, 7}, true, Type_t::f64},
+           {"wide-rows-f32", {3, 5, 37}, {5, 37}, true, Type_t::f32},
+           {"batched-mask", {2, 2, 4, 9}, {2, 1, 4, 9}, false, Type_t::f32},
+           {"row-mask", {4, 6, 10}, {6, 1}, true, Type_t::f32},
+           {"scale-only", {5, 16}, {}, true, Type_t::f32},
+           {"plain", {3, 4, 11}, {}, false, Type_t::f64},
+           {"nan-score", {2, 3, 12}, {3, 12}, true, Type_t::f32, 14},
+       }) {
+    SCOPED_TRACE(c.id);
+    auto f = attention_softmax(c);
+    RunResult fused = run(f, true, 5), plain = run(f, false, 5);
+    EXPECT_TRUE(has_step(fused, "CPUAttentionSoftmax_"));
+    EXPECT_TRUE(has_step(fused, "CPUAttentionSoftmaxBackprop_"));
+    EXPECT_FALSE(has_step(fused, "Softmax_"));
+    double tol = c.type == Type_t::f32 ? 2e-6 : 1e-13;
+    size_t nans = 0;
+    for (size_t i = 0; i < 2; ++i)
+      for (size_t j = 0; j < plain.outputs[i].size(); ++j) {
+        double a = fused.outputs[i][j], b = plain.outputs[i][j];
+        if (std::isnan(b)) {
+          EXPECT_TRUE(std::isnan(a)) << "output " << i << " element " << j;
+          ++nans;
+        } else {
+          EXPECT_NEAR(a, b, tol * (1 + std::abs(b))) << "output " << i << " element " << j;
+        }
+      }
+    bool expect_nan = c.nan_at >= 0 || shape_size(c.mask) > 3 * (c.mask.empty() ? 1 : c.mask.back());
+    EXPECT_EQ(nans > 0, expect_nan);
+  }
+}
+
+TEST(AttentionFusion, other_softmaxes_and_shared_intermediates_stay_unfused) {
+  auto s = std::make_shared<op::Parameter>(element::f32, Shape{3, 4});
+  auto scaled = std::make_shared<op::Multiply>(
+      s, std::make_shared<op::Constant>(element::f32, Shape{}, std::vector<float>{2}), "numpy");
+  auto first_axis = std::make_shared<op::Softmax>(scaled, AxisSet{0});
+  auto last_axis = std::make_shared<op::Softmax>(scaled, AxisSet{1});  // the scaled scores are also read above
+  auto f = std::make_shared<Function>(OutputVector{first_axis, last_axis}, ParameterVector{s});
+  RunResult fused = run(f, true, 3), plain = run(f, false, 3);
+  EXPECT_TRUE(has_step(fused, "Softmax_"));               // over axis 0: not a row softmax
+  EXPECT_TRUE(has_step(fused, "CPUAttentionSoftmax_"));   // the scale stays a Multiply
+  expect_same(fused, plain, 2e-6);
 }

@@ -229,3 +229,23 @@ def test_fortunes_corpus_splits_by_entry():
     assert vocab.decode(ids) == "Hello, world"
     with pytest.raises(ng.DatasetError, match="install Debian's fortunes package"):
         ng.datasets.fortunes("/nonexistent")
+
+
+def test_gpt_training_step_runs_the_fused_attention_softmax():
+    """The CPU compiler replaces the attention's scaled, causally masked softmax and its
+    gradient by row kernels (tests/cpp/fusion_test.cpp checks their values); the step's loss
+    and gradients equal the INTERPRETER's, which runs the composition."""
+    model = ng.nn.gpt(13, 8, 2, 2, 8, dropout=0.0, seed=2)
+    idx = ng.parameter([2, 8], np.int64)
+    tgt = ng.parameter([2, 8], np.int64)
+    loss = ng.softmax_cross_entropy(ng.reshape(model(idx), [16, 13]), ng.reshape(tgt, [16]))
+    grads = ng.gradients(loss, model.parameters())
+    x = np.random.default_rng(0).integers(0, 13, (2, 8))
+    y = np.roll(x, -1, 1)
+    cpu = ng.runtime("CPU").computation([loss, *grads], idx, tgt)
+    ref = ng.runtime("INTERPRETER").computation([loss, *grads], idx, tgt)
+    schedule = cpu.executable.schedule
+    assert sum(s.startswith("CPUAttentionSoftmax_") for s in schedule) == 2
+    assert sum(s.startswith("CPUAttentionSoftmaxBackprop_") for s in schedule) == 2
+    for a, b in zip(cpu(x, y), ref(x, y)):
+        np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-6)

@@ -1,6 +1,7 @@
 #include "ngraph/runtime/cpu/fusion.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <map>
 #include <set>
@@ -48,7 +49,9 @@ const std::vector<std::string>& internal_op_names() {
                                               BatchNormRelu::type_name,
                                               BatchNormReluBackprop::type_name,
                                               MaxPoolWithWorkspace::type_name,
-                                              MaxPoolBackpropWithWorkspace::type_name};
+                                              MaxPoolBackpropWithWorkspace::type_name,
+                                              AttentionSoftmax::type_name,
+                                              AttentionSoftmaxBackprop::type_name};
   return names;
 }
 
@@ -758,6 +761,186 @@ size_t fuse_max_pool_workspace(Function& f) {
 namespace ngraph {
 namespace runtime {
 namespace cpu {
+
+// ------------------------------------------------------------------ attention softmax
+
+namespace {
+
+void check_row_op(const Node& node, size_t data, const std::vector<size_t>& same, size_t mask) {
+  element::Type t = node.get_input_element_type(data);
+  const Shape& shape = node.get_input_shape(data);
+  if (t != element::f32 && t != element::f64)
+    node.fail_type(concat_message("data must be f32 or f64, got element type ", t));
+  if (shape.empty()) node.fail("data must have rank >= 1");
+  for (size_t i : same)
+    if (node.get_input_shape(i) != shape || node.get_input_element_type(i) != t)
+      node.fail(concat_message("input ", i, " must be ", t, shape));
+  if (mask < node.get_input_size()) {
+    if (node.get_input_element_type(mask) != element::boolean)
+      node.fail_type("mask must be boolean");
+    if (broadcast_shapes(node, node.get_input_shape(mask), shape, op::AutoBroadcast::numpy) != shape)
+      node.fail(concat_message("mask shape ", node.get_input_shape(mask),
+                               " does not broadcast to ", shape));
+  }
+}
+
+OutputVector with_mask(OutputVector args, const Output& mask) {
+  if (mask) args.push_back(mask);
+  return args;
+}
+
+// The one value of a constant (or a broadcast of one) whose elements are all equal.
+bool scalar_constant(const Output& v, double& value) {
+  const Node* node = v.get_node();
+  while (node->get_type_name() == "Broadcast") node = node->input_value(0).get_node();
+  auto* c = dynamic_cast<const op::Constant*>(node);
+  if (!c || !c->get_element_type().is_real()) return false;
+  auto values = c->get_vector<double>();
+  if (values.empty()) return false;
+  for (double x : values)
+    if (!(x == values[0]) && !(std::isnan(x) && std::isnan(values[0]))) return false;
+  value = values[0];
+  return true;
+}
+
+bool is_last_axis(const AxisSet& axes, size_t rank) {
+  return rank > 0 && axes.size() == 1 && *axes.begin() == rank - 1;
+}
+
+// The other operand of a binary node `n` whose operand `one` is at position 0 or 1.
+Output other_input(const Node& n, const Output& one) {
+  return n.input_value(0) == one ? n.input_value(1) : n.input_value(0);
+}
+
+}  // namespace
+
+AttentionSoftmax::AttentionSoftmax(const Output& scores, const Output& mask, double scale)
+    : Op<AttentionSoftmax>(with_mask({scores}, mask)), m_scale(scale) {
+  constructor_validate_and_infer_types();
+}
+
+void AttentionSoftmax::validate_and_infer_types() {
+  check_row_op(*this, 0, {}, 1);
+  set_output_type(0, get_input_element_type(0), get_input_shape(0));
+}
+
+AttentionSoftmaxBackprop::AttentionSoftmaxBackprop(const Output& delta, const Output& y,
+                                                   const Output& mask, double scale)
+    : Op<AttentionSoftmaxBackprop>(with_mask({delta, y}, mask)), m_scale(scale) {
+  constructor_validate_and_infer_types();
+}
+
+void AttentionSoftmaxBackprop::validate_and_infer_types() {
+  check_row_op(*this, 0, {1}, 2);
+  set_output_type(0, get_input_element_type(0), get_input_shape(0));
+}
+
+size_t fuse_attention_softmax(Function& f) {
+  size_t fused = 0;
+  // Forward: Softmax(Select(mask, scores * c, -inf)) over the last axis.
+  {
+    NodeVector ops = f.get_ordered_ops();
+    Users users(ops);
+    std::map<Output, Output> replacements;
+    for (const auto& node : ops) {
+      if (node->get_type_name() != op::Softmax::type_name) continue;
+      auto& sm = static_cast<const op::Softmax&>(*node);
+      element::Type t = sm.get_element_type();
+      if ((t != element::f32 && t != element::f64) || !is_last_axis(sm.get_axes(), sm.get_shape().size()))
+        continue;
+      const Shape& shape = sm.get_shape();
+      Output x = node->input_value(0), mask;
+      double scale = 1.0, fill = 0;
+      Node* sel = x.get_node();
+      if (sel->get_type_name() == op::Select::type_name && users.single(x) == node.get() &&
+          sel->get_input_shape(1) == shape && scalar_constant(sel->input_value(2), fill) &&
+          std::isinf(fill) && fill < 0) {
+        mask = sel->input_value(0);
+        x = sel->input_value(1);
+      }
+      Node* mul = x.get_node();
+      if (mul->get_type_name() == op::Multiply::type_name && users.single(x) &&
+          (users.single(x) == node.get() || (mask && users.single(x) == sel))) {
+        for (size_t i = 0; i < 2; ++i) {
+          double c = 0;
+          if (mul->get_input_shape(1 - i) == shape && scalar_constant(mul->input_value(i), c)) {
+            scale = c;
+            x = mul->input_value(1 - i);
+            break;
+          }
+        }
+      }
+      auto a = std::make_shared<AttentionSoftmax>(x, mask, scale);
+      a->set_friendly_name(node->get_friendly_name());
+      replacements[node->output(0)] = a->output(0);
+      ++fused;
+    }
+    replace_outputs(f, replacements);
+  }
+  // Backward: y * (d - Broadcast(Sum(d * y))) [then Select(mask, ., 0)] [then * c], for y an
+  // AttentionSoftmax's output, with its mask and scale.
+  NodeVector ops = f.get_ordered_ops();
+  Users users(ops);
+  std::map<Output, Output> replacements;
+  for (const auto& node : ops) {
+    if (node->get_type_name() != op::Multiply::type_name) continue;
+    const Shape& shape = node->get_shape();
+    for (size_t yi = 0; yi < 2; ++yi) {
+      Output y = node->input_value(yi);
+      auto* fwd = dynamic_cast<AttentionSoftmax*>(y.get_node());
+      if (!fwd || y.get_shape() != shape) continue;
+      Node* sub = node->input_value(1 - yi).get_node();
+      if (sub->get_type_name() != op::Subtract::type_name || users.single(sub->output(0)) != node.get())
+        continue;
+      Output d = sub->input_value(0);
+      Node* bc = sub->input_value(1).get_node();
+      if (d.get_shape() != shape || bc->get_type_name() != op::Broadcast::type_name ||
+          users.single(bc->output(0)) != sub)
+        continue;
+      Node* sum = bc->input_value(0).get_node();
+      if (sum->get_type_name() != op::Sum::type_name || users.single(sum->output(0)) != bc ||
+          !is_last_axis(static_cast<const op::Sum&>(*sum).get_reduction_axes(), shape.size()))
+        continue;
+      Node* dy = sum->input_value(0).get_node();
+      if (dy->get_type_name() != op::Multiply::type_name || users.single(dy->output(0)) != sum ||
+          dy->get_shape() != shape ||
+          !((dy->input_value(0) == d && dy->input_value(1) == y) ||
+            (dy->input_value(1) == d && dy->input_value(0) == y)))
+        continue;
+      // The softmax's gradient; the mask and scale of the forward follow where autodiff put
+      // them (the Select's and the Multiply's rules).
+      Output root = node->output(0), mask;
+      double scale = 1.0;
+      if (fwd->has_mask()) {
+        Node* sel = users.single(root);
+        double zero = 1;
+        if (!sel || sel->get_type_name() != op::Select::type_name || sel->input_value(1) != root ||
+            sel->input_value(0) != fwd->input_value(1) || !scalar_constant(sel->input_value(2), zero) ||
+            zero != 0 || sel->get_shape() != shape)
+          continue;
+        mask = sel->input_value(0);
+        root = sel->output(0);
+      }
+      if (fwd->get_scale() != 1.0) {
+        Node* mul = users.single(root);
+        double c = 0;
+        if (!mul || mul->get_type_name() != op::Multiply::type_name || mul->get_shape() != shape ||
+            !scalar_constant(other_input(*mul, root), c) || c != fwd->get_scale())
+          continue;
+        root = mul->output(0);
+        scale = c;
+      }
+      auto b = std::make_shared<AttentionSoftmaxBackprop>(d, y, mask, scale);
+      b->set_friendly_name(node->get_friendly_name());
+      replacements[root] = b->output(0);
+      ++fused;
+      break;
+    }
+  }
+  replace_outputs(f, replacements);
+  return fused;
+}
+
 namespace pass {
 
 // The fusion pass: matmul + bias + ReLU; batch-norm inference folded into the convolution
@@ -775,6 +958,7 @@ void fuse_cpu_ops(ExecutionPlan& plan) {
   fuse_convolution_sum_relu(*plan.function);
   fuse_batch_norm_relu(*plan.function);
   fuse_max_pool_workspace(*plan.function);
+  fuse_attention_softmax(*plan.function);
   fuse_elementwise(*plan.function);
   fuse_allreduce(*plan.function, default_fusion_threshold());
 }
