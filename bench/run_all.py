@@ -70,10 +70,10 @@ def main(argv=None):
                     help="write the seeds' chart (CNN images/s against ranks) here")
     ap.add_argument("--only", default=None,
                     help="comma-separated parts to rerun (step_time, call_overhead, memory, "
-                         "timeline, allreduce, ddp, cnn); the others are taken from the last "
+                         "timeline, allreduce, ddp, cnn, gpt); the others are taken from the last "
                          "saved summary")
     args = ap.parse_args(argv)
-    parts = {"step_time", "call_overhead", "memory", "timeline", "allreduce", "ddp", "cnn"}
+    parts = {"step_time", "call_overhead", "memory", "timeline", "allreduce", "ddp", "cnn", "gpt"}
     only = set(args.only.split(",")) if args.only else parts
     if only - parts:
         ap.error(f"unknown parts {sorted(only - parts)}; choose from {sorted(parts)}")
@@ -218,6 +218,8 @@ def main(argv=None):
         )
     if have_mpi and "cnn" in only:
         out["cnn"] = run_cnn(args.smoke, launches)
+    if have_mpi and "gpt" in only:
+        out["gpt"] = run_gpt(args.smoke, launches)
     if not have_mpi:
         print("\n(mpirun, mpicc or mpi4py missing: the MPI benchmarks are skipped)")
 
@@ -321,6 +323,49 @@ def run_cnn(smoke: bool, launches: int) -> dict:
                               "2 ranks / independent, per launch", "2 in lockstep img/s",
                               "lockstep / 2x 1 rank, per launch",
                               "2 ranks / lockstep, per launch"]))
+    return res
+
+
+def run_gpt(smoke: bool, launches: int) -> dict:
+    """bench/gpt.py: attention alone; train_gpt.py's model on 1 rank (against PyTorch) and 2
+    ranks (against DDP with gloo); GPT-2 small's blocks at context 256 on 1 rank. Tokens/s,
+    medians of interleaved repeats, per launch."""
+    print("\n== Transformer training throughput (bench/gpt.py)")
+    script = os.path.join(HERE, "gpt.py")
+    smoke_args = ["--smoke", "--no-torch"] if smoke else []
+    attention = [json.loads(x) for x in subprocess.run(
+        [sys.executable, script, "--attention", *(["--smoke"] if smoke else [])],
+        capture_output=True, text=True, check=True, timeout=900).stdout.splitlines()
+        if x.startswith("{")][0]
+    res = {"attention": attention}
+    for model in ["example"] if smoke else ["example", "gpt2-blocks"]:
+        ranks = (1, 2) if model == "example" else (1,)
+        runs = {n: [mpirun(n, [sys.executable, script, "--model", model, *smoke_args])[0]
+                    for _ in range(launches)] for n in ranks}
+        entry = {str(n): {k: statistics.median(r["tokens_per_s"][k] for r in rs)
+                          for k in rs[0]["tokens_per_s"]} for n, rs in runs.items()}
+        if 2 in runs:
+            entry["scaling"] = [r2["tokens_per_s"]["ngraph"] / (2 * r1["tokens_per_s"]["ngraph"])
+                                for r1, r2 in zip(runs[1], runs[2])]
+        res[model] = entry
+    rows = []
+    for model in [m for m in ("example", "gpt2-blocks") if m in res]:
+        r = res[model]
+        one, two = r["1"], r.get("2", {})
+        torch1, ddp2 = one.get("pytorch"), two.get("pytorch_ddp_gloo")
+        rows.append([model, f"{one['ngraph']:,.0f}", f"{torch1:,.0f}" if torch1 else "-",
+                     f"{torch1 / one['ngraph']:.2f}" if torch1 else "-",
+                     f"{two['ngraph']:,.0f}" if two else "-", f"{ddp2:,.0f}" if ddp2 else "-",
+                     f"{two['ngraph'] / ddp2:.2f}" if ddp2 else "-",
+                     " ".join(f"{100 * x:.0f}%" for x in r.get("scaling", [])) or "-"])
+    print(common.table(rows, ["model", "ngraph 1 rank tokens/s", "PyTorch tokens/s",
+                              "step time vs PyTorch", "ngraph 2 ranks tokens/s",
+                              "DDP gloo tokens/s", "ngraph / DDP", "weak scaling 1->2"]))
+    sec = attention["seconds"]
+    if "pytorch" in sec:
+        print(f"attention {attention['shape']} forward+backward: ngraph {1e3 * sec['ngraph']:.2f} "
+              f"ms, PyTorch scaled_dot_product_attention {1e3 * sec['pytorch']:.2f} ms "
+              f"({sec['ngraph'] / sec['pytorch']:.2f}x)")
     return res
 
 
