@@ -515,18 +515,23 @@ class TransformerBlock(Module):
 
     def __init__(self, d_model: int, n_head: int, dropout: float = 0.0, causal: bool = True, *,
                  rng: np.random.Generator | None = None, name: str = "block",
-                 init_std: float = 0.02, proj_std: float | None = None) -> None:
+                 init_std: float = 0.02, proj_std: float | None = None,
+                 seed: int | None = None) -> None:
         super().__init__()
         rng = rng or np.random.default_rng(0)
         proj_std = init_std if proj_std is None else proj_std
+        # The dropouts' seeds: seed, seed + 1, seed + 2 (attention, then the two residual
+        # branches), or each the next of the process-wide count.
+        seeds = [None] * 3 if seed is None else [seed, seed + 1, seed + 2]
         self.ln1 = LayerNorm(d_model, name=f"{name}.ln_1")
         self.attn = MultiheadAttention(d_model, n_head, dropout, causal, rng=rng,
-                                       name=f"{name}.attn", init_std=init_std, proj_std=proj_std)
-        self.drop1 = Dropout(dropout)
+                                       name=f"{name}.attn", init_std=init_std, proj_std=proj_std,
+                                       seed=seeds[0])
+        self.drop1 = Dropout(dropout, seed=seeds[1])
         self.ln2 = LayerNorm(d_model, name=f"{name}.ln_2")
         self.mlp = MLPBlock(d_model, 4 * d_model, rng=rng, name=f"{name}.mlp",
                             init_std=init_std, proj_std=proj_std)
-        self.drop2 = Dropout(dropout)
+        self.drop2 = Dropout(dropout, seed=seeds[2])
 
     def forward(self, x):
         x = x + self.drop1(self.attn(self.ln1(x)))
@@ -537,7 +542,8 @@ class GPT(Module):
     """GPT-2's architecture: token and learned position embeddings, `n_layer` pre-norm
     causal transformer blocks, a final layer norm, and logits from the token embedding
     (tied input and output embeddings). Called on token indices [B, T] (T <= context), it
-    returns logits [B, T, vocab_size]."""
+    returns logits [B, T, vocab_size]. `seed` decides the initial weights and the dropout
+    layers' seeds, so two models made with the same arguments draw the same masks."""
 
     def __init__(self, vocab_size: int, context: int, n_layer: int, n_head: int, d_model: int,
                  dropout: float = 0.0, seed: int = 0) -> None:
@@ -547,11 +553,13 @@ class GPT(Module):
         self.n_layer, self.n_head, self.d_model = n_layer, n_head, d_model
         self.wte = Embedding(vocab_size, d_model, rng=rng, name="wte")
         self.wpe = Embedding(context, d_model, rng=rng, name="wpe")
-        self.drop = Dropout(dropout)
+        base = (int(seed) % (1 << 40) + 1) << 20  # dropout seeds of this model: base + k
+        self.drop = Dropout(dropout, seed=base)
         # GPT-2 scales the residual projections' initialisation by 1/sqrt(2 n_layer).
         proj_std = 0.02 / np.sqrt(2 * n_layer)
         self.blocks = [TransformerBlock(d_model, n_head, dropout, True, rng=rng, name=f"h{i}",
-                                        proj_std=proj_std) for i in range(n_layer)]
+                                        proj_std=proj_std, seed=base + 1 + 3 * i)
+                       for i in range(n_layer)]
         self.ln_f = LayerNorm(d_model, name="ln_f")
 
     def forward(self, indices):
