@@ -441,7 +441,7 @@ def scaled_dot_product_attention(query, key, value, causal: bool = False, mask=N
     if k.shape[-1] != dim or v.shape[-2] != source:
         raise UserInputError(f"[scaled_dot_product_attention] query {q.shape}, key {k.shape} and "
                              f"value {v.shape} do not fit ([..., L, E], [..., S, E], [..., S, Ev])")
-    factor = 1.0 / np.sqrt(dim) if scale is None else float(scale)
+    factor = (1.0 / np.sqrt(dim) if dim else 1.0) if scale is None else float(scale)
     scores = ops.matmul(q, k, transpose_b=True) * np.asarray(factor, q.dtype)
     allowed = None
     if causal:

@@ -291,9 +291,83 @@ def op_convert(b, v):
     return ng.convert(v.node, np.float64 if v.dtype == np.float32 else np.float32), False
 
 
+def _indices(b, n, count_shape, negative=True):
+    low = -n if negative else 0
+    return np.asarray(b.rng.integers(low, n, size=count_shape), dtype=b.pick([np.int32, np.int64]))
+
+
+def op_indexing(b, v):
+    """Gather along a random axis (negative indices too), ScatterAdd of a new parameter into
+    v, or EmbeddingLookup of rows of v."""
+    if not v.shape or min(v.shape) == 0:
+        return None
+    rank = len(v.shape)
+    axis = int(b.rng.integers(rank))
+    idx = _indices(b, v.shape[axis], b.shape(int(b.rng.integers(0, 3))))
+    kind = b.pick(["gather", "scatter", "embedding"])
+    if kind == "gather":
+        return ng.gather(v.node, idx, axis - rank if b.rng.random() < 0.3 else axis), v.exact
+    if kind == "embedding":
+        return ng.embedding_lookup(_indices(b, v.shape[0], idx.shape, False), v.node), v.exact
+    upd = b.parameter(v.shape[:axis] + idx.shape + v.shape[axis + 1:], v.dtype)
+    return ng.scatter_add(v.node, idx, upd.node, axis), v.exact and v.dtype.kind == "i"
+
+
+def op_split_tile_replace(b, v):
+    if not v.shape:
+        return None
+    rank = len(v.shape)
+    kind = b.pick(["split", "tile", "replace"])
+    if kind == "tile":
+        repeats = [int(r) for r in b.rng.integers(1, 3, int(b.rng.integers(1, rank + 2)))]
+        return ng.tile(v.node, repeats), v.exact
+    axis = int(b.rng.integers(rank))
+    if kind == "split":
+        n = v.shape[axis]
+        cut = int(b.rng.integers(0, n + 1))
+        parts = ng.split(v.node, axis, [cut, n - cut])
+        return parts[int(b.rng.integers(2))], v.exact
+    lower = [int(b.rng.integers(0, d)) for d in v.shape]
+    upper = [int(b.rng.integers(lo + 1, d + 1)) for lo, d in zip(lower, v.shape)]
+    strides = [int(b.rng.integers(1, 3)) for _ in v.shape]
+    src = ng.negative(ng.slice(v.node, lower, upper, strides))
+    return ng.replace_slice(v.node, src, lower, upper, strides), v.exact
+
+
+def op_layer_norm_dropout(b, v):
+    """LayerNorm from a random axis (affine or not), or Dropout (the same mask on both
+    backends: it is a function of the seed, the rank and the step)."""
+    if v.dtype.kind != "f" or not v.shape:
+        return None
+    if b.rng.random() < 0.3:
+        p, seed = float(b.rng.uniform(0.1, 0.7)), int(b.rng.integers(1 << 30))
+        return ng.dropout(v.node, p, seed=seed), v.exact
+    begin = int(b.rng.integers(len(v.shape)))
+    if int(np.prod(v.shape[begin:])) < 2:
+        return None
+    if b.rng.random() < 0.5:
+        return ng.layer_norm(v.node, begin_norm_axis=begin, epsilon=1e-3)[0], False
+    n = int(np.prod(v.shape[begin:]))
+    scale, bias = b.parameter((n,), v.dtype, "positive"), b.parameter((n,), v.dtype)
+    return ng.layer_norm(v.node, scale.node, bias.node, begin, 1e-3)[0], False
+
+
+def op_attention(b, v):
+    """Scaled dot-product attention with v as the queries [..., L, E] (causal or not): the CPU
+    fuses the softmax and its gradient, the INTERPRETER runs the composition."""
+    if v.dtype.kind != "f" or len(v.shape) < 2:
+        return None
+    keys = int(b.rng.integers(1, 5))
+    k = b.parameter(v.shape[:-2] + (keys, v.shape[-1]), v.dtype)
+    w = b.parameter(v.shape[:-2] + (keys, int(b.rng.integers(1, 4))), v.dtype)
+    causal = bool(b.rng.random() < 0.5) and keys >= v.shape[-2]
+    return ng.nn.scaled_dot_product_attention(v.node, k.node, w.node, causal=causal), False
+
+
 OPS = [op_unary_float, op_unary_exact, op_binary, op_binary, op_select, op_reduction,
        op_reshape, op_broadcast, op_slice, op_pad_reverse_concat, op_contraction, op_dot,
-       op_softmax, op_convolution, op_pooling, op_normalization, op_convert]
+       op_softmax, op_convolution, op_pooling, op_normalization, op_convert, op_indexing,
+       op_split_tile_replace, op_layer_norm_dropout, op_attention]
 
 
 def try_op(b, ops, v):
@@ -412,7 +486,27 @@ def op_low_move(b, v):
     return ng.pad(v.node, value, below, above), True
 
 
-LOW_OPS = [op_reshape, op_broadcast, op_slice, op_low_move]
+def op_low_index(b, v):
+    """Gather, Tile, a piece of a Split, or ReplaceSlice of a slice of itself: data movement
+    that admits f16 and bf16."""
+    if not v.shape or min(v.shape) == 0:
+        return None
+    rank = len(v.shape)
+    axis = int(b.rng.integers(rank))
+    kind = b.pick(["gather", "tile", "split", "replace"])
+    if kind == "gather":
+        idx = _indices(b, v.shape[axis], (int(b.rng.integers(1, 4)),))
+        return ng.gather(v.node, idx, axis), True
+    if kind == "tile":
+        return ng.tile(v.node, [2] * rank), True
+    if kind == "split":
+        return ng.split(v.node, axis, [1, v.shape[axis] - 1])[1], True
+    upper = list(v.shape)
+    upper[axis] = 1
+    return ng.replace_slice(v.node, ng.slice(v.node, [0] * rank, upper), [0] * rank, upper), True
+
+
+LOW_OPS = [op_reshape, op_broadcast, op_slice, op_low_move, op_low_index]
 
 
 def build_low_case(rng):
