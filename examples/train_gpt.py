@@ -191,26 +191,30 @@ class Trainer:
         self.step = runtime.computation(loss, x, y, updates=updates)
         self._runtime, self._evals, self.context = runtime, {}, context
 
-    def validation_loss_sum(self, x: np.ndarray, y: np.ndarray, n: int) -> float:
+    def validation_loss_sum(self, x: np.ndarray, y: np.ndarray, n: int, chunk: int = 32) -> float:
         """The cross-entropy summed over this rank's windows, then over all ranks. Every rank
-        runs the same computation, on `n` windows: its own, then windows weighted 0."""
-        if n not in self._evals:
+        runs the same computation the same number of times: `chunk` windows a call, its own
+        windows, then windows weighted 0, up to `n`."""
+        if chunk not in self._evals:
             self.model.eval()
-            xp = ng.parameter([n, self.context], np.int64, name="tokens")
-            yp = ng.parameter([n, self.context], np.int64, name="targets")
-            weight = ng.parameter([n], np.float32, name="weight")
-            logits = ng.reshape(self.model(xp), [n * self.context, self.model.vocab_size])
-            per_token = ng.softmax_cross_entropy(logits, ng.reshape(yp, [n * self.context]),
+            xp = ng.parameter([chunk, self.context], np.int64, name="tokens")
+            yp = ng.parameter([chunk, self.context], np.int64, name="targets")
+            weight = ng.parameter([chunk], np.float32, name="weight")
+            logits = ng.reshape(self.model(xp), [chunk * self.context, self.model.vocab_size])
+            per_token = ng.softmax_cross_entropy(logits, ng.reshape(yp, [chunk * self.context]),
                                                  reduction="none")
-            per_window = ng.sum(ng.reshape(per_token, [n, self.context]), 1)
+            per_window = ng.sum(ng.reshape(per_token, [chunk, self.context]), 1)
             self.model.train()
-            self._evals[n] = self._runtime.computation(
+            self._evals[chunk] = self._runtime.computation(
                 ng.allreduce(ng.sum(per_window * weight), comm=self.comm), xp, yp, weight)
-        pad = n - len(x)
+        total = -(-n // chunk) * chunk
+        pad = total - len(x)
         weight = np.concatenate([np.ones(len(x), np.float32), np.zeros(pad, np.float32)])
         x = np.concatenate([x, np.zeros((pad, self.context), np.int64)])
         y = np.concatenate([y, np.zeros((pad, self.context), np.int64)])
-        return float(self._evals[n](x, y, weight)[0])
+        return sum(float(self._evals[chunk](x[s:s + chunk], y[s:s + chunk],
+                                            weight[s:s + chunk])[0])
+                   for s in range(0, total, chunk))
 
 
 class Model:
