@@ -422,7 +422,7 @@ TEST(AttentionFusion, forward_and_backward_match_unfused) {
            {"batched-mask", {2, 2, 4, 9}, {2, 1, 4, 9}, false, Type_t::f32},
            {"row-mask", {4, 6, 10}, {6, 1}, true, Type_t::f32},
            {"scale-only", {5, 16}, {}, true, Type_t::f32},
-           {"plain", {3, 4, 11}, {}, false, Type_t::f64},
+           {"mask-only", {3, 4, 11}, {4, 11}, false, Type_t::f64},
            {"nan-score", {2, 3, 12}, {3, 12}, true, Type_t::f32, 14},
        }) {
     SCOPED_TRACE(c.id);
@@ -454,9 +454,43 @@ TEST(AttentionFusion, other_softmaxes_and_shared_intermediates_stay_unfused) {
       s, std::make_shared<op::Constant>(element::f32, Shape{}, std::vector<float>{2}), "numpy");
   auto first_axis = std::make_shared<op::Softmax>(scaled, AxisSet{0});
   auto last_axis = std::make_shared<op::Softmax>(scaled, AxisSet{1});  // the scaled scores are also read above
-  auto f = std::make_shared<Function>(OutputVector{first_axis, last_axis}, ParameterVector{s});
+  auto plain_softmax = std::make_shared<op::Softmax>(s, AxisSet{1});  // nothing to fuse
+  auto f = std::make_shared<Function>(OutputVector{first_axis, last_axis, plain_softmax}, ParameterVector{s});
   RunResult fused = run(f, true, 3), plain = run(f, false, 3);
-  EXPECT_TRUE(has_step(fused, "Softmax_"));               // over axis 0: not a row softmax
-  EXPECT_TRUE(has_step(fused, "CPUAttentionSoftmax_"));   // the scale stays a Multiply
-  expect_same(fused, plain, 2e-6);
+  size_t softmaxes = 0;
+  for (const auto& step : fused.schedule) softmaxes += step.rfind("Softmax_", 0) == 0;
+  EXPECT_EQ(softmaxes, 3u);  // over axis 0, over the shared scaled scores, and without scale or mask
+  EXPECT_FALSE(has_step(fused, "CPUAttentionSoftmax_"));
+  expect_same(fused, plain, 0);
+}
+
+// A linear layer on activations [batch, length, width] and its gradients: Dot(x, W) + b, and
+// the Dots autodiff builds, Dot(delta, W^T) and Dot(x^T, delta, 2) with x^T a rotation of x's
+// axes. Each becomes one GEMM over the operands' memory (a transpose as strides, the bias
+// inside), with no Reshape copying x or W; the values are the unfused ops'.
+TEST(MatMulFusion, linear_layer_on_3d_activations_and_its_gradients) {
+  for (auto et : {element::Type_t::f32, element::Type_t::f64}) {
+    element::Type t(et);
+    auto x = std::make_shared<op::Parameter>(t, Shape{3, 5, 4});
+    auto w = std::make_shared<op::Parameter>(t, Shape{4, 6});
+    auto b = std::make_shared<op::Parameter>(t, Shape{6});
+    auto r = std::make_shared<op::Parameter>(t, Shape{3, 5, 6});
+    auto y = std::make_shared<op::Add>(std::make_shared<op::Dot>(x, w), b, "numpy");
+    auto loss = std::make_shared<op::Sum>(std::make_shared<op::Multiply>(y, r), AxisSet{0, 1, 2});
+    autodiff::Adjoints adj(OutputVector{loss},
+                           OutputVector{std::make_shared<op::Constant>(t, Shape{}, std::vector<double>{1})});
+    auto f = std::make_shared<Function>(
+        OutputVector{y, adj.backprop_output(x), adj.backprop_output(w), adj.backprop_output(b)},
+        ParameterVector{x, w, b, r});
+    RunResult fused = run(f, true, 7), plain = run(f, false, 7);
+    size_t gemms = 0, reshapes = 0;
+    for (const auto& s : fused.schedule) {
+      gemms += s.rfind("CPUMatMulBias_", 0) == 0;
+      reshapes += s.rfind("Reshape_", 0) == 0;
+    }
+    EXPECT_EQ(gemms, 3u) << ::testing::PrintToString(fused.schedule);
+    EXPECT_EQ(reshapes, 0u) << ::testing::PrintToString(fused.schedule);
+    EXPECT_FALSE(has_step(fused, "Add_")) << "the bias is inside the GEMM";
+    expect_same(fused, plain, et == element::Type_t::f32 ? 1e-5 : 1e-12);
+  }
 }

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <map>
+#include <optional>
+#include <tuple>
 #include <set>
 
 #include "ngraph/autodiff/adjoints.hpp"
@@ -18,28 +20,66 @@ namespace runtime {
 namespace cpu {
 
 MatMulBias::MatMulBias(const Output& a, const Output& b, const Output& bias, bool transpose_a,
-                       bool transpose_b, bool relu)
+                       bool transpose_b, bool relu, int64_t a_split, int64_t b_split)
     : Op<MatMulBias>(bias ? OutputVector{a, b, bias} : OutputVector{a, b}),
       m_transpose_a(transpose_a),
       m_transpose_b(transpose_b),
-      m_relu(relu) {
+      m_relu(relu),
+      m_a_split(a_split),
+      m_b_split(b_split) {
   constructor_validate_and_infer_types();
+}
+
+size_t MatMulBias::split(size_t input) const {
+  size_t rank = get_input_shape(input).size();
+  int64_t s = input == 0 ? m_a_split : m_b_split;
+  if (s < 0) return rank - 1;
+  if (static_cast<size_t>(s) > rank)
+    fail(concat_message("split ", s, " of input ", input, " exceeds its rank ", rank));
+  return static_cast<size_t>(s);
+}
+
+namespace {
+// The matrix of `shape` split at `s`: rows and columns, and the axes of each.
+struct MatrixView {
+  size_t rows = 1, cols = 1;
+  Shape row_axes, col_axes;
+};
+MatrixView matrix_view(const Shape& shape, size_t s) {
+  MatrixView v;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    (i < s ? v.rows : v.cols) *= shape[i];
+    (i < s ? v.row_axes : v.col_axes).push_back(shape[i]);
+  }
+  return v;
+}
+}  // namespace
+
+void MatMulBias::get_gemm(size_t& m, size_t& n, size_t& k) const {
+  MatrixView a = matrix_view(get_input_shape(0), split(0)), b = matrix_view(get_input_shape(1), split(1));
+  m = m_transpose_a ? a.cols : a.rows;
+  k = m_transpose_a ? a.rows : a.cols;
+  n = m_transpose_b ? b.rows : b.cols;
 }
 
 void MatMulBias::validate_and_infer_types() {
   if (get_input_size() != 2 && get_input_size() != 3) fail("expects 2 or 3 inputs");
-  const Shape& a = get_input_shape(0);
-  const Shape& b = get_input_shape(1);
-  if (a.size() != 2 || b.size() != 2) fail(concat_message("needs 2-D arguments, got ", a, " and ", b));
-  size_t m = m_transpose_a ? a[1] : a[0], k = m_transpose_a ? a[0] : a[1];
-  size_t k2 = m_transpose_b ? b[1] : b[0], n = m_transpose_b ? b[0] : b[1];
-  if (k != k2) fail(concat_message("inner dimensions of ", a, " and ", b, " differ"));
+  const Shape& as = get_input_shape(0);
+  const Shape& bs = get_input_shape(1);
+  if (as.empty() || bs.empty()) fail(concat_message("needs arguments of rank >= 1, got ", as, " and ", bs));
+  MatrixView a = matrix_view(as, split(0)), b = matrix_view(bs, split(1));
+  size_t k = m_transpose_a ? a.rows : a.cols;
+  size_t k2 = m_transpose_b ? b.cols : b.rows;
+  if (k != k2) fail(concat_message("inner dimensions of ", as, " and ", bs, " differ"));
+  Shape out = m_transpose_a ? a.col_axes : a.row_axes;
+  for (auto d : m_transpose_b ? b.row_axes : b.col_axes) out.push_back(d);
+  size_t n = m_transpose_b ? b.rows : b.cols;
   element::Type t = get_input_element_type(0);
   for (size_t i = 1; i < get_input_size(); ++i)
     if (get_input_element_type(i) != t) fail_type("element types differ");
   if (has_bias() && shape_size(get_input_shape(2)) != n)
     fail(concat_message("bias shape ", get_input_shape(2), " does not have ", n, " elements"));
-  set_output_type(0, t, Shape{m, n});
+  set_output_type(0, t, out);
 }
 
 const std::vector<std::string>& internal_op_names() {
@@ -99,6 +139,28 @@ std::pair<Output, bool> strip_transpose(const Output& x, bool transposed) {
   return {x, transposed};
 }
 
+// A Dot operand x = Reshape(y, rotation) whose matrix (x's axes split at `split`) is the
+// transpose of y's matrix: the rotation moves y's last axis to the front with split 1 (then
+// y's matrix splits before its last axis), or y's first axis to the back with split = rank - 1
+// (y's splits after its first). Returns y and its split, or nothing.
+std::optional<std::pair<Output, size_t>> rotated_transpose(const Output& x, size_t split) {
+  auto* r = dynamic_cast<const op::Reshape*>(x.get_node());
+  if (!r) return std::nullopt;
+  const AxisVector& order = r->get_input_order();
+  const Shape& in = r->get_input_shape(0);
+  size_t rank = in.size();
+  if (rank < 2 || order.size() != rank) return std::nullopt;
+  Shape permuted;
+  for (auto a : order) permuted.push_back(in[a]);
+  if (permuted != x.get_shape()) return std::nullopt;  // a transpose, not a relayout
+  bool last_to_front = order[0] == rank - 1, first_to_back = order[rank - 1] == 0;
+  for (size_t i = 1; i < rank; ++i) last_to_front = last_to_front && order[i] == i - 1;
+  for (size_t i = 0; i + 1 < rank; ++i) first_to_back = first_to_back && order[i] == i + 1;
+  if (last_to_front && split == 1) return std::make_pair(r->input_value(0), rank - 1);
+  if (first_to_back && split == rank - 1) return std::make_pair(r->input_value(0), size_t{1});
+  return std::nullopt;
+}
+
 // The nodes reading each value of a function.
 class Users {
  public:
@@ -137,28 +199,56 @@ size_t fuse_matmul_bias_relu(Function& f) {
   for (const auto& node : ops) {
     bool ta = false, tb = false;
     const std::string& type = node->get_type_name();
+    if (type != "Dot" && type != "MatMul") continue;
+    Output a = node->input_value(0), b = node->input_value(1);
+    size_t a_split = 1, b_split = 1;
     if (type == "Dot") {
+      // Dot(A, B, c) is the GEMM of A's matrix split before its last c axes and B's split
+      // after its first c: any rank, no copy. Transposes that rotate an operand's axes are
+      // strides of the same GEMM (a Dot's gradient builds them).
       auto& d = static_cast<const op::Dot&>(*node);
-      if (d.get_reduction_axes_count() != 1) continue;
+      size_t c = d.get_reduction_axes_count(), ra = a.get_shape().size(), rb = b.get_shape().size();
+      if (c == 0 || ra < c || rb < c || (ra < 2 && rb < 2)) continue;
+      a_split = ra - c;
+      b_split = c;
+      if (a_split == 0 || b_split == rb) {  // a row or column vector: as the 2-D case below
+        if (ra != 2 || rb != 2) continue;
+      }
+      if (auto y = rotated_transpose(a, a_split)) {
+        a = y->first;
+        a_split = y->second;
+        ta = true;
+      }
+      if (auto y = rotated_transpose(b, b_split)) {
+        b = y->first;
+        b_split = y->second;
+        tb = true;
+      }
     } else if (type == "MatMul") {
       auto& mm = static_cast<const op::MatMul&>(*node);
-      ta = mm.get_transpose_a();
-      tb = mm.get_transpose_b();
+      if (node->get_input_shape(0).size() != 2 || node->get_input_shape(1).size() != 2) continue;
+      std::tie(a, ta) = strip_transpose(a, mm.get_transpose_a());
+      std::tie(b, tb) = strip_transpose(b, mm.get_transpose_b());
     } else {
       continue;
     }
-    if (node->get_input_shape(0).size() != 2 || node->get_input_shape(1).size() != 2) continue;
     element::Type t = node->get_element_type();
     if (!t.is_numeric()) continue;
-    auto [a, ta2] = strip_transpose(node->input_value(0), ta);
-    auto [b, tb2] = strip_transpose(node->input_value(1), tb);
-    size_t n = node->get_shape()[1];
+    const Shape& out = node->get_shape();
+    size_t n = out.empty() ? 1 : out.back();
     Output value = node->output(0), bias;
     bool relu = false;
-    if (Node* add = single_user(value); add && add->get_type_name() == "Add") {
+    if (Node* add = single_user(value); add && add->get_type_name() == "Add" && !out.empty()) {
       size_t other = add->input_value(0) == value ? 1 : 0;
       Output candidate = add->input_value(other);
-      if (add->get_shape() == node->get_shape() && is_bias_for(candidate, n)) {
+      // One number per column of the GEMM: the result's last axis must be all its columns.
+      size_t columns = out.back();
+      auto probe = std::make_shared<MatMulBias>(a, b, Output(), ta, tb, false,
+                                                static_cast<int64_t>(a_split),
+                                                static_cast<int64_t>(b_split));
+      size_t gm = 0, gn = 0, gk = 0;
+      probe->get_gemm(gm, gn, gk);
+      if (add->get_shape() == out && is_bias_for(candidate, n) && columns == gn) {
         bias = candidate;
         value = add->output(0);
       }
@@ -170,7 +260,9 @@ size_t fuse_matmul_bias_relu(Function& f) {
     if (!bias && !relu && a == node->input_value(0) && b == node->input_value(1) &&
         type == "MatMul")
       continue;  // nothing gained
-    auto m = std::make_shared<MatMulBias>(a, b, bias, ta2, tb2, relu);
+    auto m = std::make_shared<MatMulBias>(a, b, bias, ta, tb, relu, static_cast<int64_t>(a_split),
+                                          static_cast<int64_t>(b_split));
+    if (m->get_shape() != out) continue;  // not the same product (should not happen)
     m->set_friendly_name(node->get_friendly_name());
     replacements[value] = m->output(0);
     ++fused;
@@ -870,6 +962,9 @@ size_t fuse_attention_softmax(Function& f) {
           }
         }
       }
+      // A softmax with neither a scale nor a mask keeps its own kernel (bitwise NumPy's
+      // order of operations; this one sums in vector lanes).
+      if (!mask && scale == 1.0 && x == node->input_value(0)) continue;
       auto a = std::make_shared<AttentionSoftmax>(x, mask, scale);
       a->set_friendly_name(node->get_friendly_name());
       replacements[node->output(0)] = a->output(0);

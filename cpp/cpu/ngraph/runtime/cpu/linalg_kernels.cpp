@@ -153,13 +153,14 @@ Kernel with_bias_relu(Kernel gemm, size_t m, size_t n, bool bias, bool relu) {
 }
 
 Gemm matmul_bias_gemm(const MatMulBias& mm) {
-  const Shape& a = mm.get_input_shape(0);
   Gemm g;
   g.trans_a = mm.get_transpose_a();
   g.trans_b = mm.get_transpose_b();
-  g.m = static_cast<int64_t>(mm.get_shape()[0]);
-  g.n = static_cast<int64_t>(mm.get_shape()[1]);
-  g.k = static_cast<int64_t>(g.trans_a ? a[0] : a[1]);
+  size_t m = 0, n = 0, k = 0;
+  mm.get_gemm(m, n, k);
+  g.m = static_cast<int64_t>(m);
+  g.n = static_cast<int64_t>(n);
+  g.k = static_cast<int64_t>(k);
   return g;
 }
 
@@ -173,7 +174,8 @@ Gemm matmul_bias_gemm(const MatMulBias& mm) {
 void matmul_bias_layout(LayoutContext& lc) {
   auto& mm = static_cast<const MatMulBias&>(lc.node);
   Gemm g = matmul_bias_gemm(mm);
-  if (mm.get_element_type() != element::f32 || g.trans_b || g.k == 0 || shape_size(mm.get_shape()) == 0)
+  if (mm.get_element_type() != element::f32 || g.trans_b || g.k == 0 || shape_size(mm.get_shape()) == 0 ||
+      mm.get_input_shape(1).size() != 2)
     return;
   if (lc.free.size() < 2 || !lc.free[1]) return;
   dnnl::memory::desc any({g.k, g.n}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::any);
