@@ -1552,3 +1552,22 @@ def test_split(shape, axis, parts, dtype):
 def test_tile(shape, repeats, dtype):
     x = data(shape, dtype)
     check(run_with_params(lambda p: ng.tile(p, repeats), x), np.tile(x, repeats), dtype)
+
+
+@pytest.mark.parametrize("op,ref", [(ng.exp, np.exp), (ng.erf, None), (ng.sigmoid, None),
+                                    (ng.gelu, None)])
+def test_transcendentals_keep_nan_and_infinities_in_large_tensors(op, ref):
+    """Large f32 tensors run on the vectorised loops (or oneDNN): NaN stays NaN, +-inf and
+    values far out of range give the limits, and values match the INTERPRETER."""
+    x = np.linspace(-120, 120, 6000).astype(np.float32)
+    x[:3] = [np.nan, np.inf, -np.inf]
+    got = run_with_params(op, x)
+    expected = ng.runtime("INTERPRETER").computation(op(p := ng.parameter(x.shape)), p)(x)[0]
+    assert np.isnan(got[0]) and np.isnan(expected[0])
+    np.testing.assert_array_equal(got[1:3], expected[1:3])
+    # exp's values span 1e-52 to 1e52: relative error only; the others absolute too (GELU's
+    # 1 + erf(x) cancels for x < -3 in f32).
+    atol = 1e-37 if op is ng.exp else 1e-6
+    np.testing.assert_allclose(got[3:], expected[3:], rtol=1e-6, atol=atol)
+    if ref is not None:
+        np.testing.assert_allclose(got[3:], ref(x[3:]), rtol=1e-6, atol=atol)

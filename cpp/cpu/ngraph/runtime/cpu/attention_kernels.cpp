@@ -14,6 +14,7 @@
 #include "ngraph/ops.hpp"
 #include "ngraph/runtime/cpu/fusion.hpp"
 #include "ngraph/runtime/cpu/kernel.hpp"
+#include "ngraph/runtime/cpu/scalar_ops.hpp"
 
 // The vector helpers are inlined into their callers (NGRAPH_CPU_ROW); no 32-byte vector crosses
 // a call boundary, so GCC's note that such calls change ABI without AVX does not apply.
@@ -26,30 +27,7 @@ namespace {
 
 #define NGRAPH_CPU_ROW __attribute__((always_inline)) inline
 
-// exp(x) for f32: 0 below -87.34 (exp(-inf) included; no subnormal results), +inf above 88.72.
-NGRAPH_CPU_ROW float exp_of(float x) {
-  const float lo = -87.33654f, hi = 88.72283f;
-  float c = x > lo ? x : lo;  // NaN becomes lo here and is returned below
-  c = c < hi ? c : hi;
-  float n = c * 1.44269504088896341f + 12582912.0f;  // round(c / ln 2) via 1.5 * 2^23
-  n -= 12582912.0f;
-  float r = c - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  float e = p * r * r + r + 1.0f;
-  int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, sizeof scale);
-  float v = e * scale;
-  v = x < lo ? 0.0f : v;
-  v = x > hi ? std::numeric_limits<float>::infinity() : v;
-  return x != x ? x : v;
-}
+NGRAPH_CPU_ROW float exp_of(float x) { return scalar::exp_f32(x); }
 NGRAPH_CPU_ROW double exp_of(double x) { return std::exp(x); }
 
 // The row loops run on GCC's vector extensions, 32 bytes at a time (8 floats or 4 doubles;
@@ -94,12 +72,12 @@ NGRAPH_CPU_ROW typename Vec<T>::V vsplat(T x) {
   return typename Vec<T>::V{} + x;
 }
 
-// exp of every lane: exp_of's polynomial for f32, std::exp per lane for f64.
+// exp of every lane: scalar::exp_f32's polynomial for f32, std::exp per lane for f64.
 NGRAPH_CPU_ROW Vec<float>::V vexp(Vec<float>::V x) {
   using V = Vec<float>::V;
   using M = Vec<float>::M;
   const V lo = vsplat(-87.33654f), hi = vsplat(88.72283f);
-  V c = x > lo ? x : lo;
+  V c = x >= lo ? x : vsplat(-80.0f);  // as exp_f32: no subnormal products below lo
   c = c < hi ? c : hi;
   V n = c * 1.44269504088896341f + 12582912.0f;
   n = n - 12582912.0f;
@@ -112,9 +90,10 @@ NGRAPH_CPU_ROW Vec<float>::V vexp(Vec<float>::V x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   V e = p * r * r + r + 1.0f;
-  M bits = (__builtin_convertvector(n, M) + 127) << 23;
-  V v = e * (V)bits;  // a vector cast reinterprets the lanes' bits
-  v = x < lo ? V{} : v;
+  M k = __builtin_convertvector(n, M), half = k >> 1;  // 2^n in two halves, as exp_f32
+  M bits1 = (half + 127) << 23, bits2 = (k - half + 127) << 23;
+  V v = e * (V)bits1 * (V)bits2;  // a vector cast reinterprets the lanes' bits
+  v = x >= lo ? v : V{};
   v = x > hi ? vsplat(std::numeric_limits<float>::infinity()) : v;
   return x != x ? x : v;
 }
