@@ -66,6 +66,8 @@ def main(argv=None):
     ap.add_argument("--smoke", action="store_true", help="tiny sizes; checks the scripts run")
     ap.add_argument("--launches", type=int, default=3, help="launches of each MPI job")
     ap.add_argument("--chart", default=None, help="write a PNG chart of the results here")
+    ap.add_argument("--gpt-chart", default=None,
+                    help="also draw the transformer part (tokens/s, attention) to this PNG")
     ap.add_argument("--cnn-chart", default=None,
                     help="write the seeds' chart (CNN images/s against ranks) here")
     ap.add_argument("--only", default=None,
@@ -231,6 +233,9 @@ def main(argv=None):
     if args.cnn_chart and "cnn" in out:
         cnn_chart(out["cnn"], args.cnn_chart)
         print("wrote", args.cnn_chart)
+    if args.gpt_chart and "gpt" in out:
+        gpt_chart(out["gpt"], args.gpt_chart)
+        print("wrote", args.gpt_chart)
     return out
 
 
@@ -367,6 +372,46 @@ def run_gpt(smoke: bool, launches: int) -> dict:
               f"ms, PyTorch scaled_dot_product_attention {1e3 * sec['pytorch']:.2f} ms "
               f"({sec['ngraph'] / sec['pytorch']:.2f}x)")
     return res
+
+
+def gpt_chart(res, path):
+    """Transformer training tokens/s on 1 rank (ngraph beside PyTorch) and 2 ranks (beside
+    DDP), and causal attention's forward + backward time beside scaled_dot_product_attention."""
+    import matplotlib  # noqa: PLC0415
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    models = [m for m in ("example", "gpt2-blocks") if m in res]
+    titles = {"example": "train_gpt.py's model", "gpt2-blocks": "GPT-2 small's blocks, ctx 256"}
+    for ax, model in zip(axes[:2], models):
+        r = res[model]
+        groups = [("1 rank", r["1"], "pytorch", "PyTorch")]
+        if "2" in r:
+            groups.append(("2 ranks", r["2"], "pytorch_ddp_gloo", "DDP (gloo)"))
+        for i, (_, vals, other, other_label) in enumerate(groups):
+            ax.bar(i - 0.2, vals["ngraph"], 0.4, color="tab:blue",
+                   label="ngraph" if i == 0 else None)
+            if other in vals:
+                ax.bar(i + 0.2, vals[other], 0.4, color="tab:orange" if i == 0 else "tab:red",
+                       label=other_label)
+        ax.set_xticks(range(len(groups)), [g[0] for g in groups])
+        if "scaling" in r:
+            ax.text(1, r["2"]["ngraph"] * 1.02,
+                    f"weak scaling {100 * statistics.median(r['scaling']):.0f}%", ha="center")
+        ax.set(ylabel="tokens/s (higher is better)", title=f"Training, {titles[model]}")
+        ax.legend()
+    ax = axes[2]
+    sec = res["attention"]["seconds"]
+    names = [k for k in ("ngraph", "pytorch") if k in sec]
+    ax.bar(names, [1e3 * sec[k] for k in names], color=["tab:blue", "tab:orange"][:len(names)])
+    ax.set(ylabel="ms (lower is better)",
+           title=f"Causal attention fwd+bwd {res['attention']['shape']}")
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
 
 
 def cnn_chart(res, path):

@@ -28,6 +28,8 @@ from ngraph.impl.op import (
     And,
     ArgMax,
     AvgPool,
+    BatchMatMul,
+    BatchMatMulTranspose,
     BatchNormInference,
     BatchNormTraining,
     Broadcast,
@@ -313,6 +315,14 @@ def test_contractions():
     np.testing.assert_allclose(run_node(Dot(A, B), [A, B], a, b), a @ b)
     np.testing.assert_allclose(run_node(Dot(A, A, 2), [A], a), (a * a).sum())
     np.testing.assert_allclose(run_node(MatMul(A, A, False, True), [A], a), a @ a.T)
+    # nGraph's BatchMatMul and BatchMatMulTranspose of 3-D arguments: MatMul over axis 0.
+    c = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    C = Parameter(Type.f32, Shape([2, 3, 4]))
+    np.testing.assert_allclose(run_node(BatchMatMulTranspose(C, C, False, True), [C], c),
+                               c @ c.transpose(0, 2, 1))
+    node = BatchMatMul(C, BatchMatMulTranspose(C, C, True, False))
+    assert isinstance(node, BatchMatMul) and node.get_type_name() == "MatMul"
+    np.testing.assert_allclose(run_node(node, [C], c), c @ (c.transpose(0, 2, 1) @ c))
 
 
 def _conv(x, w):

@@ -10,7 +10,8 @@ code here. By default the positional arguments are the op's inputs and keywords 
 attributes (by their visitor names); ``SIGNATURES`` gives nGraph's positional order for the
 ops whose constructors took attributes positionally. ``isinstance(node, Add)`` checks the op.
 nGraph's names for the logical ops (``And``, ``Or``, ``Not``) are aliases of ``LogicalAnd``,
-``LogicalOr`` and ``LogicalNot``.
+``LogicalOr`` and ``LogicalNot``; its ``BatchMatMul(a, b)`` and ``BatchMatMulTranspose(a, b,
+transpose_a, transpose_b)`` of 3-D arguments are ``MatMul`` (batch axes lead).
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ SIGNATURES: dict[str, list[int | str]] = {
     "OneHot": [0, "shape", "one_hot_axis"],
     "Dot": [0, 1, "reduction_axes_count"],
     "MatMul": [0, 1, "transpose_a", "transpose_b"],
+    "BatchMatMul": [0, 1],
+    "BatchMatMulTranspose": [0, 1, "transpose_a", "transpose_b"],
     "Convolution": [0, 1, "strides", "dilations", "padding_below", "padding_above",
                     "data_dilations"],
     "ConvolutionBackpropData": ["data_batch_shape", 0, 1, "strides", "dilations",
@@ -66,7 +69,9 @@ SIGNATURES: dict[str, list[int | str]] = {
     "BatchNormInference": [2, 0, 1, 3, 4, "epsilon"],
 }
 
-ALIASES = {"And": "LogicalAnd", "Or": "LogicalOr", "Not": "LogicalNot"}
+ALIASES = {"And": "LogicalAnd", "Or": "LogicalOr", "Not": "LogicalNot",
+           # nGraph's batched products of 3-D arguments are MatMul over the leading axis.
+           "BatchMatMul": "MatMul", "BatchMatMulTranspose": "MatMul"}
 
 
 def _arguments(name: str, args: tuple, kwargs: dict) -> tuple[list[Node], dict[str, Any]]:
