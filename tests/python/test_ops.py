@@ -1570,4 +1570,5 @@ def test_transcendentals_keep_nan_and_infinities_in_large_tensors(op, ref):
     atol = 1e-37 if op is ng.exp else 1e-6
     np.testing.assert_allclose(got[3:], expected[3:], rtol=1e-6, atol=atol)
     if ref is not None:
-        np.testing.assert_allclose(got[3:], ref(x[3:]), rtol=1e-6, atol=atol)
+        with np.errstate(over="ignore"):
+            np.testing.assert_allclose(got[3:], ref(x[3:]), rtol=1e-6, atol=atol)
