@@ -398,8 +398,9 @@ def gpt_chart(res, path):
                        label=other_label)
         ax.set_xticks(range(len(groups)), [g[0] for g in groups])
         if "scaling" in r:
-            ax.text(1, r["2"]["ngraph"] * 1.02,
-                    f"weak scaling {100 * statistics.median(r['scaling']):.0f}%", ha="center")
+            ax.text(0.8, r["2"]["ngraph"] * 0.9,
+                    f"weak scaling\n{100 * statistics.median(r['scaling']):.0f}%", ha="center",
+                    color="white")
         ax.set(ylabel="tokens/s (higher is better)", title=f"Training, {titles[model]}")
         ax.legend()
     ax = axes[2]
