@@ -51,6 +51,7 @@ from ngraph.impl.op import (
     Or,
     Pad,
     Parameter,
+    ReplaceSlice,
     Reshape,
     Reverse,
     Select,
@@ -401,3 +402,28 @@ def test_op_class_argument_errors():
         Add(A, Parameter(Type.f64, Shape([2])))
     with pytest.raises(ng.UserInputError, match=r"unknown attribute 'nope'"):
         Abs(A, nope=1)
+
+
+def test_replace_slice_as_ngraphs_test_ops_uses_it():
+    """nGraph v0.26's test/test_ops.py::test_replace_slice, step by step: ReplaceSlice(A, B,
+    lower, upper[, strides]) built from impl classes, one tensor written per input, the result
+    read into an array."""
+    for backend_name in ("CPU", "INTERPRETER"):
+        A, B = Parameter(Type.f32, Shape([6, 4])), Parameter(Type.f32, Shape([3, 2]))
+        a, b = np.zeros((6, 4), np.float32), np.ones((3, 2), np.float32)
+        backend = Backend.create(backend_name)
+        for lower, upper, strides in [([0, 1], [3, 3], None), ([0, 0], [5, 3], [2, 2])]:
+            args = [Coordinate(lower), Coordinate(upper)] + ([Strides(strides)] if strides else [])
+            function = Function([ReplaceSlice(A, B, *args)], [A, B], "test")
+            ta, tb = backend.create_tensor(Type.f32, Shape([6, 4])), backend.create_tensor(
+                Type.f32, Shape([3, 2]))
+            result = backend.create_tensor(Type.f32, Shape([6, 4]))
+            ta.write(util.numpy_to_c(a), 24 * 4)
+            tb.write(util.numpy_to_c(b), 6 * 4)
+            backend.compile(function).call([result], [ta, tb])
+            out = np.zeros((6, 4), np.float32)
+            result.read(util.numpy_to_c(out), 24 * 4)
+            expected = a.copy()
+            steps = strides or [1, 1]
+            expected[lower[0]:upper[0]:steps[0], lower[1]:upper[1]:steps[1]] = b
+            np.testing.assert_array_equal(out, expected)
