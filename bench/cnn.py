@@ -20,10 +20,7 @@ rank's).
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import statistics
-import time
 
 import common  # one thread per process, set before any framework loads
 import ngraph as ng
@@ -216,19 +213,9 @@ def main(argv=None):
         os.environ["RANK"], os.environ["WORLD_SIZE"] = str(comm.rank), str(comm.size)
         name = "pytorch_ddp_gloo" if comm.size > 1 else "pytorch"
         fns[name] = torch_step(args.model, args.batch, size, comm.size, comm.size > 1)
-    for fn in fns.values():
-        for _ in range(args.warmup):
-            fn()
-    samples = {k: [] for k in fns}
-    for _ in range(args.iters):
-        for k, fn in fns.items():
-            ng.distributed.barrier(comm)
-            time.sleep(0.05)
-            t = time.perf_counter()
-            for _ in range(args.steps_per_iter):
-                fn()
-            samples[k].append(args.batch * args.steps_per_iter / (time.perf_counter() - t))
-    per_rank = {k: statistics.median(v) for k, v in samples.items()}
+    per_rank = common.ranks_in_step_rates(
+        fns, lambda: ng.distributed.barrier(comm), warmup=args.warmup, iters=args.iters,
+        steps_per_iter=args.steps_per_iter, units_per_step=args.batch)
     result = {
         "model": args.model,
         "image_size": size,
@@ -244,15 +231,7 @@ def main(argv=None):
         result["conv_peak_gflops"] = peak / 1e9
         result["training_gflop_per_image"] = flops / 1e9
         result["share_of_peak"] = per_rank["ngraph"] * flops / peak
-    if comm.rank == 0:
-        print(json.dumps(result), flush=True)
-    if "pytorch_ddp_gloo" in fns:
-        import torch.distributed as dist  # noqa: PLC0415
-
-        dist.barrier()
-        dist.destroy_process_group()
-    return result
-
+    return common.finish(result, comm.rank, fns)
 
 if __name__ == "__main__":
     main()

@@ -95,3 +95,37 @@ def have(module: str) -> bool:
     except ImportError:
         return False
     return True
+
+
+def ranks_in_step_rates(fns: dict, barrier, *, warmup: int, iters: int, steps_per_iter: int,
+                        units_per_step: float) -> dict:
+    """Throughput of each contender on this rank, in units per second: `warmup` calls of each,
+    then `iters` rounds in which each in turn runs `steps_per_iter` calls after a `barrier()`
+    (the ranks start each measurement together) and a pause for the previous one's threads.
+    Medians over the rounds."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    samples = {k: [] for k in fns}
+    for _ in range(iters):
+        for k, fn in fns.items():
+            barrier()
+            time.sleep(0.05)
+            t = time.perf_counter()
+            for _ in range(steps_per_iter):
+                fn()
+            samples[k].append(units_per_step * steps_per_iter / (time.perf_counter() - t))
+    return {k: statistics.median(v) for k, v in samples.items()}
+
+
+def finish(result: dict, rank: int, fns: dict) -> dict:
+    """Prints `result` as one JSON line on rank 0, and closes PyTorch's gloo group where a
+    DDP contender made one (its threads must be gone before the interpreter finalises)."""
+    if rank == 0:
+        print(json.dumps(result), flush=True)
+    if "pytorch_ddp_gloo" in fns:
+        import torch.distributed as dist  # noqa: PLC0415
+
+        dist.barrier()
+        dist.destroy_process_group()
+    return result

@@ -9,7 +9,6 @@ oneCCL backend built, the same ngraph step on it (`ngraph_ccl`) as well.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import time
@@ -107,16 +106,7 @@ def main(argv=None):
         "step_s": times,
         "samples_per_s": {k: world * batch / t for k, t in times.items()},
     }
-    if rank == 0:
-        print(json.dumps(result), flush=True)
-    if "pytorch_ddp_gloo" in fns:
-        import torch.distributed as dist  # noqa: PLC0415
-
-        # gloo's threads must be gone before the interpreter finalises.
-        dist.barrier()
-        dist.destroy_process_group()
-    return result
-
+    return common.finish(result, rank, fns)
 
 if __name__ == "__main__":
     main()

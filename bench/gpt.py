@@ -17,9 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
-import time
 
 import numpy as np
 
@@ -202,31 +200,13 @@ def main(argv=None):
         os.environ["RANK"], os.environ["WORLD_SIZE"] = str(comm.rank), str(comm.size)
         name = "pytorch_ddp_gloo" if comm.size > 1 else "pytorch"
         fns[name] = torch_step(args.model, batch, comm.size, comm.size > 1)
-    for fn in fns.values():
-        for _ in range(args.warmup):
-            fn()
-    samples = {k: [] for k in fns}
-    for _ in range(args.iters):
-        for k, fn in fns.items():
-            ng.distributed.barrier(comm)
-            time.sleep(0.05)
-            t = time.perf_counter()
-            for _ in range(args.steps_per_iter):
-                fn()
-            samples[k].append(tokens * args.steps_per_iter / (time.perf_counter() - t))
-    per_rank = {k: statistics.median(v) for k, v in samples.items()}
+    per_rank = common.ranks_in_step_rates(
+        fns, lambda: ng.distributed.barrier(comm), warmup=args.warmup, iters=args.iters,
+        steps_per_iter=args.steps_per_iter, units_per_step=tokens)
     result = {"model": args.model, "batch_per_rank": batch, "context": MODELS[args.model][1],
               "ranks": comm.size, "tokens_per_s_per_rank": per_rank,
               "tokens_per_s": {k: v * comm.size for k, v in per_rank.items()}}
-    if comm.rank == 0:
-        print(json.dumps(result), flush=True)
-    if "pytorch_ddp_gloo" in fns:
-        import torch.distributed as dist  # noqa: PLC0415
-
-        dist.barrier()
-        dist.destroy_process_group()
-    return result
-
+    return common.finish(result, comm.rank, fns)
 
 if __name__ == "__main__":
     main()

@@ -247,21 +247,9 @@ def config(args):
 
 
 def resume_point(path: str, args):
-    if not os.path.exists(path):
-        raise UsageError(f"--resume: no checkpoint at {path} (run once without --resume, or "
-                         "pass the --output-dir of the run to continue)")
-    meta = ng.load(path).metadata
-    saved = meta.get("settings", {})
-    differ = [f"{option(k)} {saved.get(k)!r} there, {v!r} here"
-              for k, v in config(args).items() if saved.get(k) != v]
-    if differ:
-        raise UsageError(f"--resume: {path} was written with other settings: "
-                         + "; ".join(differ) + " (pass the same, or another --output-dir)")
-    epoch = int(meta["epoch"])
-    if args.epochs < epoch:
-        raise UsageError(f"--resume: {path} has already trained {epoch} epochs, more than "
-                         f"--epochs {args.epochs}")
-    return epoch, meta["history"], int(meta["rng_step"])
+    """(epoch, history, rng_step) of the checkpoint at `path`, checked against this run."""
+    meta = train_mnist.checkpoint_metadata(path, args, config(args))
+    return int(meta["epoch"]), meta["history"], int(meta["rng_step"])
 
 
 def plot(history, bigram_bits, path) -> bool:

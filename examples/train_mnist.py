@@ -422,16 +422,17 @@ def option(key: str) -> str:
     return "--" + key.replace("_", "-")
 
 
-def resume_point(path: str, args):
-    """(epoch, history) of the checkpoint at `path`, after checking that it fits this run:
-    raises UsageError naming the file and each setting that differs, with both values."""
+def checkpoint_metadata(path: str, args, settings: dict) -> dict:
+    """The metadata of the checkpoint at `path`, after checking that it fits this run (its
+    settings are `settings`; --epochs may grow): raises UsageError naming the file and each
+    setting that differs, with both values. train_gpt.py uses it too."""
     if not os.path.exists(path):
         raise UsageError(f"--resume: no checkpoint at {path} (run once without --resume, or "
                          "pass the --output-dir of the run to continue)")
     meta = ng.load(path).metadata
     saved = meta.get("settings", {})
     differ = [f"{option(k)} {saved.get(k)!r} there, {v!r} here"
-              for k, v in config(args).items() if saved.get(k) != v]
+              for k, v in settings.items() if saved.get(k) != v]
     if differ:
         raise UsageError(f"--resume: {path} was written with other settings: "
                          + "; ".join(differ) + " (pass the same, or another --output-dir)")
@@ -439,7 +440,13 @@ def resume_point(path: str, args):
     if args.epochs < epoch:
         raise UsageError(f"--resume: {path} has already trained {epoch} epochs, more than "
                          f"--epochs {args.epochs}")
-    return epoch, meta["history"]
+    return meta
+
+
+def resume_point(path: str, args):
+    """(epoch, history) of the checkpoint at `path` (see checkpoint_metadata)."""
+    meta = checkpoint_metadata(path, args, config(args))
+    return int(meta["epoch"]), meta["history"]
 
 
 def plot(history, path) -> bool:
