@@ -359,6 +359,15 @@ def resnet50(num_classes: int = 1000, in_channels: int = 3, seed: int = 0) -> Se
     return _imagenet_resnet(Bottleneck, [3, 4, 6, 3], num_classes, in_channels, seed)
 
 
+def derived_seed(seed: int, *path) -> int:
+    """A seed for a part of a model, from the model's seed and the part's place (`path`): a
+    stable hash, the same in every process, in [0, 2^62)."""
+    import hashlib  # noqa: PLC0415
+
+    digest = hashlib.blake2b(repr((int(seed), *path)).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 2
+
+
 # ----------------------------------------------------------------------- transformers
 
 
@@ -414,8 +423,8 @@ class Dropout(Module):
 
     def __init__(self, p: float = 0.1, seed: int | None = None) -> None:
         super().__init__()
-        if not 0 <= p < 1:
-            raise UserInputError(f"[Dropout] p must be in [0, 1), got {p}")
+        if not 0 <= p <= 1:
+            raise UserInputError(f"[Dropout] p must be in [0, 1], got {p}")
         self.p = float(p)
         self.seed = int(seed) if seed is not None else next(ops._dropout_seeds)
 
@@ -433,8 +442,9 @@ def scaled_dot_product_attention(query, key, value, causal: bool = False, mask=N
                                  scale: float | None = None, training: bool = True):
     """softmax(query key^T * scale + mask) value over the last two axes ([..., L, E] queries,
     [..., S, E] keys, [..., S, Ev] values; leading axes are batches, e.g. heads): PyTorch's
-    scaled_dot_product_attention. `scale` defaults to 1/sqrt(E); `causal` masks keys after
-    each query; `mask` (booleans, True = attend, broadcast to [..., L, S]) masks more.
+    scaled_dot_product_attention. `scale` defaults to 1/sqrt(E); `causal` masks the keys after
+    each query's own position (query i sees keys 0 to i, as PyTorch's is_causal); `mask`
+    (booleans, True = attend, broadcast to [..., L, S]) masks more.
     Attention weights are dropped with `dropout_p` in training."""
     q, k, v = (as_node(t) for t in (query, key, value))
     length, source, dim = q.shape[-2], k.shape[-2], q.shape[-1]
@@ -444,8 +454,8 @@ def scaled_dot_product_attention(query, key, value, causal: bool = False, mask=N
     factor = (1.0 / np.sqrt(dim) if dim else 1.0) if scale is None else float(scale)
     scores = ops.matmul(q, k, transpose_b=True) * np.asarray(factor, q.dtype)
     allowed = None
-    if causal:
-        allowed = np.tril(np.ones((length, source), dtype=bool), source - length)
+    if causal:  # query i sees keys 0..i (top-left aligned, as PyTorch's is_causal)
+        allowed = np.tril(np.ones((length, source), dtype=bool))
     if mask is not None:
         m = mask if isinstance(mask, Node) else np.asarray(mask, dtype=bool)
         allowed = m if allowed is None else ops.logical_and(ops.constant(allowed), as_node(m))
@@ -516,13 +526,21 @@ class TransformerBlock(Module):
     def __init__(self, d_model: int, n_head: int, dropout: float = 0.0, causal: bool = True, *,
                  rng: np.random.Generator | None = None, name: str = "block",
                  init_std: float = 0.02, proj_std: float | None = None,
-                 seed: int | None = None) -> None:
+                 seed: int | Sequence[int] | None = None) -> None:
         super().__init__()
         rng = rng or np.random.default_rng(0)
         proj_std = init_std if proj_std is None else proj_std
-        # The dropouts' seeds: seed, seed + 1, seed + 2 (attention, then the two residual
-        # branches), or each the next of the process-wide count.
-        seeds = [None] * 3 if seed is None else [seed, seed + 1, seed + 2]
+        # The dropouts' seeds (attention, then the two residual branches): three given, three
+        # derived from one by hashing (blocks seeded 0, 1, 2, ... share none), or each the
+        # next of the process-wide count.
+        if seed is None:
+            seeds = [None] * 3
+        elif np.isscalar(seed):
+            seeds = [derived_seed(int(seed), "block", k) for k in range(3)]
+        else:
+            seeds = [int(v) for v in seed]
+            if len(seeds) != 3:
+                raise UserInputError(f"[TransformerBlock] seed is one int or three, got {seed}")
         self.ln1 = LayerNorm(d_model, name=f"{name}.ln_1")
         self.attn = MultiheadAttention(d_model, n_head, dropout, causal, rng=rng,
                                        name=f"{name}.attn", init_std=init_std, proj_std=proj_std,
@@ -558,7 +576,8 @@ class GPT(Module):
         # GPT-2 scales the residual projections' initialisation by 1/sqrt(2 n_layer).
         proj_std = 0.02 / np.sqrt(2 * n_layer)
         self.blocks = [TransformerBlock(d_model, n_head, dropout, True, rng=rng, name=f"h{i}",
-                                        proj_std=proj_std, seed=base + 1 + 3 * i)
+                                        proj_std=proj_std,
+                                        seed=[base + 1 + 3 * i + k for k in range(3)])
                        for i in range(n_layer)]
         self.ln_f = LayerNorm(d_model, name="ln_f")
 
@@ -576,8 +595,9 @@ class GPT(Module):
         return ops.matmul(self.ln_f(x), self.wte.weight, transpose_b=True)
 
     def no_decay_parameters(self) -> list[Variable]:
-        """The variables GPT training does not decay: biases, layer-norm gains and biases, and
-        the position embeddings (every 1-D variable, and wpe), as nanoGPT and minGPT."""
+        """The variables this GPT's training does not decay: every 1-D variable (biases,
+        layer-norm gains and biases) and the position embeddings. (nanoGPT decays every 2-D
+        tensor, wpe included; minGPT decays neither embedding.)"""
         return [p for p in self.parameters() if len(p.shape) < 2 or p is self.wpe.weight]
 
 

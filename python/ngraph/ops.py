@@ -434,6 +434,8 @@ def _indices(node: NodeInput, op: str) -> Node:
     value = np.asarray(node)
     if value.dtype.kind not in "iu":
         raise NgraphTypeError(f"[{op}] indices must be integers, got {value.dtype}")
+    if value.dtype.kind == "u" and value.size and value.max() > np.iinfo(np.int64).max:
+        raise UserInputError(f"[{op}] index {value.max()} does not fit in int64")
     return make_constant_node(value.astype(np.int64), None, None)
 
 
@@ -610,7 +612,8 @@ def layer_norm(
                  epsilon=float(epsilon))
 
 
-_dropout_seeds = iter(range(1 << 62))
+# The seeds of dropouts given none: counted from 2^61, far from the small seeds people give.
+_dropout_seeds = iter(range(1 << 61, 1 << 62))
 
 
 def dropout(data: NodeInput, p: float, seed: int | None = None, training: bool = True,

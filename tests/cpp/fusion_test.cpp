@@ -494,3 +494,21 @@ TEST(MatMulFusion, linear_layer_on_3d_activations_and_its_gradients) {
     expect_same(fused, plain, et == element::Type_t::f32 ? 1e-5 : 1e-12);
   }
 }
+
+// A graph shaped like softmax's gradient whose row sums are broadcast along another axis of
+// square scores is not that gradient: it stays unfused.
+TEST(AttentionFusion, a_gradient_broadcast_along_another_axis_stays_unfused) {
+  auto s = std::make_shared<op::Parameter>(element::f32, Shape{2, 5, 5});
+  auto d = std::make_shared<op::Parameter>(element::f32, Shape{2, 5, 5});
+  auto scale = std::make_shared<op::Constant>(element::f32, Shape{}, std::vector<float>{0.5f});
+  auto y = std::make_shared<op::Softmax>(std::make_shared<op::Multiply>(s, scale, "numpy"), AxisSet{2});
+  auto sums = std::make_shared<op::Sum>(std::make_shared<op::Multiply>(d, y), AxisSet{2});
+  auto wrong = std::make_shared<op::Broadcast>(sums, Shape{2, 5, 5}, AxisSet{1});
+  auto g = std::make_shared<op::Multiply>(y, std::make_shared<op::Subtract>(d, wrong));
+  auto f = std::make_shared<Function>(OutputVector{std::make_shared<op::Multiply>(g, scale, "numpy")},
+                                      ParameterVector{s, d});
+  RunResult fused = run(f, true, 9), plain = run(f, false, 9);
+  EXPECT_TRUE(has_step(fused, "CPUAttentionSoftmax_"));
+  EXPECT_FALSE(has_step(fused, "CPUAttentionSoftmaxBackprop_"));
+  expect_same(fused, plain, 2e-6);
+}

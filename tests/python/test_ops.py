@@ -1379,6 +1379,30 @@ def test_gather(shape, indices, axis, dtype, index_dtype):
     check(got, np.take(x, idx, axis=axis), dtype)
 
 
+@pytest.mark.parametrize("op", ["gather", "embedding_lookup"])
+def test_indices_are_checked_when_the_result_is_empty(op):
+    """An out-of-range index is an error even when the result has no elements to copy."""
+    idx = np.array([7], np.int64)
+    if op == "gather":
+        data = np.zeros((0, 5), np.float32)  # result [0, 1]
+
+        def build(p, i):
+            return ng.gather(p, i, axis=1)
+    else:
+        data = np.zeros((5, 0), np.float32)  # result [1, 0]
+
+        def build(p, i):
+            return ng.embedding_lookup(i, p)
+    with pytest.raises(IndexError, match="index 7 at position 0 .* axis of size 5"):
+        run_with_params(build, data, idx)
+
+
+def test_unsigned_indices_that_do_not_fit_int64_are_refused():
+    with pytest.raises(ng.UserInputError, match=r"\[Gather\] index 18446744073709551615 "
+                                                r"does not fit in int64"):
+        ng.gather(np.zeros(3, np.float32), np.array([2**64 - 1], np.uint64))
+
+
 @pytest.mark.parametrize("dtype", NUMERIC, ids=dtype_id)
 def test_embedding_lookup(dtype):
     w = data((6, 4), dtype)
@@ -1490,17 +1514,23 @@ def test_dropout_mask_rate_scale_and_steps(dtype):
     assert comp.rng_step == 1
 
 
-def test_dropout_is_the_same_on_both_backends_and_differs_by_seed():
-    x = np.ones((8, 50), np.float32)
+@pytest.mark.parametrize("dtype", FLOATS, ids=dtype_id)
+@pytest.mark.parametrize("n", [1, 63, 64, 65, 400, 4099])
+def test_dropout_is_the_same_on_both_backends_and_differs_by_seed(n, dtype):
+    """The CPU's batched Philox (64 elements a batch, then the scalar reference for the rest)
+    draws bitwise the INTERPRETER's masks, for ragged sizes, large steps and seeds."""
+    x = np.ones(n, dtype)
     outs = {}
     for backend in ("CPU", "INTERPRETER"):
-        for seed in (0, 1):
-            p = ng.parameter(x.shape)
-            outs[backend, seed] = ng.runtime(backend).computation(
-                ng.dropout(p, 0.5, seed=seed), p)(x)[0]
-    np.testing.assert_array_equal(outs["CPU", 0], outs["INTERPRETER", 0])
-    np.testing.assert_array_equal(outs["CPU", 1], outs["INTERPRETER", 1])
-    assert (outs["CPU", 0] != outs["CPU", 1]).mean() > 0.3
+        for seed in (0, (1 << 40) + 9):
+            p = ng.parameter(x.shape, dtype)
+            comp = ng.runtime(backend).computation(ng.dropout(p, 0.5, seed=seed), p)
+            comp.rng_step = (1 << 33) + 7 if seed else 0
+            outs[backend, seed] = comp(x)[0]
+    for seed in (0, (1 << 40) + 9):
+        np.testing.assert_array_equal(outs["CPU", seed], outs["INTERPRETER", seed])
+    if n >= 64:
+        assert (outs["CPU", 0] != outs["CPU", (1 << 40) + 9]).mean() > 0.3
 
 
 def test_dropout_in_eval_mode_and_p0_is_the_identity_and_p1_zeroes():
@@ -1572,3 +1602,13 @@ def test_transcendentals_keep_nan_and_infinities_in_large_tensors(op, ref):
     if ref is not None:
         with np.errstate(over="ignore"):
             np.testing.assert_allclose(got[3:], ref(x[3:]), rtol=1e-6, atol=atol)
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=dtype_id)
+def test_layer_norm_of_empty_rows_has_nan_statistics(dtype):
+    """Nothing to average: the mean and variance are NaN (NumPy's mean of nothing)."""
+    p = ng.parameter([3, 0], dtype)
+    y, mean, var = ng.layer_norm(p)
+    outs = RUNTIME.computation([y, mean, var], p)(np.zeros((3, 0), dtype))
+    assert outs[0].shape == (3, 0)
+    assert np.isnan(outs[1]).all() and np.isnan(outs[2]).all()

@@ -23,8 +23,8 @@ def attention_ref(q, k, v, causal=False, mask=None, scale=None):
     scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
     s = q @ np.swapaxes(k, -1, -2) * scale
     allowed = np.ones(s.shape[-2:], bool)
-    if causal:
-        allowed &= np.tril(np.ones(s.shape[-2:], bool), s.shape[-1] - s.shape[-2])
+    if causal:  # top-left aligned, as torch's is_causal: query i sees keys 0..i
+        allowed &= np.tril(np.ones(s.shape[-2:], bool))
     if mask is not None:
         allowed = allowed & mask
     s = np.where(allowed, s, -np.inf)
@@ -32,8 +32,9 @@ def attention_ref(q, k, v, causal=False, mask=None, scale=None):
 
 
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("shapes", [((2, 3, 5, 4), (2, 3, 5, 4)), ((4, 6, 8), (4, 7, 8))],
-                         ids=["heads", "longer-keys"])
+@pytest.mark.parametrize("shapes", [((2, 3, 5, 4), (2, 3, 5, 4)), ((4, 6, 8), (4, 7, 8)),
+                                    ((2, 7, 8), (2, 3, 8))],
+                         ids=["heads", "longer-keys", "longer-queries"])
 def test_scaled_dot_product_attention_against_numpy(shapes, causal):
     rng = np.random.default_rng(0)
     qs, ks = shapes
@@ -43,6 +44,19 @@ def test_scaled_dot_product_attention_against_numpy(shapes, causal):
     out = ng.nn.scaled_dot_product_attention(*params, causal=causal)
     got = RUNTIME.computation(out, *params)(q, k, v)[0]
     np.testing.assert_allclose(got, attention_ref(q, k, v, causal), rtol=1e-10, atol=1e-12)
+
+
+def test_causal_attention_matches_pytorchs_alignment():
+    """Query i sees keys 0..i also when there are more queries than keys (PyTorch's is_causal):
+    no row is empty, so no NaN."""
+    rng = np.random.default_rng(4)
+    q, k, v = rng.standard_normal((5, 2)), rng.standard_normal((3, 2)), rng.standard_normal((3, 2))
+    params = [ng.parameter(a.shape, np.float64) for a in (q, k, v)]
+    got = RUNTIME.computation(ng.nn.scaled_dot_product_attention(*params, causal=True),
+                              *params)(q, k, v)[0]
+    assert np.isfinite(got).all()
+    np.testing.assert_allclose(got[0], v[0])  # the first query sees the first key only
+    np.testing.assert_allclose(got[4], softmax(q[4] @ k.T / np.sqrt(2)) @ v)
 
 
 def test_attention_with_a_boolean_mask_and_scale():
@@ -185,8 +199,18 @@ def test_dropout_layers_train_and_evaluate():
     assert (a != b).any()
     layer.eval()
     np.testing.assert_array_equal(RUNTIME.computation(layer(x), x)(ones)[0], ones)
-    other = ng.nn.Dropout(0.5)
-    assert other.seed != layer.seed  # each layer its own stream
+    # Without a seed each layer takes the next of a count kept far from small seeds.
+    a, b = ng.nn.Dropout(0.5), ng.nn.Dropout(0.5)
+    assert a.seed != b.seed and min(a.seed, b.seed) >= 1 << 61
+
+
+def test_transformer_blocks_seeded_in_a_row_share_no_dropout_stream():
+    seeds = [s for i in range(4)
+             for s in (lambda b: [b.attn.seed, b.drop1.seed, b.drop2.seed])(
+                 ng.nn.TransformerBlock(8, 2, 0.1, seed=i))]
+    assert len(set(seeds)) == len(seeds) == 12
+    again = ng.nn.TransformerBlock(8, 2, 0.1, seed=2)
+    assert [again.attn.seed, again.drop1.seed, again.drop2.seed] == seeds[6:9]
 
 
 def test_generate_is_seeded_greedy_matches_argmax_and_checks_its_input():

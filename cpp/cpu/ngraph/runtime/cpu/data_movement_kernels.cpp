@@ -208,13 +208,15 @@ Kernel gather_kernel(KernelContext& ctx, size_t data_input, size_t indices_input
   const Node& node = ctx.node;
   IndexReader reader{&node, op::IndexedAxis::of(node), node.get_input_element_type(indices_input)};
   size_t block = reader.g.inner * node.get_element_type().size();
-  if (ctx.output(0).bytes() == 0) return noop();
+  // Indices are checked even when the result is empty (an axis of size 0 admits none), as the
+  // INTERPRETER does.
   auto rows = std::make_shared<std::vector<size_t>>(reader.g.count);
   return [reader, block, rows, data_input, indices_input](const void* const* in, void* const* o) {
     reader.read(in[indices_input], *rows);
     const auto& g = reader.g;
     auto* src = static_cast<const char*>(in[data_input]);
     auto* dst = static_cast<char*>(o[0]);
+    if (block == 0) return;
     for (size_t a = 0; a < g.outer; ++a)
       for (size_t i = 0; i < g.count; ++i)
         std::memcpy(dst + (a * g.count + i) * block, src + (a * g.n + (*rows)[i]) * block, block);

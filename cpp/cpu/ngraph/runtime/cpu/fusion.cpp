@@ -990,8 +990,9 @@ size_t fuse_attention_softmax(Function& f) {
       Output d = sub->input_value(0);
       Node* bc = sub->input_value(1).get_node();
       if (d.get_shape() != shape || bc->get_type_name() != op::Broadcast::type_name ||
-          users.single(bc->output(0)) != sub)
-        continue;
+          users.single(bc->output(0)) != sub || bc->get_shape() != shape ||
+          static_cast<const op::Broadcast&>(*bc).get_broadcast_axes() != AxisSet{shape.size() - 1})
+        continue;  // the row sums, broadcast back along the rows
       Node* sum = bc->input_value(0).get_node();
       if (sum->get_type_name() != op::Sum::type_name || users.single(sum->output(0)) != bc ||
           !is_last_axis(static_cast<const op::Sum&>(*sum).get_reduction_axes(), shape.size()))

@@ -90,9 +90,9 @@ Kernel forward_loops(const Geometry& g) {
       const T* xr = x + r * g.cols;
       double m = 0, v = 0;
       for (size_t j = 0; j < g.cols; ++j) m += xr[j];
-      m = g.cols ? m / static_cast<double>(g.cols) : 0.0;
+      m /= static_cast<double>(g.cols);  // NaN for an empty row, as NumPy's mean
       for (size_t j = 0; j < g.cols; ++j) v += (xr[j] - m) * (xr[j] - m);
-      v = g.cols ? v / static_cast<double>(g.cols) : 0.0;
+      v /= static_cast<double>(g.cols);
       double rstd = 1.0 / std::sqrt(v + g.eps);
       T* yr = y + r * g.cols;
       for (size_t j = 0; j < g.cols; ++j) {

@@ -174,8 +174,9 @@ Gemm matmul_bias_gemm(const MatMulBias& mm) {
 void matmul_bias_layout(LayoutContext& lc) {
   auto& mm = static_cast<const MatMulBias&>(lc.node);
   Gemm g = matmul_bias_gemm(mm);
+  // A 2-D weight whose matrix is itself (split after its first axis), read untransposed.
   if (mm.get_element_type() != element::f32 || g.trans_b || g.k == 0 || shape_size(mm.get_shape()) == 0 ||
-      mm.get_input_shape(1).size() != 2)
+      mm.get_input_shape(1).size() != 2 || mm.get_input_shape(1) != Shape{static_cast<size_t>(g.k), static_cast<size_t>(g.n)})
     return;
   if (lc.free.size() < 2 || !lc.free[1]) return;
   dnnl::memory::desc any({g.k, g.n}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::any);
