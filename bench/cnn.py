@@ -20,7 +20,6 @@ rank's).
 from __future__ import annotations
 
 import argparse
-import os
 
 import common  # one thread per process, set before any framework loads
 import ngraph as ng
@@ -208,10 +207,7 @@ def main(argv=None):
     fns = {"ngraph": lockstep if args.lockstep else step}
     if (common.have("torch") and not args.no_torch and not args.lockstep
             and args.model != "resnet20"):
-        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-        os.environ.setdefault("MASTER_PORT", "29513")
-        os.environ["RANK"], os.environ["WORLD_SIZE"] = str(comm.rank), str(comm.size)
-        name = "pytorch_ddp_gloo" if comm.size > 1 else "pytorch"
+        name = common.torch_distributed_env(comm.rank, comm.size, 29513)
         fns[name] = torch_step(args.model, args.batch, size, comm.size, comm.size > 1)
     per_rank = common.ranks_in_step_rates(
         fns, lambda: ng.distributed.barrier(comm), warmup=args.warmup, iters=args.iters,

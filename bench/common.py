@@ -129,3 +129,12 @@ def finish(result: dict, rank: int, fns: dict) -> dict:
         dist.barrier()
         dist.destroy_process_group()
     return result
+
+
+def torch_distributed_env(rank: int, size: int, port: int) -> str:
+    """Sets PyTorch's process-group variables (a rendezvous on this host at `port`) and returns
+    the name of the PyTorch contender: DDP over gloo under several ranks, else eager."""
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", str(port))
+    os.environ["RANK"], os.environ["WORLD_SIZE"] = str(rank), str(size)
+    return "pytorch_ddp_gloo" if size > 1 else "pytorch"

@@ -9,7 +9,6 @@ oneCCL backend built, the same ngraph step on it (`ngraph_ccl`) as well.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import time
 
@@ -81,10 +80,7 @@ def main(argv=None):
         else:
             fns["ngraph_ccl"] = ngraph_step(sizes, batch, world, x, y, ccl)
     if common.have("torch") and not args.no_torch:
-        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-        os.environ.setdefault("MASTER_PORT", "29511")
-        os.environ["RANK"], os.environ["WORLD_SIZE"] = str(rank), str(world)
-        fns["pytorch_ddp_gloo"] = torch_step(sizes, batch, x, y)
+        fns[common.torch_distributed_env(rank, world, 29511)] = torch_step(sizes, batch, x, y)
     repeats, number = (2, 2) if args.smoke else (7, 40)
     samples = {k: [] for k in fns}
     for fn in fns.values():

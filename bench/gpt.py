@@ -195,10 +195,7 @@ def main(argv=None):
     comm = ng.distributed.init()
     fns = {"ngraph": ngraph_step(args.model, comm, batch)}
     if common.have("torch") and not args.no_torch:
-        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-        os.environ.setdefault("MASTER_PORT", "29517")
-        os.environ["RANK"], os.environ["WORLD_SIZE"] = str(comm.rank), str(comm.size)
-        name = "pytorch_ddp_gloo" if comm.size > 1 else "pytorch"
+        name = common.torch_distributed_env(comm.rank, comm.size, 29517)
         fns[name] = torch_step(args.model, batch, comm.size, comm.size > 1)
     per_rank = common.ranks_in_step_rates(
         fns, lambda: ng.distributed.barrier(comm), warmup=args.warmup, iters=args.iters,

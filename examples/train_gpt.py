@@ -253,12 +253,9 @@ def resume_point(path: str, args):
 
 
 def plot(history, bigram_bits, path) -> bool:
-    try:
-        import matplotlib  # noqa: PLC0415
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt  # noqa: PLC0415
-    except ImportError:
+    """Writes the loss and bits-per-character curves to `path`; False without matplotlib."""
+    plt = train_mnist.pyplot()
+    if plt is None:
         return False
     epochs = [h["epoch"] for h in history]
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))

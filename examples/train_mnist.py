@@ -449,14 +449,22 @@ def resume_point(path: str, args):
     return int(meta["epoch"]), meta["history"]
 
 
-def plot(history, path) -> bool:
-    """Writes the loss and accuracy curves to `path`; False when matplotlib is absent."""
+def pyplot():
+    """matplotlib's pyplot on the file-only Agg backend, or None where matplotlib is absent."""
     try:
         import matplotlib  # noqa: PLC0415
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt  # noqa: PLC0415
     except ImportError:
+        return None
+    return plt
+
+
+def plot(history, path) -> bool:
+    """Writes the loss and accuracy curves to `path`; False when matplotlib is absent."""
+    plt = pyplot()
+    if plt is None:
         return False
     epochs = [h["epoch"] for h in history]
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))

@@ -38,14 +38,24 @@ struct Stream {
   }
 };
 
-// Dropout's scaled mask, mask[i] for i in [begin, end): 0 where element i is dropped (its
-// draw, word >> 8, a uniform integer in [0, 2^24), is below ceil(p * 2^24)), 1 / (1 - p) where
-// it is kept; all 0 when p is 1.
+// Dropout keeps element i when its draw, word >> 8 (a uniform integer in [0, 2^24)), is at least
+// this threshold, ceil(p * 2^24): the probability of a drop is p to 2^-24.
+inline uint32_t dropout_threshold(double p) {
+  const double scaled = std::ceil(p * 16777216.0);
+  return static_cast<uint32_t>(scaled < 0 ? 0 : scaled > 16777216.0 ? 16777216.0 : scaled);
+}
+// The value of a kept element's mask: 1 / (1 - p) (inverted dropout); 0 when p is 1.
+template <typename T>
+T dropout_keep(double p) {
+  return p >= 1 ? T(0) : static_cast<T>(1.0 / (1.0 - p));
+}
+
+// Dropout's scaled mask, mask[i] for i in [begin, end): 0 where element i is dropped,
+// dropout_keep where it is kept.
 template <typename T>
 void dropout_mask(const Stream& s, double p, T* mask, size_t begin, size_t end) {
-  const double scaled = std::ceil(p * 16777216.0);
-  const auto threshold = static_cast<uint32_t>(scaled < 0 ? 0 : scaled > 16777216.0 ? 16777216.0 : scaled);
-  const T keep = p >= 1 ? T(0) : static_cast<T>(1.0 / (1.0 - p));
+  const uint32_t threshold = dropout_threshold(p);
+  const T keep = dropout_keep<T>(p);
   size_t i = begin;
   while (i < end) {
     auto words = s.block(i / 4);

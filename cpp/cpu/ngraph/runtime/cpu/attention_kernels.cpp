@@ -1,10 +1,10 @@
 // Attention's softmax, forward and backward, row by row (fusion.hpp's AttentionSoftmax and
 // AttentionSoftmaxBackprop): one pass for the maximum, one for the exponentials and their sum,
 // one to normalise, with the scale and the mask applied as the rows are read, so the scaled and
-// masked scores never go to memory. The loops vectorise: f32's exponential is a polynomial
-// (Cephes' expf: range reduction by ln 2, a degree-6 polynomial, within 2 ulp of std::exp over
-// the range softmax uses), and the loops are compiled twice in portable builds (the build's
-// instruction set, and AVX2 + FMA, chosen at run time as the fused elementwise loops are).
+// masked scores never go to memory. The loops vectorise: f32's exponential is scalar_ops.hpp's
+// exp_f32 (a polynomial GCC vectorises), and the loops are compiled twice in portable builds
+// (the build's instruction set, and AVX2 + FMA, chosen at run time as the fused elementwise
+// loops are).
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -72,36 +72,6 @@ NGRAPH_CPU_ROW typename Vec<T>::V vsplat(T x) {
   return typename Vec<T>::V{} + x;
 }
 
-// exp of every lane: scalar::exp_f32's polynomial for f32, std::exp per lane for f64.
-NGRAPH_CPU_ROW Vec<float>::V vexp(Vec<float>::V x) {
-  using V = Vec<float>::V;
-  using M = Vec<float>::M;
-  const V lo = vsplat(-87.33654f), hi = vsplat(88.72283f);
-  V c = x >= lo ? x : vsplat(-80.0f);  // as exp_f32: no subnormal products below lo
-  c = c < hi ? c : hi;
-  V n = c * 1.44269504088896341f + 12582912.0f;
-  n = n - 12582912.0f;
-  V r = c - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  V p = vsplat(1.9875691500e-4f);
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  V e = p * r * r + r + 1.0f;
-  M k = __builtin_convertvector(n, M), half = k >> 1;  // 2^n in two halves, as exp_f32
-  M bits1 = (half + 127) << 23, bits2 = (k - half + 127) << 23;
-  V v = e * (V)bits1 * (V)bits2;  // a vector cast reinterprets the lanes' bits
-  v = x >= lo ? v : V{};
-  v = x > hi ? vsplat(std::numeric_limits<float>::infinity()) : v;
-  return x != x ? x : v;
-}
-NGRAPH_CPU_ROW Vec<double>::V vexp(Vec<double>::V x) {
-  for (size_t k = 0; k < Vec<double>::N; ++k) x[k] = std::exp(x[k]);
-  return x;
-}
-
 template <typename T>
 NGRAPH_CPU_ROW T hmax(typename Vec<T>::V v) {
   T m = v[0];
@@ -153,19 +123,17 @@ NGRAPH_CPU_ROW void forward_row(const T* __restrict__ x, T* __restrict__ y,
     for (size_t j = 0; j < n; ++j) y[j] = std::numeric_limits<T>::quiet_NaN();
     return;
   }
-  V acc = V{};
-  for (size_t j = 0; j < full; j += N) {
-    V e = vexp(vload(x + j) * scale - m);
-    if constexpr (Masked) e = vmask<T>(allowed + j) ? e : V{};
-    vstore(y + j, e);
-    acc += e;
-  }
-  T sum = hsum<T>(acc);
-  for (size_t j = full; j < n; ++j) {
-    T e = (Masked && allowed[j] == 0) ? T(0) : exp_of(x[j] * scale - m);
+  // The exponentials: a plain loop over exp_of (scalar_ops.hpp's exp_f32), which GCC
+  // vectorises (no reduction in it); then their sum in vector lanes.
+  for (size_t j = 0; j < n; ++j) {
+    T e = exp_of(x[j] * scale - m);
+    if constexpr (Masked) e = allowed[j] != 0 ? e : T(0);
     y[j] = e;
-    sum += e;
   }
+  V acc = V{};
+  for (size_t j = 0; j < full; j += N) acc += vload(y + j);
+  T sum = hsum<T>(acc);
+  for (size_t j = full; j < n; ++j) sum += y[j];
   T inv = T(1) / sum;
   for (size_t j = 0; j < n; ++j) y[j] *= inv;
 }

@@ -241,14 +241,13 @@ size_t fuse_matmul_bias_relu(Function& f) {
     if (Node* add = single_user(value); add && add->get_type_name() == "Add" && !out.empty()) {
       size_t other = add->input_value(0) == value ? 1 : 0;
       Output candidate = add->input_value(other);
-      // One number per column of the GEMM: the result's last axis must be all its columns.
-      size_t columns = out.back();
-      auto probe = std::make_shared<MatMulBias>(a, b, Output(), ta, tb, false,
-                                                static_cast<int64_t>(a_split),
-                                                static_cast<int64_t>(b_split));
-      size_t gm = 0, gn = 0, gk = 0;
-      probe->get_gemm(gm, gn, gk);
-      if (add->get_shape() == out && is_bias_for(candidate, n) && columns == gn) {
+      // One number per column of the GEMM: the result's last axis must be all its columns,
+      // i.e. op(b) contributes that one axis (b's axes after its split, or before when
+      // transposed).
+      const Shape& bs = b.get_shape();
+      size_t columns = 1;
+      for (size_t i = tb ? 0 : b_split; i < (tb ? b_split : bs.size()); ++i) columns *= bs[i];
+      if (add->get_shape() == out && is_bias_for(candidate, n) && columns == n) {
         bias = candidate;
         value = add->output(0);
       }

@@ -143,9 +143,8 @@ NGRAPH_CPU_PHILOX void philox_blocks(const random::Stream& s, uint64_t first, ui
 template <typename T, bool Avx2>
 NGRAPH_CPU_PHILOX void dropout_run(const random::Stream& s, double p, const T* x, T* y, T* mask,
                                    size_t n) {
-  const double scaled = std::ceil(p * 16777216.0);
-  const auto threshold = static_cast<uint32_t>(scaled < 0 ? 0 : scaled > 16777216.0 ? 16777216.0 : scaled);
-  const T keep = p >= 1 ? T(0) : static_cast<T>(1.0 / (1.0 - p));
+  const uint32_t threshold = random::dropout_threshold(p);
+  const T keep = random::dropout_keep<T>(p);
   const size_t per_batch = 4 * kBlocks;
   size_t full = n / per_batch * per_batch;
   uint32_t words[4][kBlocks];
@@ -183,17 +182,19 @@ __attribute__((target("avx2,fma"))) void dropout_loop_avx2(const random::Stream&
 }
 #endif
 
+// The rank is the default communicator's when the executable is compiled (as the collectives
+// bind theirs); only the step changes between calls.
 template <typename T>
 Kernel dropout(const op::Dropout& d, size_t n, const CallState* call) {
   uint64_t seed = d.get_seed();
+  auto rank = static_cast<uint64_t>(distributed::get_default_communicator()->rank());
   double p = d.get_probability();
   auto run = &dropout_loop<T>;
 #ifdef NGRAPH_CPU_HAVE_AVX2_DROPOUT
   if (use_avx2_twins()) run = &dropout_loop_avx2<T>;
 #endif
-  return [seed, p, n, call, run](const void* const* in, void* const* out) {
-    random::Stream stream{seed, static_cast<uint64_t>(distributed::get_default_communicator()->rank()),
-                          call->rng_step};
+  return [seed, rank, p, n, call, run](const void* const* in, void* const* out) {
+    random::Stream stream{seed, rank, call->rng_step};
     run(stream, p, static_cast<const T*>(in[0]), static_cast<T*>(out[0]), static_cast<T*>(out[1]), n);
   };
 }
