@@ -1,0 +1,782 @@
+"""The ONNX op converters of neural-network ops: contractions, convolution, pooling,
+normalization, reductions, softmax, dropout, resizing, quantization."""
+
+from __future__ import annotations
+
+import math
+import zlib
+
+import numpy as np
+
+import ngraph as ng
+from ngraph.onnx.converters import (
+    Ctx,
+    _axes_input,
+    _axis,
+    _bcast,
+    _const,
+    _keep,
+    _reshape,
+    _transpose,
+    op,
+)
+
+# ----------------------------------------------------------------------- contractions
+
+
+@op("MatMul")
+def _matmul(ctx: Ctx):
+    a, b = ctx.x(0), ctx.x(1)
+    a_vec, b_vec = len(a.shape) == 1, len(b.shape) == 1
+    if a_vec:
+        a = _reshape(a, [1, a.shape[0]])
+    if b_vec:
+        b = _reshape(b, [b.shape[0], 1])
+    if a.shape[-1] != b.shape[-2]:
+        raise ctx.fail(f"cannot multiply shapes {list(a.shape)} and {list(b.shape)}")
+    out = ng.matmul(a, b)
+    shape = list(out.shape)
+    if b_vec:
+        shape.pop(-1)
+    if a_vec:
+        shape.pop(-2 if b_vec is False else -1)
+    return _reshape(out, shape)
+
+
+@op("Gemm")
+def _gemm(ctx):
+    a, b = ctx.x(0), ctx.x(1)
+    alpha, beta = ctx.float_attr("alpha", 1.0), ctx.float_attr("beta", 1.0)
+    ta, tb = ctx.int_attr("transA", 0), ctx.int_attr("transB", 0)
+    out = ng.matmul(a, b, transpose_a=bool(ta), transpose_b=bool(tb))
+    if alpha != 1.0:
+        out = out * _const(alpha, out)
+    if ctx.has(2) and beta != 0.0:
+        c = ctx.x(2)
+        out = out + (c if beta == 1.0 else c * _const(beta, c))
+    return out
+
+
+@op("Einsum", since=12)
+def _einsum(ctx):
+    equation = ctx.attr("equation", "").replace(" ", "")
+    xs = [ctx.x(i) for i in range(ctx.n_inputs)]
+    lhs, _, rhs = equation.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(xs) or "." in equation:
+        raise ctx.fail(f"equation {equation!r}: ngraph imports Einsum without ellipses, one "
+                       "term per input")
+    if not _:
+        counts = {}
+        for t in terms:
+            for ch in t:
+                counts[ch] = counts.get(ch, 0) + 1
+        rhs = "".join(sorted(ch for ch, n in counts.items() if n == 1))
+    # Each input: sum out the letters only it has (and not the output), take diagonals of
+    # repeated letters (not supported), then multiply pairwise by broadcasting.
+    letters = sorted(set("".join(terms)))
+    full = {}
+    for t, x in zip(terms, xs):
+        if len(set(t)) != len(t):
+            raise ctx.fail(f"equation {equation!r}: repeated letters in one term (diagonals) "
+                           "are not supported")
+        for ch, d in zip(t, x.shape):
+            full[ch] = d
+    out = None
+    for t, x in zip(terms, xs):
+        # to the order of `letters`, size-1 axes for letters it lacks
+        order = sorted(range(len(t)), key=lambda k: letters.index(t[k]))
+        y = _transpose(x, order)
+        have = [t[k] for k in order]
+        y = _reshape(y, [full[ch] if ch in have else 1 for ch in letters])
+        out = y if out is None else out * y
+    out = _bcast(out, [full[ch] for ch in letters])
+    drop = [k for k, ch in enumerate(letters) if ch not in rhs]
+    if drop:
+        out = ng.sum(out, drop)
+    kept = [ch for ch in letters if ch in rhs]
+    return _transpose(out, [kept.index(ch) for ch in rhs])
+
+
+# --------------------------------------------------------------------- windows, padding
+
+
+def _window_pads(ctx, in_shape, kernel, strides, dilations, ceil_mode=False):
+    """pads below and above of each spatial axis from pads / auto_pad."""
+    n = len(kernel)
+    auto = ctx.attr("auto_pad", "NOTSET")
+    if auto in ("NOTSET", ""):
+        pads = ctx.ints_attr("pads", [0] * (2 * n))
+        if len(pads) != 2 * n:
+            raise ctx.fail(f"pads {pads} should have {2 * n} values")
+        return pads[:n], pads[n:]
+    if auto == "VALID":
+        return [0] * n, [0] * n
+    if auto not in ("SAME_UPPER", "SAME_LOWER"):
+        raise ctx.fail(f"auto_pad {auto!r} is not NOTSET, VALID, SAME_UPPER or SAME_LOWER")
+    below, above = [], []
+    for d, k, s, dl in zip(in_shape, kernel, strides, dilations):
+        out = -(-d // s)
+        total = max((out - 1) * s + (k - 1) * dl + 1 - d, 0)
+        small = total // 2
+        if auto == "SAME_UPPER":
+            below.append(small)
+            above.append(total - small)
+        else:
+            below.append(total - small)
+            above.append(small)
+    return below, above
+
+
+def _spatial(ctx, x, kernel):
+    n = len(x.shape) - 2
+    if n < 1:
+        raise ctx.fail(f"input of shape {list(x.shape)}: expected N, C and spatial axes")
+    strides = ctx.ints_attr("strides", [1] * n)
+    dilations = ctx.ints_attr("dilations", [1] * n)
+    for what, v in (("strides", strides), ("dilations", dilations), ("kernel_shape", kernel)):
+        if len(v) != n:
+            raise ctx.fail(f"{what} {v} should have {n} values for input {list(x.shape)}")
+    return n, strides, dilations
+
+
+@op("Conv")
+def _conv(ctx):
+    x, w = ctx.x(0), ctx.x(1)
+    kernel = ctx.ints_attr("kernel_shape", list(w.shape[2:]))
+    n, strides, dilations = _spatial(ctx, x, kernel)
+    group = ctx.int_attr("group", 1)
+    below, above = _window_pads(ctx, x.shape[2:], kernel, strides, dilations)
+    if x.shape[1] != w.shape[1] * group:
+        raise ctx.fail(f"input {list(x.shape)} has {x.shape[1]} channels; the weights "
+                       f"{list(w.shape)} with group={group} take {w.shape[1] * group}")
+    y = ng.convolution(x, w, strides, dilations, below, above, groups=group)
+    if ctx.has(2):
+        b = ctx.x(2)
+        y = y + _reshape(b, [1, b.shape[0]] + [1] * n)
+    return y
+
+
+@op("ConvTranspose")
+def _conv_transpose(ctx):
+    x, w = ctx.x(0), ctx.x(1)
+    kernel = ctx.ints_attr("kernel_shape", list(w.shape[2:]))
+    n, strides, dilations = _spatial(ctx, x, kernel)
+    group = ctx.int_attr("group", 1)
+    out_pad = ctx.ints_attr("output_padding", [0] * n)
+    out_shape = ctx.ints_attr("output_shape", None)
+    auto = ctx.attr("auto_pad", "NOTSET")
+    full = [s * (d - 1) + op_ + (k - 1) * dl + 1
+            for d, s, op_, k, dl in zip(x.shape[2:], strides, out_pad, kernel, dilations)]
+    if out_shape is not None:
+        out_shape = out_shape[-n:]
+        total = [f - o for f, o in zip(full, out_shape)]
+        if auto == "SAME_UPPER":
+            below = [t // 2 for t in total]
+        else:
+            below = [t - t // 2 for t in total]
+        above = [t - b for t, b in zip(total, below)]
+    elif auto in ("SAME_UPPER", "SAME_LOWER"):
+        out_shape = [d * s for d, s in zip(x.shape[2:], strides)]
+        total = [f - o for f, o in zip(full, out_shape)]
+        if auto == "SAME_UPPER":
+            below = [t // 2 for t in total]
+        else:
+            below = [t - t // 2 for t in total]
+        above = [t - b for t, b in zip(total, below)]
+    else:
+        pads = ctx.ints_attr("pads", [0] * (2 * n))
+        below, above = pads[:n], pads[n:]
+        out_shape = [f - b - a for f, b, a in zip(full, below, above)]
+    m = w.shape[1] * group
+    data_shape = [x.shape[0], m] + list(out_shape)
+    # The forward convolution whose data gradient this is: its padding above absorbs the
+    # output padding.
+    above_fwd = [a - p for a, p in zip(above, out_pad)]
+    y = ng.convolution_backprop_data(data_shape, w, x, strides, dilations, below, above_fwd,
+                                     groups=group)
+    if ctx.has(2):
+        b = ctx.x(2)
+        y = y + _reshape(b, [1, b.shape[0]] + [1] * n)
+    return y
+
+
+def _pool(ctx, kind):
+    x = ctx.x(0)
+    kernel = ctx.ints_attr("kernel_shape", None)
+    if kernel is None:
+        raise ctx.fail("kernel_shape is required")
+    n, strides, dilations = _spatial(ctx, x, kernel)
+    if any(d != 1 for d in dilations):
+        raise ctx.fail(f"dilations {dilations}: ngraph's pooling has no dilation")
+    ceil_mode = bool(ctx.int_attr("ceil_mode", 0))
+    below, above = _window_pads(ctx, x.shape[2:], kernel, strides, dilations)
+    if kind == "max":
+        if ctx.int_attr("storage_order", 0):
+            raise ctx.fail("storage_order=1 (column-major indices) is not supported")
+        if len(ctx.node.output) > 1 and ctx.node.output[1]:
+            raise ctx.fail("output 1 (Indices) is not supported by ngraph")
+        return ng.max_pool(x, kernel, strides, above, below, ceil_mode=ceil_mode)
+    include = bool(ctx.int_attr("count_include_pad", 0))
+    return ng.avg_pool(x, kernel, strides, below, above, include, ceil_mode=ceil_mode)
+
+
+op("MaxPool")(lambda ctx: _pool(ctx, "max"))
+op("AveragePool")(lambda ctx: _pool(ctx, "avg"))
+
+
+@op("LpPool")
+def _lp_pool(ctx):
+    x = ctx.x(0)
+    p = ctx.int_attr("p", 2)
+    kernel = ctx.ints_attr("kernel_shape", None)
+    n, strides, dilations = _spatial(ctx, x, kernel)
+    if any(d != 1 for d in dilations):
+        raise ctx.fail(f"dilations {dilations}: ngraph's pooling has no dilation")
+    below, above = _window_pads(ctx, x.shape[2:], kernel, strides, dilations)
+    powered = ng.power(ng.abs(x), _const(p, x))
+    mean = ng.avg_pool(powered, kernel, strides, below, above, True,
+                       ceil_mode=bool(ctx.int_attr("ceil_mode", 0)))
+    total = mean * _const(float(np.prod(kernel)), mean)
+    return ng.power(total, _const(1.0 / p, total))
+
+
+def _global(ctx, reduce):
+    x = ctx.x(0)
+    axes = list(range(2, len(x.shape)))
+    return _keep(reduce(x, axes), x.shape, axes, True)
+
+
+op("GlobalAveragePool")(lambda ctx: _global(ctx, lambda x, a: ng.mean(x, a)))
+op("GlobalMaxPool")(lambda ctx: _global(ctx, lambda x, a: ng.max(x, a)))
+
+
+@op("GlobalLpPool", since=2)
+def _global_lp_pool(ctx):
+    p = ctx.int_attr("p", 2)
+
+    def reduce(x, axes):
+        s = ng.sum(ng.power(ng.abs(x), _const(p, x)), axes)
+        return ng.power(s, _const(1.0 / p, s))
+
+    return _global(ctx, reduce)
+
+
+# ------------------------------------------------------------------------ normalization
+
+
+def _per_channel(v, x):
+    v = ng.convert(v, x.dtype) if v.dtype != x.dtype else v
+    return _reshape(v, [v.shape[0]]) if len(v.shape) != 1 else v
+
+
+@op("BatchNormalization")
+def _batch_norm(ctx):
+    x = ctx.x(0)
+    eps = ctx.float_attr("epsilon", 1e-5)
+    momentum = ctx.float_attr("momentum", 0.9)
+    if ctx.opset < 9 and not ctx.int_attr("spatial", 1):
+        raise ctx.fail("spatial=0 (statistics per element) is not supported")
+    if ctx.opset >= 14:
+        training = bool(ctx.int_attr("training_mode", 0))
+    else:
+        training = sum(1 for o in ctx.node.output if o) > 1
+    if ctx.imp.training is not None:
+        training = ctx.imp.training
+    scale, bias = _per_channel(ctx.x(1), x), _per_channel(ctx.x(2), x)
+    if len(x.shape) < 2:
+        raise ctx.fail(f"input of shape {list(x.shape)}: expected N, C, ...")
+    if not training:
+        mean, var = _per_channel(ctx.x(3), x), _per_channel(ctx.x(4), x)
+        y = ng.batch_norm(eps, scale, bias, x, mean, var)
+        return [y, None, None, None, None]
+    bn = ng.batch_norm(eps, scale, bias, x)
+    y, batch_mean, batch_var = bn[0], bn[1], bn[2]
+    run_mean, run_var = ctx.x(3), ctx.x(4)
+    stats = []
+    for running, batch in ((run_mean, batch_mean), (run_var, batch_var)):
+        b = ng.stop_gradient(batch)
+        if b.dtype != running.dtype:
+            b = ng.convert(b, running.dtype)
+        b = _reshape(b, running.shape)
+        stats.append(running * _const(momentum, running) + b * _const(1 - momentum, b))
+    # Running statistics held in variables (a trainable import) move in the step.
+    for k, new in ((3, stats[0]), (4, stats[1])):
+        name = ctx.node.input[k]
+        var = ctx.imp.result.variables.get(name)
+        if var is not None:
+            ctx.imp.result.updates.append((var, new))
+    if ctx.opset >= 14:
+        return [y, stats[0], stats[1]]
+    return [y, stats[0], stats[1], batch_mean, batch_var]
+
+
+@op("InstanceNormalization", since=6)
+def _instance_norm(ctx):
+    x = ctx.x(0)
+    eps = ctx.float_attr("epsilon", 1e-5)
+    axes = list(range(2, len(x.shape)))
+    shape = [1, x.shape[1]] + [1] * len(axes)
+    mean = _keep(ng.mean(x, axes), x.shape, axes, True)
+    centred = x - mean
+    var = _keep(ng.mean(centred * centred, axes), x.shape, axes, True)
+    y = centred / ng.sqrt(var + _const(eps, var))
+    return y * _reshape(ctx.x(1), shape) + _reshape(ctx.x(2), shape)
+
+
+@op("LayerNormalization", since=17)
+def _layer_norm(ctx):
+    x = ctx.x(0)
+    rank = len(x.shape)
+    axis = _axis(ctx, ctx.int_attr("axis", -1), rank)
+    eps = ctx.float_attr("epsilon", 1e-5)
+    norm_shape = list(x.shape[axis:])
+    scale = _bcast(ctx.x(1), norm_shape)
+    bias = _bcast(ctx.x(2), norm_shape) if ctx.has(2) else None
+    ln = ng.layer_norm(x, scale, bias, begin_norm_axis=axis, epsilon=eps)
+    stat_shape = list(x.shape[:axis]) + [1] * (rank - axis)
+    want = [o for o in ctx.node.output[1:] if o]
+    if not want:
+        return [ln[0] if ln.get_output_size() > 1 else ln]
+    mean = _reshape(ln[1], stat_shape)
+    inv = _const(1, ln[2]) / ng.sqrt(ln[2] + _const(eps, ln[2]))
+    return [ln[0], mean, _reshape(inv, stat_shape)]
+
+
+@op("LpNormalization")
+def _lp_normalization(ctx):
+    x = ctx.x(0)
+    axis = _axis(ctx, ctx.int_attr("axis", -1), len(x.shape))
+    p = ctx.int_attr("p", 2)
+    if p == 1:
+        norm = ng.sum(ng.abs(x), [axis])
+    elif p == 2:
+        norm = ng.sqrt(ng.sum(x * x, [axis]))
+    else:
+        raise ctx.fail(f"p={p}: only 1 and 2 are defined")
+    norm = _keep(norm, x.shape, [axis], True)
+    return x / norm
+
+
+@op("LRN")
+def _lrn(ctx):
+    x = ctx.x(0)
+    size = ctx.int_attr("size", 0)
+    alpha, beta = ctx.float_attr("alpha", 1e-4), ctx.float_attr("beta", 0.75)
+    bias = ctx.float_attr("bias", 1.0)
+    # sum of squares over a window of `size` channels around each (ONNX's floor/ceil split)
+    sq = x * x
+    c = x.shape[1]
+    lo, hi = (size - 1) // 2, -(-(size - 1) // 2)
+    padded = ng.pad(sq, _const(0, sq), [0, lo] + [0] * (len(x.shape) - 2),
+                    [0, hi] + [0] * (len(x.shape) - 2))
+    total = None
+    for k in range(size):
+        lo_b = [0] * len(x.shape)
+        hi_b = list(padded.shape)
+        lo_b[1], hi_b[1] = k, k + c
+        part = ng.slice(padded, lo_b, hi_b)
+        total = part if total is None else total + part
+    denom = ng.power(_const(bias, x) + total * _const(alpha / size, x), _const(beta, x))
+    return x / denom
+
+
+@op("MeanVarianceNormalization", since=9)
+def _mvn(ctx):
+    x = ctx.x(0)
+    axes = [_axis(ctx, a, len(x.shape)) for a in ctx.ints_attr("axes", [0, 2, 3])]
+    mean = _keep(ng.mean(x, axes), x.shape, axes, True)
+    centred = x - mean
+    var = _keep(ng.mean(centred * centred, axes), x.shape, axes, True)
+    return centred / (ng.sqrt(var) + _const(1e-9, var))
+
+
+# ------------------------------------------------------------------------- reductions
+
+
+def _reduce_axes(ctx, x, attr_until):
+    rank = len(x.shape)
+    axes = _axes_input(ctx, 1, attr_until)
+    if not axes:
+        if ctx.opset >= attr_until and ctx.int_attr("noop_with_empty_axes", 0):
+            return None
+        return list(range(rank))
+    axes = sorted({_axis(ctx, a, rank) for a in axes})
+    return axes
+
+
+def _reduction(name, attr_until, fn):
+    def convert(ctx):
+        x = ctx.x(0)
+        axes = _reduce_axes(ctx, x, attr_until)
+        if axes is None:
+            return x
+        keepdims = bool(ctx.int_attr("keepdims", 1))
+        return _keep(fn(x, axes), x.shape, axes, keepdims)
+
+    op(name)(convert)
+
+
+def _count(x, axes):
+    return int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
+
+
+def _log_sum_exp(x, axes):
+    if all(x.shape[a] > 0 for a in axes) and int(np.prod(x.shape)) > 0:
+        m = ng.stop_gradient(ng.max(x, axes))
+        mk = _keep(m, x.shape, axes, True)
+        finite = ng.select(ng.equal(ng.abs(mk), _const(np.inf, mk)), _const(np.zeros(mk.shape), mk),
+                           mk)
+        mf = _reshape(finite, m.shape)
+        return ng.log(ng.sum(ng.exp(x - finite), axes)) + mf
+    return ng.log(ng.sum(ng.exp(x), axes))
+
+
+def _max_of(x, axes):
+    if x.dtype == np.bool_:
+        return ng.convert(ng.max(ng.convert(x, np.uint8), axes), np.bool_)
+    return _empty_reduce(x, axes, ng.max, -np.inf)
+
+
+def _min_of(x, axes):
+    if x.dtype == np.bool_:
+        return ng.convert(ng.min(ng.convert(x, np.uint8), axes), np.bool_)
+    return _empty_reduce(x, axes, ng.min, np.inf)
+
+
+def _empty_reduce(x, axes, fn, identity):
+    if _count(x, axes) == 0:
+        shape = [d for i, d in enumerate(x.shape) if i not in axes]
+        if x.dtype.kind == "f":
+            value = identity
+        else:
+            info = np.iinfo(x.dtype)
+            value = info.min if identity < 0 else info.max
+        return ng.constant(np.full(shape, value, x.dtype))
+    return fn(x, axes)
+
+
+for _name, _until, _fn in (
+    ("ReduceSum", 13, lambda x, a: ng.sum(x, a)),
+    ("ReduceMean", 18, lambda x, a: ng.sum(x, a) / _const(max(_count(x, a), 1), x)
+     if _count(x, a) else ng.sum(x, a) / _const(0, x)),
+    ("ReduceMax", 18, _max_of),
+    ("ReduceMin", 18, _min_of),
+    ("ReduceProd", 18, lambda x, a: ng.prod(x, a)),
+    ("ReduceL1", 18, lambda x, a: ng.sum(ng.abs(x), a)),
+    ("ReduceL2", 18, lambda x, a: ng.sqrt(ng.sum(x * x, a))),
+    ("ReduceLogSum", 18, lambda x, a: ng.log(ng.sum(x, a))),
+    ("ReduceLogSumExp", 18, _log_sum_exp),
+    ("ReduceSumSquare", 18, lambda x, a: ng.sum(x * x, a)),
+):
+    _reduction(_name, _until, _fn)
+
+
+def _arg(ctx, fn):
+    x = ctx.x(0)
+    rank = len(x.shape)
+    axis = _axis(ctx, ctx.int_attr("axis", 0), rank)
+    keepdims = bool(ctx.int_attr("keepdims", 1))
+    if ctx.int_attr("select_last_index", 0):
+        idx = fn(ng.reverse(x, [axis]), axis, index_element_type=np.int64)
+        idx = _const(x.shape[axis] - 1, idx) - idx
+    else:
+        idx = fn(x, axis, index_element_type=np.int64)
+    return _keep(idx, x.shape, [axis], keepdims)
+
+
+op("ArgMax")(lambda ctx: _arg(ctx, ng.argmax))
+op("ArgMin")(lambda ctx: _arg(ctx, ng.argmin))
+
+
+@op("TopK")
+def _topk(ctx):
+    x = ctx.x(0)
+    rank = len(x.shape)
+    axis = _axis(ctx, ctx.int_attr("axis", -1), rank)
+    if ctx.opset < 10:
+        k = ctx.int_attr("k", 0)
+    else:
+        k = int(ctx.static(1, "K").reshape(-1)[0])
+    if not 0 <= k <= x.shape[axis]:
+        raise ctx.fail(f"K={k} is outside [0, {x.shape[axis]}] on axis {axis}")
+    largest = bool(ctx.int_attr("largest", 1))
+    t = ng.topk(x, k, axis, largest, index_element_type=np.int64)
+    return [t[0], t[1]]
+
+
+# ------------------------------------------------------------------- softmax and kin
+
+
+def _softmax_like(ctx, fn):
+    x = ctx.x(0)
+    rank = len(x.shape)
+    if ctx.opset < 13:
+        axis = _axis(ctx, ctx.int_attr("axis", 1), rank)
+        rows = int(np.prod(x.shape[:axis], dtype=np.int64))
+        flat = _reshape(x, [rows, int(np.prod(x.shape[axis:], dtype=np.int64))])
+        return _reshape(fn(flat, 1), x.shape)
+    axis = _axis(ctx, ctx.int_attr("axis", -1), rank)
+    return fn(x, axis)
+
+
+def _hardmax(x, axis):
+    idx = ng.argmax(x, axis, index_element_type=np.int64)
+    pos = np.arange(x.shape[axis], dtype=np.int64).reshape(
+        [-1 if a == axis else 1 for a in range(len(x.shape))])
+    hit = ng.equal(_bcast(ng.unsqueeze(idx, [axis]), x.shape), _bcast(ng.constant(pos), x.shape))
+    return ng.select(hit, _const(np.ones(x.shape), x), _const(np.zeros(x.shape), x))
+
+
+op("Softmax")(lambda ctx: _softmax_like(ctx, lambda x, a: ng.softmax(x, [a])))
+op("LogSoftmax")(lambda ctx: _softmax_like(ctx, lambda x, a: ng.log_softmax(x, a)))
+op("Hardmax")(lambda ctx: _softmax_like(ctx, _hardmax))
+
+
+# ------------------------------------------------------------------------------ dropout
+
+
+@op("Dropout")
+def _dropout(ctx):
+    x = ctx.x(0)
+    if ctx.opset < 12:
+        ratio = ctx.float_attr("ratio", 0.5)
+        training = False
+    else:
+        r = ctx.static(1, "ratio")
+        ratio = 0.5 if r is None else float(r.reshape(-1)[0])
+        t = ctx.static(2, "training_mode")
+        training = False if t is None else bool(t.reshape(-1)[0])
+    if ctx.imp.training is not None:
+        training = ctx.imp.training
+    want_mask = len(ctx.node.output) > 1 and bool(ctx.node.output[1])
+    if not training or ratio == 0.0:
+        mask = _bcast(ng.constant(np.ones((), bool)), x.shape) if want_mask else None
+        return [x, mask]
+    # Philox of (seed, rank, step, element): a seed per node, from its name unless the model
+    # gives one, so that masks are the same on every import of the model.
+    seed = ctx.attr("seed", None)
+    if seed is None:
+        seed = zlib.crc32((ctx.node.name or ctx.node.output[0]).encode())
+    y = ng.dropout(x, ratio, seed=int(seed), training=True)
+    mask = None
+    if want_mask:
+        ones = _const(np.ones(x.shape), x)
+        mask = ng.not_equal(ng.dropout(ones, ratio, seed=int(seed), training=True),
+                            _const(0, x))
+    return [y, mask]
+
+
+# ----------------------------------------------------------------------------- rounding
+
+
+def _round_half_even(x):
+    f = ng.floor(x)
+    d = x - f
+    half = _const(0.5, x)
+    odd = f - _const(2, f) * ng.floor(f * _const(0.5, f))  # 1 when f is odd
+    up = ng.select(ng.greater(d, half), f + _const(1, f),
+                   ng.select(ng.less(d, half), f, f + odd))
+    return up
+
+
+op("Round", since=11)(lambda ctx: _round_half_even(ctx.x(0)))
+
+
+@op("QuantizeLinear", since=10)
+def _quantize(ctx):
+    x = ctx.x(0)
+    xf = ng.convert(x, np.float32) if x.dtype != np.float32 else x
+    scale = ctx.x(1)
+    scale = ng.convert(scale, np.float32) if scale.dtype != np.float32 else scale
+    zp = ctx.x(2) if ctx.has(2) else ng.constant(np.zeros((), np.uint8))
+    out_type = zp.dtype
+    if out_type not in (np.uint8, np.int8, np.uint16, np.int16):
+        raise ctx.fail(f"quantizing to {out_type} is not supported (int8, uint8, int16, "
+                       "uint16)")
+    axis = ctx.int_attr("axis", 1)
+    if len(scale.shape) == 1 and len(x.shape) > 1:
+        a = _axis(ctx, axis, len(x.shape))
+        shape = [scale.shape[0] if i == a else 1 for i in range(len(x.shape))]
+        scale = _reshape(scale, shape)
+        zp = _reshape(zp, shape)
+    q = _round_half_even(xf / scale) + ng.convert(zp, np.float32)
+    info = np.iinfo(out_type)
+    q = ng.minimum(ng.maximum(q, _const(info.min, q)), _const(info.max, q))
+    return ng.convert(q, out_type)
+
+
+@op("DequantizeLinear", since=10)
+def _dequantize(ctx):
+    x = ctx.x(0)
+    scale = ctx.x(1)
+    zp = ctx.x(2) if ctx.has(2) else None
+    axis = ctx.int_attr("axis", 1)
+    xf = ng.convert(x, scale.dtype)
+    if len(scale.shape) == 1 and scale.shape[0] > 1 and len(x.shape) > 1:
+        a = _axis(ctx, axis, len(x.shape))
+        shape = [scale.shape[0] if i == a else 1 for i in range(len(x.shape))]
+        scale = _reshape(scale, shape)
+        if zp is not None:
+            zp = _reshape(zp, shape)
+    if zp is not None:
+        xf = xf - ng.convert(zp, scale.dtype)
+    return xf * scale
+
+
+# ------------------------------------------------------------------------------- cumsum
+
+
+@op("CumSum", since=11)
+def _cumsum(ctx):
+    x = ctx.x(0)
+    rank = len(x.shape)
+    axis = _axis(ctx, int(ctx.static(1, "axis").reshape(-1)[0]), rank)
+    exclusive, reverse = ctx.int_attr("exclusive", 0), ctx.int_attr("reverse", 0)
+    n = x.shape[axis]
+    # out[j] = sum_i x[i] * m[i, j]
+    i, j = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+    if reverse:
+        m = (i > j) if exclusive else (i >= j)
+    else:
+        m = (i < j) if exclusive else (i <= j)
+    perm = [a for a in range(rank) if a != axis] + [axis]
+    xt = _transpose(x, perm)
+    if x.dtype.kind == "f":
+        y = ng.dot(xt, _const(m.astype(np.float64), x))
+    else:
+        y = ng.convert(ng.dot(ng.convert(xt, np.float64),
+                              ng.constant(m.astype(np.float64))), x.dtype)
+    inverse = list(np.argsort(perm))
+    return _transpose(y, inverse)
+
+
+# ------------------------------------------------------------------------------- resize
+
+
+def _resize_axis(ctx, x, axis, out_size, scale, mode, coord, nearest_mode, cubic_a=-0.75,
+                 exclude_outside=False):
+    """Resizes one axis: gathers of the neighbours, weighted by constants."""
+    n_in = x.shape[axis]
+    if out_size == n_in and scale == 1.0 and coord != "tf_crop_and_resize":
+        return x
+    j = np.arange(out_size, dtype=np.float64)
+    if coord == "half_pixel":
+        src = (j + 0.5) / scale - 0.5
+    elif coord == "pytorch_half_pixel":
+        src = (j + 0.5) / scale - 0.5 if out_size > 1 else np.zeros_like(j)
+    elif coord == "align_corners":
+        src = j * (n_in - 1) / (out_size - 1) if out_size > 1 else np.zeros_like(j)
+    elif coord == "asymmetric":
+        src = j / scale
+    elif coord == "half_pixel_symmetric":
+        adj = out_size / (scale * n_in)
+        centre = n_in / 2
+        offset = centre * (1 - adj)
+        src = offset + (j + 0.5) / scale - 0.5
+    else:
+        raise ctx.fail(f"coordinate_transformation_mode {coord!r} is not supported")
+    if mode == "nearest":
+        if nearest_mode == "round_prefer_floor":
+            idx = np.where(src - np.floor(src) == 0.5, np.floor(src), np.round(src))
+        elif nearest_mode == "round_prefer_ceil":
+            idx = np.floor(src + 0.5)
+        elif nearest_mode == "floor":
+            idx = np.floor(src)
+        elif nearest_mode == "ceil":
+            idx = np.ceil(src)
+        else:
+            raise ctx.fail(f"nearest_mode {nearest_mode!r} is not supported")
+        idx = np.clip(idx, 0, n_in - 1).astype(np.int64)
+        return ng.gather(x, ng.constant(idx), axis)
+    if mode == "linear":
+        lo = np.floor(src)
+        frac = src - lo
+        taps = [(lo, 1 - frac), (lo + 1, frac)]
+    elif mode == "cubic":
+        lo = np.floor(src)
+        t = src - lo
+        a = cubic_a
+
+        def w(d):
+            d = np.abs(d)
+            return np.where(d <= 1, ((a + 2) * d - (a + 3)) * d * d + 1,
+                            np.where(d < 2, ((a * d - 5 * a) * d + 8 * a) * d - 4 * a, 0))
+
+        taps = [(lo + k, w(t - k)) for k in (-1, 0, 1, 2)]
+        if exclude_outside:
+            total = sum(np.where((i >= 0) & (i < n_in), wt, 0) for i, wt in taps)
+            taps = [(i, np.where((i >= 0) & (i < n_in), wt, 0) / total) for i, wt in taps]
+    else:
+        raise ctx.fail(f"mode {mode!r} is not supported")
+    out = None
+    shape = [1] * len(x.shape)
+    shape[axis] = out_size
+    for i, wt in taps:
+        idx = np.clip(i, 0, n_in - 1).astype(np.int64)
+        term = ng.gather(x, ng.constant(idx), axis) * _const(wt.reshape(shape), x)
+        out = term if out is None else out + term
+    return out
+
+
+@op("Resize", since=10)
+def _resize(ctx):
+    x = ctx.x(0)
+    rank = len(x.shape)
+    if ctx.opset < 11:
+        scales = ctx.static(1, "scales")
+        sizes = None
+    else:
+        scales = ctx.static(2, "scales") if ctx.has(2) else None
+        sizes = ctx.static(3, "sizes") if ctx.has(3) else None
+        if ctx.has(1) and ctx.attr("coordinate_transformation_mode", "") == \
+                "tf_crop_and_resize":
+            raise ctx.fail("coordinate_transformation_mode tf_crop_and_resize is not "
+                           "supported")
+    if scales is not None and scales.size == 0:
+        scales = None
+    axes = ctx.ints_attr("axes", None) if ctx.opset >= 18 else None
+    axes = list(range(rank)) if axes is None else [_axis(ctx, a, rank) for a in axes]
+    mode = ctx.attr("mode", "nearest")
+    coord = ctx.attr("coordinate_transformation_mode",
+                     "asymmetric" if ctx.opset < 11 else "half_pixel")
+    nearest_mode = ctx.attr("nearest_mode", "round_prefer_floor")
+    policy = ctx.attr("keep_aspect_ratio_policy", "stretch")
+    if scales is None and sizes is None:
+        raise ctx.fail("neither scales nor sizes is given")
+    if sizes is not None:
+        sizes = [int(s) for s in sizes.reshape(-1)]
+        in_sizes = [x.shape[a] for a in axes]
+        if policy != "stretch":
+            ratios = [s / d for s, d in zip(sizes, in_sizes)]
+            r = min(ratios) if policy == "not_larger" else max(ratios)
+            sizes = [int(math.floor(r * d + 0.5)) for d in in_sizes]
+            scale_list = [r] * len(axes)
+        else:
+            scale_list = [s / d for s, d in zip(sizes, in_sizes)]
+    else:
+        scale_list = [float(s) for s in scales.reshape(-1)]
+        sizes = [int(math.floor(x.shape[a] * s)) for a, s in zip(axes, scale_list)]
+    if len(scale_list) != len(axes):
+        raise ctx.fail(f"{len(scale_list)} scales/sizes for {len(axes)} axes")
+    for a, size, s in zip(axes, sizes, scale_list):
+        x = _resize_axis(ctx, x, a, size, s, mode, coord, nearest_mode,
+                         ctx.float_attr("cubic_coeff_a", -0.75),
+                         bool(ctx.int_attr("exclude_outside", 0)))
+    return x
+
+
+@op("Upsample", since=7)
+def _upsample(ctx):
+    x = ctx.x(0)
+    if ctx.opset < 9:
+        scales = np.asarray(ctx.attr("scales", [1.0]))
+    else:
+        scales = ctx.static(1, "scales")
+    mode = ctx.attr("mode", "nearest")
+    for a, s in enumerate(scales.reshape(-1)):
+        size = int(math.floor(x.shape[a] * s))
+        x = _resize_axis(ctx, x, a, size, float(s), "linear" if mode in ("linear", "bilinear")
+                         else "nearest", "asymmetric", "floor")
+    return x
+
