@@ -375,13 +375,13 @@ def _handles(*names: str) -> Callable[[Handler], Handler]:
 @_handles("Constant")
 def _constant(e: _Exporter, node: Node, ins: list, attrs: dict) -> list:
     value = _ngraph.constant_value(node)
-    return [e.const(np.ascontiguousarray(value).astype(_np_dtype(e.out_type(node)), copy=False),
-                    e.unique(node.name))]
+    value = np.asarray(value, order="C").astype(_np_dtype(e.out_type(node)), copy=False)
+    return [e.const(value, node.name)]
 
 
 @_handles("Variable")
 def _variable(e: _Exporter, node: Node, ins: list, attrs: dict) -> list:
-    value = np.ascontiguousarray(node.get_value())
+    value = np.asarray(node.get_value(), order="C")
     name = e.unique(node.name)
     e.initializers.append(numpy_helper.from_array(value.astype(_np_dtype(e.out_type(node)),
                                                                copy=False), name))
@@ -978,7 +978,7 @@ def _layer_norm(e: _Exporter, node: Node, ins: list, attrs: dict) -> list:
     affine = len(ins) == 3
     scale = e.reshape(ins[1], normalized) if affine else None
     bias = e.reshape(ins[2], normalized) if affine else None
-    if e.opset >= 17:
+    if e.opset >= 17 and etype == "f32":
         if scale is None:
             scale = e.const(np.ones(normalized, dtype=_np_dtype(etype)), "ones")
         inputs = [x, scale] + ([bias] if bias is not None else [])
