@@ -52,7 +52,11 @@ class NgraphBackendRep(BackendRep):
                 graph = import_onnx_graph(self.proto, constants={n: values[n] for n in
                                                                  self.static}, **self.options)
             except StaticInputNeeded as e:
-                if e.input in self.static:
+                # Only inputs that look like shapes, axes or counts: integers, or a few
+                # floats (a ratio, a range's bounds).
+                v = values.get(e.input)
+                if e.input in self.static or (v is not None and np.asarray(v).dtype.kind == "f"
+                                              and np.asarray(v).size > 8):
                     raise
                 self.static.append(e.input)
                 if e.input not in values:

@@ -127,11 +127,13 @@ class Ctx:
         v = self.raw(i, static=True)
         if isinstance(v, ng.Node):
             name = self.node.input[i]
-            if name in self.imp.result.inputs:
+            source = self.imp.input_source(name)
+            if source is not None:
+                via = "is" if source == name else "is computed from"
                 raise StaticInputNeeded(
-                    f"{self.where()}: input {i} ({what}) is the graph input {name!r}; ngraph "
-                    f"needs it known at import: fix it with constants={{{name!r}: value}}",
-                    name)
+                    f"{self.where()}: input {i} ({what}) {via} the graph input {source!r}; "
+                    f"ngraph needs it known at import: fix it with "
+                    f"constants={{{source!r}: value}}", source)
             raise self.fail(f"input {i} ({what}) is computed at run time; ngraph needs it "
                             "known at import (a constant, an initializer or computed from "
                             "shapes)")
@@ -595,7 +597,7 @@ def _div(ctx):
         q = a / b
         r = a - q * b
         fix = ng.logical_and(ng.not_equal(r, _const(0, r)),
-                             ng.not_equal(ng.less(r, _const(0, r)), ng.less(b, _const(0, b))))
+                             ng.not_equal(ng.less(a, _const(0, a)), ng.less(b, _const(0, b))))
         return ng.select(fix, q + _const(1, q), q) if a.dtype.kind == "i" else q
     return a / b
 
@@ -613,11 +615,17 @@ def _mod(ctx):
     a, b = ctx.x(0), ctx.x(1)
     fmod = ctx.int_attr("fmod", 0)
     if a.dtype.kind == "f":
-        if not fmod:
-            raise ctx.fail("fmod=0 is only defined for integers")
+        # C's fmod (the sign of a), exact for |b| = inf; fmod=0: moved to the sign of b
         q = a / b
-        trunc = ng.sign(q) * ng.floor(ng.abs(q))
-        return a - trunc * b
+        r = a - ng.sign(q) * ng.floor(ng.abs(q)) * b
+        finite_a = ng.equal(a - a, _const(0, a))
+        r = ng.select(ng.logical_and(ng.equal(ng.abs(b), _const(np.inf, b)), finite_a), a, r)
+        if fmod:
+            return r
+        zero = _const(0, r)
+        differ = ng.logical_and(ng.not_equal(r, zero),
+                                ng.not_equal(ng.less(r, zero), ng.less(b, zero)))
+        return ng.select(differ, r + b, r)
     q = a / b  # floored
     r = a - q * b  # the sign of b (Python's %)
     if not fmod or a.dtype.kind == "u":
@@ -706,7 +714,10 @@ def _reshape_op(ctx):
 def _flatten(ctx):
     x = ctx.x(0)
     rank = len(x.shape)
-    axis = _axis(ctx, ctx.int_attr("axis", 1), rank + 1)
+    axis = ctx.int_attr("axis", 1)
+    if not -rank <= axis <= rank:
+        raise ctx.fail(f"axis {axis} is out of range for rank {rank}")
+    axis = axis + rank if axis < 0 else axis
     a = int(np.prod(x.shape[:axis], dtype=np.int64))
     return _reshape(x, [a, int(np.prod(x.shape[axis:], dtype=np.int64))])
 
@@ -992,7 +1003,10 @@ def _space_to_depth(ctx):
     b = ctx.int_attr("blocksize", 0)
     n, c, h, w = x.shape
     t = _reshape(x, [n, c, h // b, b, w // b, b])
-    t = _transpose(t, [0, 3, 5, 1, 2, 4])
+    if ctx.attr("mode", "DCR") == "CRD":
+        t = _transpose(t, [0, 1, 3, 5, 2, 4])
+    else:
+        t = _transpose(t, [0, 3, 5, 1, 2, 4])
     return _reshape(t, [n, c * b * b, h // b, w // b])
 
 

@@ -201,24 +201,87 @@ def _conv_transpose(ctx):
     return y
 
 
+def _pool_geometry(ctx, x, kernel):
+    """Strides, dilations, padding below and the padding above that gives ONNX's output
+    size (ceil_mode drops a last window that would start in the padding above)."""
+    n, strides, dilations = _spatial(ctx, x, kernel)
+    ceil_mode = bool(ctx.int_attr("ceil_mode", 0))
+    below, above = _window_pads(ctx, x.shape[2:], kernel, strides, dilations)
+    outs, above_eff = [], []
+    for d, k, s, dl, b, a in zip(x.shape[2:], kernel, strides, dilations, below, above):
+        span = (k - 1) * dl + 1
+        num = d + b + a - span
+        out = (-(-num // s) if ceil_mode else num // s) + 1
+        if ceil_mode and (out - 1) * s >= d + b:
+            out -= 1
+        outs.append(out)
+        above_eff.append((out - 1) * s + span - d - b)
+    return strides, dilations, below, above, above_eff, outs
+
+
 def _pool(ctx, kind):
     x = ctx.x(0)
     kernel = ctx.ints_attr("kernel_shape", None)
     if kernel is None:
         raise ctx.fail("kernel_shape is required")
-    n, strides, dilations = _spatial(ctx, x, kernel)
-    if any(d != 1 for d in dilations):
-        raise ctx.fail(f"dilations {dilations}: ngraph's pooling has no dilation")
-    ceil_mode = bool(ctx.int_attr("ceil_mode", 0))
-    below, above = _window_pads(ctx, x.shape[2:], kernel, strides, dilations)
+    strides, dilations, below, above, above_eff, outs = _pool_geometry(ctx, x, kernel)
     if kind == "max":
         if ctx.int_attr("storage_order", 0):
             raise ctx.fail("storage_order=1 (column-major indices) is not supported")
         if len(ctx.node.output) > 1 and ctx.node.output[1]:
             raise ctx.fail("output 1 (Indices) is not supported by ngraph")
-        return ng.max_pool(x, kernel, strides, above, below, ceil_mode=ceil_mode)
+        if x.dtype.kind != "f":
+            xf = ng.convert(x, np.float64 if x.dtype.itemsize > 2 else np.float32)
+            y = _pool_windows(xf, kernel, strides, dilations, below, above_eff, outs, "max")
+            return ng.convert(y, x.dtype)
+        return _pool_windows(x, kernel, strides, dilations, below, above_eff, outs, "max")
     include = bool(ctx.int_attr("count_include_pad", 0))
-    return ng.avg_pool(x, kernel, strides, below, above, include, ceil_mode=ceil_mode)
+    total = _pool_windows(x, kernel, strides, dilations, below, above_eff, outs, "sum")
+    # the divisor of each output: window elements inside the input (and the explicit pads
+    # when count_include_pad)
+    lo = [-b if include else 0 for b in below]
+    hi = [d + a if include else d for d, a in zip(x.shape[2:], above)]
+    counts = None
+    for axis, (k, s, dl, b, out) in enumerate(zip(kernel, strides, dilations, below, outs)):
+        pos = np.arange(out)[:, None] * s - b + np.arange(k)[None, :] * dl
+        c = ((pos >= lo[axis]) & (pos < hi[axis])).sum(1).astype(np.float64)
+        shape = [1] * len(kernel)
+        shape[axis] = out
+        c = c.reshape(shape)
+        counts = c if counts is None else counts * c
+    counts = np.maximum(counts, 1)
+    if np.all(counts == counts.reshape(-1)[0]):
+        return total * _const(1.0 / counts.reshape(-1)[0], total)
+    return total / _const(np.broadcast_to(counts, total.shape[2:]), total)
+
+
+def _pool_windows(x, kernel, strides, dilations, below, above, outs, kind):
+    """Max or sum over each window: ngraph's pooling where it applies (no dilation), else
+    the maximum or sum of strided slices of the padded input, one per window offset."""
+    rank = len(x.shape)
+    if any(a < 0 for a in above):  # windows end before the input does: crop it
+        hi = list(x.shape)
+        for i, a in enumerate(above):
+            if a < 0:
+                hi[2 + i] += a
+        x = ng.slice(x, [0] * rank, hi)
+        above = [max(a, 0) for a in above]
+    if all(d == 1 for d in dilations):
+        if kind == "max":
+            return ng.max_pool(x, kernel, strides, above, below)
+        mean = ng.avg_pool(x, kernel, strides, below, above, True)
+        return mean * _const(float(np.prod(kernel)), mean)
+    fill = -np.inf if kind == "max" else 0
+    if any(below) or any(above):
+        x = ng.pad(x, _const(fill, x), [0, 0] + list(below), [0, 0] + list(above))
+    out = None
+    for offset in np.ndindex(*kernel):
+        lo = [0, 0] + [o * dl for o, dl in zip(offset, dilations)]
+        hi = list(x.shape[:2]) + [o * dl + (n - 1) * s + 1
+                                  for o, dl, n, s in zip(offset, dilations, outs, strides)]
+        part = ng.slice(x, lo, hi, [1, 1] + list(strides))
+        out = part if out is None else (ng.maximum(out, part) if kind == "max" else out + part)
+    return out
 
 
 op("MaxPool")(lambda ctx: _pool(ctx, "max"))
@@ -230,14 +293,11 @@ def _lp_pool(ctx):
     x = ctx.x(0)
     p = ctx.int_attr("p", 2)
     kernel = ctx.ints_attr("kernel_shape", None)
-    n, strides, dilations = _spatial(ctx, x, kernel)
-    if any(d != 1 for d in dilations):
-        raise ctx.fail(f"dilations {dilations}: ngraph's pooling has no dilation")
-    below, above = _window_pads(ctx, x.shape[2:], kernel, strides, dilations)
+    if kernel is None:
+        raise ctx.fail("kernel_shape is required")
+    strides, dilations, below, above, above_eff, outs = _pool_geometry(ctx, x, kernel)
     powered = ng.power(ng.abs(x), _const(p, x))
-    mean = ng.avg_pool(powered, kernel, strides, below, above, True,
-                       ceil_mode=bool(ctx.int_attr("ceil_mode", 0)))
-    total = mean * _const(float(np.prod(kernel)), mean)
+    total = _pool_windows(powered, kernel, strides, dilations, below, above_eff, outs, "sum")
     return ng.power(total, _const(1.0 / p, total))
 
 
@@ -284,6 +344,7 @@ def _batch_norm(ctx):
     if ctx.imp.training is not None:
         training = ctx.imp.training
     scale, bias = _per_channel(ctx.x(1), x), _per_channel(ctx.x(2), x)
+    ctx.imp.result.buffers.update(ctx.node.input[3:5])  # running statistics: state
     if len(x.shape) < 2:
         raise ctx.fail(f"input of shape {list(x.shape)}: expected N, C, ...")
     if not training:
@@ -355,7 +416,9 @@ def _lp_normalization(ctx):
     else:
         raise ctx.fail(f"p={p}: only 1 and 2 are defined")
     norm = _keep(norm, x.shape, [axis], True)
-    return x / norm
+    zero = ng.equal(norm, _const(0, norm))
+    return ng.select(zero, _const(np.zeros(x.shape), x),
+                     x / ng.select(zero, _const(np.ones(norm.shape), norm), norm))
 
 
 @op("LRN")
@@ -583,6 +646,26 @@ def _round_half_even(x):
 op("Round", since=11)(lambda ctx: _round_half_even(ctx.x(0)))
 
 
+def _quant_params(ctx, x, scale, zp):
+    """Scale and zero point shaped to broadcast with x: per tensor, per axis (1-D), or per
+    block of `block_size` along the axis (same rank as x)."""
+    rank = len(x.shape)
+    if not scale.shape or rank <= 1 or int(np.prod(scale.shape)) == 1:
+        return scale, zp
+    a = _axis(ctx, ctx.int_attr("axis", 1), rank)
+    block = ctx.int_attr("block_size", 0)
+    if block > 0:
+        if len(scale.shape) != rank:
+            raise ctx.fail(f"blocked scale of shape {list(scale.shape)} for input "
+                           f"{list(x.shape)}: ranks differ")
+        idx = ng.constant(np.arange(x.shape[a], dtype=np.int64) // block)
+        scale = ng.gather(scale, idx, a)
+        zp = ng.gather(zp, idx, a) if zp is not None and len(zp.shape) == rank else zp
+        return scale, zp
+    shape = [scale.shape[0] if i == a else 1 for i in range(rank)]
+    return _reshape(scale, shape), (_reshape(zp, shape) if zp is not None else None)
+
+
 @op("QuantizeLinear", since=10)
 def _quantize(ctx):
     x = ctx.x(0)
@@ -594,12 +677,7 @@ def _quantize(ctx):
     if out_type not in (np.uint8, np.int8, np.uint16, np.int16):
         raise ctx.fail(f"quantizing to {out_type} is not supported (int8, uint8, int16, "
                        "uint16)")
-    axis = ctx.int_attr("axis", 1)
-    if len(scale.shape) == 1 and len(x.shape) > 1:
-        a = _axis(ctx, axis, len(x.shape))
-        shape = [scale.shape[0] if i == a else 1 for i in range(len(x.shape))]
-        scale = _reshape(scale, shape)
-        zp = _reshape(zp, shape)
+    scale, zp = _quant_params(ctx, x, scale, zp)
     q = _round_half_even(xf / scale) + ng.convert(zp, np.float32)
     info = np.iinfo(out_type)
     q = ng.minimum(ng.maximum(q, _const(info.min, q)), _const(info.max, q))
@@ -611,14 +689,8 @@ def _dequantize(ctx):
     x = ctx.x(0)
     scale = ctx.x(1)
     zp = ctx.x(2) if ctx.has(2) else None
-    axis = ctx.int_attr("axis", 1)
     xf = ng.convert(x, scale.dtype)
-    if len(scale.shape) == 1 and scale.shape[0] > 1 and len(x.shape) > 1:
-        a = _axis(ctx, axis, len(x.shape))
-        shape = [scale.shape[0] if i == a else 1 for i in range(len(x.shape))]
-        scale = _reshape(scale, shape)
-        if zp is not None:
-            zp = _reshape(zp, shape)
+    scale, zp = _quant_params(ctx, x, scale, zp)
     if zp is not None:
         xf = xf - ng.convert(zp, scale.dtype)
     return xf * scale
@@ -655,7 +727,7 @@ def _cumsum(ctx):
 
 
 def _resize_axis(ctx, x, axis, out_size, scale, mode, coord, nearest_mode, cubic_a=-0.75,
-                 exclude_outside=False):
+                 exclude_outside=False, length=None):
     """Resizes one axis: gathers of the neighbours, weighted by constants."""
     n_in = x.shape[axis]
     if out_size == n_in and scale == 1.0 and coord != "tf_crop_and_resize":
@@ -666,7 +738,9 @@ def _resize_axis(ctx, x, axis, out_size, scale, mode, coord, nearest_mode, cubic
     elif coord == "pytorch_half_pixel":
         src = (j + 0.5) / scale - 0.5 if out_size > 1 else np.zeros_like(j)
     elif coord == "align_corners":
-        src = j * (n_in - 1) / (out_size - 1) if out_size > 1 else np.zeros_like(j)
+        # the resized length is in * scale when scales are given (not the rounded size)
+        span = (out_size if length is None else length) - 1
+        src = j * (n_in - 1) / span if out_size > 1 else np.zeros_like(j)
     elif coord == "asymmetric":
         src = j / scale
     elif coord == "half_pixel_symmetric":
@@ -744,6 +818,9 @@ def _resize(ctx):
     policy = ctx.attr("keep_aspect_ratio_policy", "stretch")
     if scales is None and sizes is None:
         raise ctx.fail("neither scales nor sizes is given")
+    if ctx.int_attr("antialias", 0):
+        raise ctx.fail("antialias=1 (downsampling through a widened filter) is not supported")
+    lengths = [None] * len(axes)
     if sizes is not None:
         sizes = [int(s) for s in sizes.reshape(-1)]
         in_sizes = [x.shape[a] for a in axes]
@@ -757,12 +834,13 @@ def _resize(ctx):
     else:
         scale_list = [float(s) for s in scales.reshape(-1)]
         sizes = [int(math.floor(x.shape[a] * s)) for a, s in zip(axes, scale_list)]
+        lengths = [x.shape[a] * s for a, s in zip(axes, scale_list)]
     if len(scale_list) != len(axes):
         raise ctx.fail(f"{len(scale_list)} scales/sizes for {len(axes)} axes")
-    for a, size, s in zip(axes, sizes, scale_list):
+    for a, size, s, length in zip(axes, sizes, scale_list, lengths):
         x = _resize_axis(ctx, x, a, size, s, mode, coord, nearest_mode,
                          ctx.float_attr("cubic_coeff_a", -0.75),
-                         bool(ctx.int_attr("exclude_outside", 0)))
+                         bool(ctx.int_attr("exclude_outside", 0)), length)
     return x
 
 

@@ -225,8 +225,15 @@ class ImportedGraph:
     outputs: OrderedDict = field(default_factory=OrderedDict)
     variables: OrderedDict = field(default_factory=OrderedDict)
     updates: list = field(default_factory=list)
+    buffers: set = field(default_factory=set)  # names of state variables (running stats)
     opset: int = 0
     name: str = ""
+
+    @property
+    def parameters(self) -> list:
+        """The variables to train: all but the state (batch normalization's running
+        statistics), in initializer order."""
+        return [v for k, v in self.variables.items() if k not in self.buffers]
 
     def function(self) -> ng.Function:
         """The graph as a Function: the inputs' parameters, the outputs' results, and the
@@ -368,6 +375,7 @@ class _Importer:
                             "dimension of the graph")
         from ngraph.onnx import converters
 
+        self.producer = {out: node for node in graph.node for out in node.output if out}
         for node in _topological(graph):
             converters.convert_node(self, node)
         for out in graph.output:
@@ -463,6 +471,22 @@ class _Importer:
         return shape, dtype
 
     # -- values
+    def input_source(self, name: str) -> str | None:
+        """The graph input that the value `name` is computed from (through any ops but
+        Shape and Size, which read no values), or None."""
+        seen, stack = set(), [name]
+        while stack:
+            n = stack.pop()
+            if n in seen or not n:
+                continue
+            seen.add(n)
+            if n in self.result.inputs:
+                return n
+            node = self.producer.get(n)
+            if node is not None and node.op_type not in ("Shape", "Size"):
+                stack.extend(node.input)
+        return None
+
     def initializer_value(self, name: str, static: bool) -> Any:
         """An initializer's value: a Variable when trainable and consumed as data, else its
         array."""
