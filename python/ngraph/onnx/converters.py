@@ -473,6 +473,15 @@ def _thresholded_relu(ctx):
 @op("PRelu")
 def _prelu(ctx):
     x, slope = ctx.x(0), ctx.x(1)
+    try:
+        np.broadcast_shapes(tuple(x.shape), tuple(slope.shape))
+    except ValueError:
+        # before opset 9, a slope of shape [C] is per channel (axis 1)
+        if len(slope.shape) == 1 and len(x.shape) > 2 and slope.shape[0] == x.shape[1]:
+            slope = _reshape(slope, [slope.shape[0]] + [1] * (len(x.shape) - 2))
+        else:
+            raise ctx.fail(f"slope {list(slope.shape)} does not broadcast to the input "
+                           f"{list(x.shape)}") from None
     return ng.select(ng.less(x, _const(0, x)), x * slope, _bcast(x, np.broadcast_shapes(
         tuple(x.shape), tuple(slope.shape))))
 
@@ -882,20 +891,20 @@ def _gather(ctx):
     return ng.gather(x, idx, axis)
 
 
-@op("GatherElements", since=11, movement=True)
-def _gather_elements(ctx):
-    x = ctx.x(0)
-    rank = len(x.shape)
-    axis = _axis(ctx, ctx.int_attr("axis", 0), rank)
-    idx = ctx.x(1)
-    if len(idx.shape) != rank:
-        raise ctx.fail(f"indices of rank {len(idx.shape)} for data of rank {rank}")
-    # Flatten to a Gather on one axis: position = sum of coordinates * strides.
+def _normalize_index(idx: ng.Node, dim) -> ng.Node:
+    """int64 indices with negative ones counted from the end (`dim`: an int or a node)."""
+    i64 = ng.convert(idx, np.int64) if idx.dtype != np.int64 else idx
+    d = _const(dim, i64) if not isinstance(dim, ng.Node) else dim
+    return ng.select(ng.less(i64, _const(0, i64)), i64 + d, i64)
+
+
+def _flat_positions(ctx, shape, idx: ng.Node, axis: int) -> ng.Node:
+    """Positions in the flattened `shape` of the elements that ScatterElements and
+    GatherElements address: idx along `axis`, the element's own coordinate elsewhere."""
+    rank = len(shape)
     ishape = list(idx.shape)
-    dim = x.shape[axis]
-    idx64 = ng.convert(idx, np.int64) if idx.dtype != np.int64 else idx
-    idx64 = ng.select(ng.less(idx64, _const(0, idx64)), idx64 + _const(dim, idx64), idx64)
-    strides = np.cumprod([1] + list(x.shape[::-1]))[::-1][1:]
+    idx64 = _normalize_index(idx, shape[axis])
+    strides = np.cumprod([1] + list(shape[::-1]))[::-1][1:]
     flat = None
     for a in range(rank):
         if a == axis:
@@ -906,7 +915,100 @@ def _gather_elements(ctx):
             coord = _bcast(ng.constant(r), ishape)
         term = coord * _const(int(strides[a]), coord)
         flat = term if flat is None else flat + term
-    return ng.gather(_reshape(x, [int(np.prod(x.shape, dtype=np.int64))]), flat, 0)
+    return _reshape(flat, [int(np.prod(ishape, dtype=np.int64))])
+
+
+def _scatter(ctx, data: ng.Node, positions: ng.Node, updates: ng.Node, reduction: str):
+    """data (2-D: rows × row) with the rows at `positions` (1-D) replaced by, or added to,
+    the rows of `updates`."""
+    if reduction == "add":
+        return ng.scatter_add(data, positions, updates, 0)
+    if reduction != "none":
+        raise ctx.fail(f"reduction {reduction!r} is not supported (none, add)")
+    ones = ng.constant(np.ones(updates.shape, np.float32))
+    hit = ng.greater(ng.scatter_add(ng.constant(np.zeros(data.shape, np.float32)), positions,
+                                    ones, 0), ng.constant(np.float32(0)))
+    kept = ng.select(hit, _const(np.zeros(data.shape), data), data)
+    return ng.scatter_add(kept, positions, updates, 0)
+
+
+@op("GatherElements", since=11, movement=True)
+def _gather_elements(ctx):
+    x = ctx.x(0)
+    rank = len(x.shape)
+    axis = _axis(ctx, ctx.int_attr("axis", 0), rank)
+    idx = ctx.x(1)
+    if len(idx.shape) != rank:
+        raise ctx.fail(f"indices of rank {len(idx.shape)} for data of rank {rank}")
+    flat = _flat_positions(ctx, x.shape, idx, axis)
+    total = int(np.prod(x.shape, dtype=np.int64))
+    return _reshape(ng.gather(_reshape(x, [total]), flat, 0), idx.shape)
+
+
+@op("ScatterElements", since=11, movement=True)
+def _scatter_elements(ctx):
+    x, idx, upd = ctx.x(0), ctx.x(1), ctx.x(2)
+    rank = len(x.shape)
+    axis = _axis(ctx, ctx.int_attr("axis", 0), rank)
+    if list(idx.shape) != list(upd.shape) or len(idx.shape) != rank:
+        raise ctx.fail(f"indices {list(idx.shape)} and updates {list(upd.shape)} must have "
+                       f"the same shape, of the data's rank {rank}")
+    flat = _flat_positions(ctx, x.shape, idx, axis)
+    total = int(np.prod(x.shape, dtype=np.int64))
+    n = int(np.prod(upd.shape, dtype=np.int64))
+    out = _scatter(ctx, _reshape(x, [total, 1]), flat, _reshape(upd, [n, 1]),
+                   ctx.attr("reduction", "none"))
+    return _reshape(out, x.shape)
+
+
+def _nd_positions(ctx, shape, idx: ng.Node, batch_dims: int = 0) -> tuple[ng.Node, int]:
+    """Row numbers, in data reshaped to [prod(shape[:b + k]), rest], of the slices that
+    GatherND/ScatterND indices (last axis k) address, and k."""
+    k = idx.shape[-1]
+    b = batch_dims
+    if b + k > len(shape):
+        raise ctx.fail(f"indices' last axis {k} (+ batch_dims {b}) exceeds the data's rank "
+                       f"{len(shape)}")
+    lead = list(idx.shape[:-1])
+    strides = np.cumprod([1] + list(shape[b:b + k][::-1]))[::-1][1:]
+    flat = None
+    for j in range(k):
+        lo = [0] * len(idx.shape)
+        hi = list(idx.shape)
+        lo[-1], hi[-1] = j, j + 1
+        c = _normalize_index(_reshape(ng.slice(idx, lo, hi), lead), shape[b + j])
+        term = c * _const(int(strides[j]), c)
+        flat = term if flat is None else flat + term
+    if flat is None:
+        flat = ng.constant(np.zeros(lead, np.int64))
+    if b:
+        per_batch = int(np.prod(shape[b:b + k], dtype=np.int64))
+        bcount = int(np.prod(shape[:b], dtype=np.int64))
+        r = np.arange(bcount, dtype=np.int64).reshape(list(shape[:b]) + [1] * (len(lead) - b))
+        flat = flat + _bcast(ng.constant(r * per_batch), lead)
+    return _reshape(flat, [int(np.prod(lead, dtype=np.int64))]), k
+
+
+@op("GatherND", since=11, movement=True)
+def _gather_nd(ctx):
+    x, idx = ctx.x(0), ctx.x(1)
+    b = ctx.int_attr("batch_dims", 0)
+    rows, k = _nd_positions(ctx, x.shape, idx, b)
+    rest = list(x.shape[b + k:])
+    table = _reshape(x, [int(np.prod(x.shape[:b + k], dtype=np.int64)),
+                         int(np.prod(rest, dtype=np.int64))])
+    return _reshape(ng.gather(table, rows, 0), list(idx.shape[:-1]) + rest)
+
+
+@op("ScatterND", since=11, movement=True)
+def _scatter_nd(ctx):
+    x, idx, upd = ctx.x(0), ctx.x(1), ctx.x(2)
+    rows, k = _nd_positions(ctx, x.shape, idx)
+    rest = int(np.prod(x.shape[k:], dtype=np.int64))
+    table = _reshape(x, [int(np.prod(x.shape[:k], dtype=np.int64)), rest])
+    out = _scatter(ctx, table, rows, _reshape(upd, [rows.shape[0], rest]),
+                   ctx.attr("reduction", "none"))
+    return _reshape(out, x.shape)
 
 
 @op("Expand", since=8, movement=True)

@@ -20,6 +20,7 @@ from ngraph.onnx.converters import (
     _transpose,
     op,
 )
+from ngraph.onnx.importer import onnx_dtype
 
 # ----------------------------------------------------------------------- contractions
 
@@ -226,10 +227,9 @@ def _pool(ctx, kind):
         raise ctx.fail("kernel_shape is required")
     strides, dilations, below, above, above_eff, outs = _pool_geometry(ctx, x, kernel)
     if kind == "max":
-        if ctx.int_attr("storage_order", 0):
-            raise ctx.fail("storage_order=1 (column-major indices) is not supported")
         if len(ctx.node.output) > 1 and ctx.node.output[1]:
-            raise ctx.fail("output 1 (Indices) is not supported by ngraph")
+            return _max_pool_indices(x, kernel, strides, dilations, below, outs,
+                                     bool(ctx.int_attr("storage_order", 0)))
         if x.dtype.kind != "f":
             xf = ng.convert(x, np.float64 if x.dtype.itemsize > 2 else np.float32)
             y = _pool_windows(xf, kernel, strides, dilations, below, above_eff, outs, "max")
@@ -253,6 +253,42 @@ def _pool(ctx, kind):
     if np.all(counts == counts.reshape(-1)[0]):
         return total * _const(1.0 / counts.reshape(-1)[0], total)
     return total / _const(np.broadcast_to(counts, total.shape[2:]), total)
+
+
+def _max_pool_indices(x, kernel, strides, dilations, below, outs, column_major):
+    """MaxPool with its Indices output: the maximum over strided slices, one per window
+    offset, and the flat index in x of the first maximum (row-major, or column-major over
+    the spatial axes with storage_order=1)."""
+    spatial = list(x.shape[2:])
+    xf = ng.convert(x, np.float64) if x.dtype.kind != "f" else x
+    hi_pad = [max((o - 1) * s + (k - 1) * d + 1 - n - b, 0)
+              for o, s, k, d, n, b in zip(outs, strides, kernel, dilations, spatial, below)]
+    padded = ng.pad(xf, _const(-np.inf, xf), [0, 0] + list(below), [0, 0] + hi_pad)
+    n, c = x.shape[:2]
+    plane = int(np.prod(spatial, dtype=np.int64))
+    base = (np.arange(n * c, dtype=np.int64) * plane).reshape([n, c] + [1] * len(spatial))
+    dims = spatial[::-1] if column_major else spatial
+    best = best_idx = None
+    for offset in np.ndindex(*kernel):
+        lo = [0, 0] + [o * dl for o, dl in zip(offset, dilations)]
+        hi = [n, c] + [o * dl + (m - 1) * s + 1
+                       for o, dl, m, s in zip(offset, dilations, outs, strides)]
+        part = ng.slice(padded, lo, hi, [1, 1] + list(strides))
+        coords = np.meshgrid(*[np.arange(m) * s + o * dl - b for m, s, o, dl, b in
+                               zip(outs, strides, offset, dilations, below)], indexing="ij")
+        if column_major:
+            coords = coords[::-1]
+        flat = np.ravel_multi_index([np.clip(cc, 0, d - 1) for cc, d in zip(coords, dims)],
+                                    dims).astype(np.int64)
+        idx = ng.constant(np.broadcast_to(base + flat, [n, c] + list(outs)).copy())
+        if best is None:
+            best, best_idx = part, idx
+        else:
+            better = ng.greater(part, best)
+            best, best_idx = ng.select(better, part, best), ng.select(better, idx, best_idx)
+    if best.dtype != x.dtype:
+        best = ng.convert(best, x.dtype)
+    return [best, best_idx]
 
 
 def _pool_windows(x, kernel, strides, dilations, below, above, outs, kind):
@@ -672,7 +708,9 @@ def _quantize(ctx):
     xf = ng.convert(x, np.float32) if x.dtype != np.float32 else x
     scale = ctx.x(1)
     scale = ng.convert(scale, np.float32) if scale.dtype != np.float32 else scale
-    zp = ctx.x(2) if ctx.has(2) else ng.constant(np.zeros((), np.uint8))
+    out_dtype = onnx_dtype(ctx.int_attr("output_dtype", 2), f"{ctx.where()}: output_dtype") \
+        if "output_dtype" in ctx.attrs else np.dtype(np.uint8)
+    zp = ctx.x(2) if ctx.has(2) else ng.constant(np.zeros((), out_dtype))
     out_type = zp.dtype
     if out_type not in (np.uint8, np.int8, np.uint16, np.int16):
         raise ctx.fail(f"quantizing to {out_type} is not supported (int8, uint8, int16, "
