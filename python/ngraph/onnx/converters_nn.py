@@ -143,7 +143,11 @@ def _spatial(ctx, x, kernel):
 
 @op("Conv")
 def _conv(ctx):
-    x, w = ctx.x(0), ctx.x(1)
+    return _conv_nodes(ctx, ctx.x(0), ctx.x(1), ctx.x(2) if ctx.has(2) else None)
+
+
+def _conv_nodes(ctx, x, w, bias):
+    """Conv of nodes x and w (+ bias [M]), with the node's attributes."""
     kernel = ctx.ints_attr("kernel_shape", list(w.shape[2:]))
     n, strides, dilations = _spatial(ctx, x, kernel)
     group = ctx.int_attr("group", 1)
@@ -152,9 +156,8 @@ def _conv(ctx):
         raise ctx.fail(f"input {list(x.shape)} has {x.shape[1]} channels; the weights "
                        f"{list(w.shape)} with group={group} take {w.shape[1] * group}")
     y = ng.convolution(x, w, strides, dilations, below, above, groups=group)
-    if ctx.has(2):
-        b = ctx.x(2)
-        y = y + _reshape(b, [1, b.shape[0]] + [1] * n)
+    if bias is not None:
+        y = y + _reshape(bias, [1, bias.shape[0]] + [1] * n)
     return y
 
 
@@ -896,3 +899,588 @@ def _upsample(ctx):
                          else "nearest", "asymmetric", "floor")
     return x
 
+
+
+# ------------------------------------------------------------------------------ losses
+
+
+def _nll(ctx, logp, target, weight, reduction, ignore_index):
+    """NegativeLogLikelihoodLoss of log-probabilities `logp` [N, C, d...] and class indices
+    `target` [N, d...]."""
+    c = logp.shape[1]
+    rank = len(logp.shape)
+    t64 = ng.convert(target, np.int64) if target.dtype != np.int64 else target
+    iota = np.arange(c, dtype=np.int64).reshape([1, c] + [1] * (rank - 2))
+    hit = ng.equal(_bcast(ng.unsqueeze(t64, [1]), logp.shape), _bcast(ng.constant(iota),
+                                                                      logp.shape))
+    hit_f = ng.convert(hit, logp.dtype)
+    picked = ng.sum(logp * hit_f, [1])
+    if weight is not None:
+        w = _reshape(weight, [1, c] + [1] * (rank - 2))
+        w_t = ng.sum(hit_f * _bcast(w, logp.shape), [1])
+    else:
+        w_t = ng.sum(hit_f, [1])  # 1 for a class in range, 0 for ignore_index outside it
+    if ignore_index is not None:
+        valid = ng.convert(ng.not_equal(t64, _const(ignore_index, t64)), logp.dtype)
+        w_t = w_t * valid
+    loss = ng.negative(picked) * w_t
+    if reduction == "none":
+        return loss
+    axes = list(range(len(loss.shape)))
+    total = ng.sum(loss, axes)
+    if reduction == "sum":
+        return total
+    if reduction != "mean":
+        raise ctx.fail(f"reduction {reduction!r} is not none, sum or mean")
+    return total / ng.sum(w_t, axes)
+
+
+@op("NegativeLogLikelihoodLoss", since=12)
+def _nll_loss(ctx):
+    logp, target = ctx.x(0), ctx.x(1)
+    weight = ctx.x(2) if ctx.has(2) else None
+    return _nll(ctx, logp, target, weight, ctx.attr("reduction", "mean"),
+                ctx.attr("ignore_index", None))
+
+
+@op("SoftmaxCrossEntropyLoss", since=12)
+def _softmax_cross_entropy(ctx):
+    scores, labels = ctx.x(0), ctx.x(1)
+    weight = ctx.x(2) if ctx.has(2) else None
+    logp = ng.log_softmax(scores, 1)
+    loss = _nll(ctx, logp, labels, weight, ctx.attr("reduction", "mean"),
+                ctx.attr("ignore_index", None))
+    return [loss, logp]
+
+
+# ------------------------------------------------------------ more normalizations, Swish
+
+
+@op("RMSNormalization", since=23)
+def _rms_norm(ctx):
+    x = ctx.x(0)
+    rank = len(x.shape)
+    axis = _axis(ctx, ctx.int_attr("axis", -1), rank)
+    eps = ctx.float_attr("epsilon", 1e-5)
+    axes = list(range(axis, rank))
+    ms = _keep(ng.mean(x * x, axes), x.shape, axes, True)
+    return x / ng.sqrt(ms + _const(eps, ms)) * ctx.x(1)
+
+
+@op("GroupNormalization", since=18)
+def _group_norm(ctx):
+    x = ctx.x(0)
+    groups = ctx.int_attr("num_groups", 0)
+    eps = ctx.float_attr("epsilon", 1e-5)
+    n, c = x.shape[:2]
+    if groups <= 0 or c % groups:
+        raise ctx.fail(f"num_groups {groups} does not divide the {c} channels")
+    spatial = list(x.shape[2:])
+    g = _reshape(x, [n, groups, (c // groups) * int(np.prod(spatial, dtype=np.int64))])
+    mean = _keep(ng.mean(g, [2]), g.shape, [2], True)
+    centred = g - mean
+    var = _keep(ng.mean(centred * centred, [2]), g.shape, [2], True)
+    y = _reshape(centred / ng.sqrt(var + _const(eps, var)), x.shape)
+    scale, bias = ctx.x(1), ctx.x(2)
+    if scale.shape[0] == groups and groups != c:  # opset 18: one scale per group
+        idx = ng.constant(np.arange(c, dtype=np.int64) // (c // groups))
+        scale, bias = ng.gather(scale, idx, 0), ng.gather(bias, idx, 0)
+    shape = [1, c] + [1] * len(spatial)
+    return y * _reshape(scale, shape) + _reshape(bias, shape)
+
+
+@op("Swish", since=24)
+def _swish(ctx):
+    x = ctx.x(0)
+    alpha = ctx.float_attr("alpha", 1.0)
+    return x * ng.sigmoid(x * _const(alpha, x) if alpha != 1.0 else x)
+
+
+# ----------------------------------------------------------------- window functions
+
+
+def _window(ctx, terms):
+    size = int(ctx.static(0, "size").reshape(-1)[0])
+    periodic = ctx.int_attr("periodic", 1)
+    dtype = onnx_dtype(ctx.int_attr("output_datatype", 1), f"{ctx.where()}: output_datatype")
+    n = np.arange(size, dtype=np.float64)
+    denom = size if periodic else max(size - 1, 1)
+    w = sum(a * np.cos(2 * np.pi * k * n / denom) for k, a in enumerate(terms))
+    return w.astype(dtype)
+
+
+op("HannWindow", since=17, movement=True, fold=False)(lambda ctx: _window(ctx, [0.5, -0.5]))
+op("HammingWindow", since=17, movement=True, fold=False)(
+    lambda ctx: _window(ctx, [25 / 46, -(1 - 25 / 46)]))
+op("BlackmanWindow", since=17, movement=True, fold=False)(
+    lambda ctx: _window(ctx, [0.42, -0.5, 0.08]))
+
+
+# ------------------------------------------------------------- integer and quantized
+
+
+def _minus_zero_point(x, zp, axis=None):
+    xf = ng.convert(x, np.float64)
+    if zp is None:
+        return xf
+    zf = ng.convert(zp, np.float64)
+    if axis is not None and len(zp.shape) == 1 and zp.shape[0] > 1:
+        shape = [1] * len(x.shape)
+        shape[axis] = zp.shape[0]
+        zf = _reshape(zf, shape)
+    return xf - zf
+
+
+@op("MatMulInteger", since=10)
+def _matmul_integer(ctx):
+    a, b = ctx.x(0), ctx.x(1)
+    az = ctx.x(2) if ctx.has(2) else None
+    bz = ctx.x(3) if ctx.has(3) else None
+    af = _minus_zero_point(a, az, len(a.shape) - 2 if az is not None and
+                           len(az.shape) == 1 and az.shape[0] > 1 else None)
+    if az is not None and len(az.shape) == 1 and az.shape[0] > 1:  # per row of a
+        af = ng.convert(a, np.float64) - _reshape(ng.convert(az, np.float64),
+                                                  [az.shape[0], 1])
+    bf = _minus_zero_point(b, bz)
+    return ng.convert(ng.matmul(af, bf), np.int32)
+
+
+@op("ConvInteger", since=10)
+def _conv_integer(ctx):
+    x, w = ctx.x(0), ctx.x(1)
+    xz = ctx.x(2) if ctx.has(2) else None
+    wz = ctx.x(3) if ctx.has(3) else None
+    xf = _minus_zero_point(x, xz)
+    wf = _minus_zero_point(w, wz, 0)
+    return ng.convert(_conv_nodes(ctx, xf, wf, None), np.int32)
+
+
+def _requantize(acc, scale, zp):
+    """Rounds acc / scale (half to even), adds the zero point and saturates to its type."""
+    q = _round_half_even(acc / scale) + ng.convert(zp, acc.dtype)
+    info = np.iinfo(zp.dtype)
+    q = ng.minimum(ng.maximum(q, _const(info.min, q)), _const(info.max, q))
+    return ng.convert(q, zp.dtype)
+
+
+def _as_f64(v):
+    return ng.convert(v, np.float64)
+
+
+@op("QLinearMatMul", since=10)
+def _qlinear_matmul(ctx):
+    a, a_s, a_z, b, b_s, b_z, y_s, y_z = (ctx.x(i) for i in range(8))
+    af = _as_f64(a) - _as_f64(a_z) if len(a_z.shape) == 0 or a_z.shape[0] == 1 else \
+        _as_f64(a) - _reshape(_as_f64(a_z), [a_z.shape[0], 1])
+    bf = _as_f64(b) - _as_f64(b_z)
+    a_sf = _as_f64(a_s) if len(a_s.shape) == 0 or a_s.shape[0] == 1 else \
+        _reshape(_as_f64(a_s), [a_s.shape[0], 1])
+    acc = ng.matmul(af * a_sf, bf * _as_f64(b_s))
+    return _requantize(acc, _as_f64(y_s), y_z)
+
+
+@op("QLinearConv", since=10)
+def _qlinear_conv(ctx):
+    x, x_s, x_z, w, w_s, w_z, y_s, y_z = (ctx.x(i) for i in range(8))
+    m = w.shape[0]
+    xf = (_as_f64(x) - _as_f64(x_z)) * _as_f64(x_s)
+    shape = [m] + [1] * (len(w.shape) - 1)
+    w_sf = _as_f64(w_s) if len(w_s.shape) == 0 or w_s.shape[0] == 1 else \
+        _reshape(_as_f64(w_s), shape)
+    w_zf = _as_f64(w_z) if len(w_z.shape) == 0 or w_z.shape[0] == 1 else \
+        _reshape(_as_f64(w_z), shape)
+    wf = (_as_f64(w) - w_zf) * w_sf
+    bias = None
+    if ctx.has(8):  # int32, in units of x_scale * w_scale
+        b = ctx.x(8)
+        scale = _as_f64(x_s) * (_as_f64(w_s) if len(w_s.shape) == 0 or w_s.shape[0] == 1
+                                else _as_f64(w_s))
+        bias = _as_f64(b) * scale
+    return _requantize(_conv_nodes(ctx, xf, wf, bias), _as_f64(y_s), y_z)
+
+
+@op("DynamicQuantizeLinear", since=11)
+def _dynamic_quantize(ctx):
+    x = ctx.x(0)
+    axes = list(range(len(x.shape)))
+    lo = ng.minimum(ng.min(x, axes), _const(0, x))
+    hi = ng.maximum(ng.max(x, axes), _const(0, x))
+    scale = (hi - lo) / _const(255, x)
+    zp = ng.minimum(ng.maximum(_round_half_even(_const(0, x) - lo / scale), _const(0, x)),
+                    _const(255, x))
+    q = ng.minimum(ng.maximum(_round_half_even(x / scale) + zp, _const(0, x)), _const(255, x))
+    return [ng.convert(q, np.uint8), scale, ng.convert(zp, np.uint8)]
+
+
+@op("ReverseSequence", since=10, movement=True)
+def _reverse_sequence(ctx):
+    x = ctx.x(0)
+    lens = [int(v) for v in ctx.static(1, "sequence_lens").reshape(-1)]
+    batch_axis, time_axis = ctx.int_attr("batch_axis", 1), ctx.int_attr("time_axis", 0)
+    t = x.shape[time_axis]
+    # for each (batch, time): the time it reads
+    src = np.tile(np.arange(t), (len(lens), 1))
+    for b, n in enumerate(lens):
+        src[b, :n] = np.arange(n)[::-1]
+    flat_time = src + np.arange(len(lens))[:, None] * t  # in [batch * time]
+    perm = [batch_axis, time_axis] + [a for a in range(len(x.shape))
+                                      if a not in (batch_axis, time_axis)]
+    xt = _transpose(x, perm)
+    rest = list(xt.shape[2:])
+    flat = _reshape(xt, [len(lens) * t] + rest)
+    out = _reshape(ng.gather(flat, ng.constant(flat_time.reshape(-1).astype(np.int64)), 0),
+                   xt.shape)
+    return _transpose(out, list(np.argsort(perm)))
+
+
+@op("CenterCropPad", since=18, movement=True)
+def _center_crop_pad(ctx):
+    x = ctx.x(0)
+    rank = len(x.shape)
+    shape = ctx.ints(1, "shape")
+    axes = ctx.ints_attr("axes", list(range(rank)))
+    axes = [_axis(ctx, a, rank) for a in axes]
+    below, above = [0] * rank, [0] * rank
+    for a, want in zip(axes, shape):
+        d = x.shape[a]
+        if want < d:  # crop: start at (d - want) // 2
+            start = (d - want) // 2
+            below[a], above[a] = -start, -(d - want - start)
+        else:
+            pad = want - d
+            below[a], above[a] = pad // 2, pad - pad // 2
+    return ng.pad(x, _const(0, x), below, above)
+
+
+# ------------------------------------------------------------- recurrent networks
+
+
+def _activation(ctx, name, alpha, beta):
+    acts = {
+        "sigmoid": lambda x: ng.sigmoid(x),
+        "tanh": lambda x: ng.tanh(x),
+        "relu": lambda x: ng.relu(x),
+        "affine": lambda x: x * _const(alpha, x) + _const(beta, x),
+        "leakyrelu": lambda x: ng.select(ng.less(x, _const(0, x)), x * _const(alpha, x), x),
+        "thresholdedrelu": lambda x: ng.select(ng.greater(x, _const(alpha, x)), x,
+                                               _const(np.zeros(x.shape), x)),
+        "scaledtanh": lambda x: ng.tanh(x * _const(beta, x)) * _const(alpha, x),
+        "hardsigmoid": lambda x: ng.minimum(ng.maximum(x * _const(alpha, x) + _const(beta, x),
+                                                       _const(0, x)), _const(1, x)),
+        "elu": lambda x: ng.select(ng.greater(x, _const(0, x)), x,
+                                   (ng.exp(x) - _const(1, x)) * _const(alpha, x)),
+        "softsign": lambda x: x / (_const(1, x) + ng.abs(x)),
+        "softplus": lambda x: ng.log(ng.exp(x) + _const(1, x)),
+    }
+    fn = acts.get(name.lower())
+    if fn is None:
+        raise ctx.fail(f"activation {name!r} is not supported")
+    return fn
+
+
+_ACT_DEFAULTS = {"leakyrelu": (0.01, 0.0), "thresholdedrelu": (1.0, 0.0),
+                 "hardsigmoid": (0.2, 0.5), "elu": (1.0, 0.0), "affine": (1.0, 0.0),
+                 "scaledtanh": (1.0, 1.0)}
+
+
+def _recurrent(ctx, kind):
+    """RNN, GRU and LSTM, unrolled over the (static) sequence."""
+    gates = {"RNN": 1, "GRU": 3, "LSTM": 4}[kind]
+    x, w, r = ctx.x(0), ctx.x(1), ctx.x(2)
+    hidden = ctx.int_attr("hidden_size", r.shape[-1])
+    direction = ctx.attr("direction", "forward")
+    dirs = 2 if direction == "bidirectional" else 1
+    layout = ctx.int_attr("layout", 0)
+    if layout:
+        x = _transpose(x, [1, 0, 2])
+    seq, batch, _ = x.shape
+    clip = ctx.attr("clip", None)
+    names = ctx.attr("activations", None) or {
+        "RNN": ["Tanh"], "GRU": ["Sigmoid", "Tanh"], "LSTM": ["Sigmoid", "Tanh", "Tanh"]}[kind]
+    if len(names) < dirs * len({"RNN": [1], "GRU": [1, 2], "LSTM": [1, 2, 3]}[kind]):
+        names = names * dirs
+    alphas = ctx.attr("activation_alpha", None)
+    betas = ctx.attr("activation_beta", None)
+    acts = []
+    for k, name in enumerate(names):
+        da, db = _ACT_DEFAULTS.get(name.lower(), (0.0, 0.0))
+        a = alphas[k] if alphas and k < len(alphas) else da
+        b = betas[k] if betas and k < len(betas) else db
+        acts.append(_activation(ctx, name, a, b))
+    per_dir = len(acts) // dirs
+    lens = ctx.static(4, "sequence_lens") if ctx.has(4) else None
+    lens = None if lens is None else [int(v) for v in lens.reshape(-1)]
+    if lens is not None and all(n == seq for n in lens):
+        lens = None
+    if lens is not None and direction != "forward":
+        raise ctx.fail("sequence_lens shorter than the sequence with a reverse or "
+                       "bidirectional direction is not supported")
+    b_in = ctx.x(3) if ctx.has(3) else None
+    h0 = ctx.x(5) if ctx.has(5) else None
+    c0 = ctx.x(6) if kind == "LSTM" and ctx.has(6) else None
+    peep = ctx.x(7) if kind == "LSTM" and ctx.has(7) else None
+    input_forget = kind == "LSTM" and ctx.int_attr("input_forget", 0)
+    lbr = kind == "GRU" and ctx.int_attr("linear_before_reset", 0)
+    steps = [_reshape(ng.slice(x, [t, 0, 0], [t + 1, batch, x.shape[2]]),
+                      [batch, x.shape[2]]) for t in range(seq)]
+
+    def part(v, d, lo, hi, shape):
+        full = list(v.shape)
+        s = ng.slice(v, [d, lo] + [0] * (len(full) - 2), [d + 1, hi] + full[2:])
+        return _reshape(s, shape)
+
+    ys, hs, cs = [], [], []
+    for d in range(dirs):
+        f, g_act, h_act = (acts[d * per_dir + k] if k < per_dir else None for k in range(3))
+        wd = part(w, d, 0, gates * hidden, [gates * hidden, w.shape[2]])
+        rd = part(r, d, 0, gates * hidden, [gates * hidden, hidden])
+        wb = part(b_in, d, 0, gates * hidden, [gates * hidden]) if b_in is not None else None
+        rb = part(b_in, d, gates * hidden, 2 * gates * hidden, [gates * hidden]) \
+            if b_in is not None else None
+        h = part(h0, d, 0, batch, [batch, hidden]) if h0 is not None else \
+            _const(np.zeros((batch, hidden)), x)
+        c = part(c0, d, 0, batch, [batch, hidden]) if c0 is not None else \
+            _const(np.zeros((batch, hidden)), x)
+        pd = part(peep, d, 0, 3 * hidden, [3 * hidden]) if peep is not None else None
+        order = range(seq) if (direction == "forward" or (direction == "bidirectional"
+                                                          and d == 0)) else range(seq - 1, -1, -1)
+        out = [None] * seq
+
+        def gate(m, k):
+            return ng.slice(m, [0, k * hidden], [batch, (k + 1) * hidden])
+
+        def clipped(v):
+            if clip is None:
+                return v
+            return ng.minimum(ng.maximum(v, _const(-clip, v)), _const(clip, v))
+
+        for t in order:
+            xw = ng.matmul(steps[t], wd, transpose_b=True)
+            if wb is not None:
+                xw = xw + wb
+            if kind == "GRU" and lbr:
+                hr = ng.matmul(h, rd, transpose_b=True)
+                if rb is not None:
+                    hr = hr + rb
+            else:
+                hr = ng.matmul(h, rd, transpose_b=True) if kind != "GRU" else None
+                if hr is not None and rb is not None:
+                    hr = hr + rb
+            if kind == "RNN":
+                h_new = f(clipped(xw + hr))
+            elif kind == "LSTM":
+                pre = xw + hr
+                i_pre, o_pre, f_pre, c_pre = (gate(pre, k) for k in range(4))
+                if pd is not None:
+                    pi, po, pf = (ng.slice(pd, [k * hidden], [(k + 1) * hidden])
+                                  for k in range(3))
+                    i_pre, f_pre = i_pre + pi * c, f_pre + pf * c
+                i_g = f(clipped(i_pre))
+                f_g = (_const(1, i_g) - i_g) if input_forget else f(clipped(f_pre))
+                c_new = f_g * c + i_g * g_act(clipped(c_pre))
+                if pd is not None:
+                    o_pre = o_pre + po * c_new
+                o_g = f(clipped(o_pre))
+                h_new = o_g * h_act(c_new)
+            else:  # GRU: gates z, r, h
+                uz, ur, uh = (ng.slice(rd, [k * hidden, 0], [(k + 1) * hidden, hidden])
+                              for k in range(3))
+                xz, xr, xh = (gate(xw, k) for k in range(3))
+                bz = br = bh = None
+                if rb is not None:
+                    bz, br, bh = (ng.slice(rb, [k * hidden], [(k + 1) * hidden])
+                                  for k in range(3))
+
+                def rec(hh, u, bias):
+                    v = ng.matmul(hh, u, transpose_b=True)
+                    return v + bias if bias is not None else v
+
+                z = f(clipped(xz + rec(h, uz, bz)))
+                rg = f(clipped(xr + rec(h, ur, br)))
+                if lbr:
+                    hcand = g_act(clipped(xh + rg * rec(h, uh, bh)))
+                else:
+                    hcand = g_act(clipped(xh + rec(rg * h, uh, bh)))
+                h_new = (_const(1, z) - z) * hcand + z * h
+            if lens is not None:
+                alive = np.array([t < n for n in lens]).reshape(batch, 1)
+                keep = _bcast(ng.constant(alive), [batch, hidden])
+                h_out = ng.select(keep, h_new, _const(np.zeros((batch, hidden)), h_new))
+                h_new = ng.select(keep, h_new, h)
+                if kind == "LSTM":
+                    c_new = ng.select(keep, c_new, c)
+                out[t] = h_out
+            else:
+                out[t] = h_new
+            h = h_new
+            if kind == "LSTM":
+                c = c_new
+        ys.append(ng.concat([_reshape(o, [1, 1, batch, hidden]) for o in out], 0)
+                  if seq > 1 else _reshape(out[0], [1, 1, batch, hidden]))
+        hs.append(_reshape(h, [1, batch, hidden]))
+        cs.append(_reshape(c, [1, batch, hidden]))
+    y = ng.concat(ys, 1) if dirs > 1 else ys[0]
+    y_h = ng.concat(hs, 0) if dirs > 1 else hs[0]
+    y_c = ng.concat(cs, 0) if dirs > 1 else cs[0]
+    if layout:
+        y = _transpose(y, [2, 0, 1, 3])
+        y_h, y_c = _transpose(y_h, [1, 0, 2]), _transpose(y_c, [1, 0, 2])
+    return [y, y_h, y_c] if kind == "LSTM" else [y, y_h]
+
+
+op("RNN", since=7)(lambda ctx: _recurrent(ctx, "RNN"))
+op("GRU", since=7)(lambda ctx: _recurrent(ctx, "GRU"))
+op("LSTM", since=7)(lambda ctx: _recurrent(ctx, "LSTM"))
+
+
+# ------------------------------------------------------------------ attention, RoPE
+
+
+def _heads(x, heads):
+    """[B, S, H*D] → [B, H, S, D]."""
+    b, s, hd = x.shape
+    return _transpose(_reshape(x, [b, s, heads, hd // heads]), [0, 2, 1, 3])
+
+
+@op("Attention", since=23)
+def _attention(ctx):
+    q, k, v = ctx.x(0), ctx.x(1), ctx.x(2)
+    three_d = len(q.shape) == 3
+    if three_d:
+        hq, hkv = ctx.int_attr("q_num_heads", 0), ctx.int_attr("kv_num_heads", 0)
+        if hq <= 0 or hkv <= 0:
+            raise ctx.fail("3-D inputs need q_num_heads and kv_num_heads")
+        q, k, v = _heads(q, hq), _heads(k, hkv), _heads(v, hkv)
+    b, hq, sq, d = q.shape
+    hkv = k.shape[1]
+    past = 0
+    if ctx.has(4) != ctx.has(5):
+        raise ctx.fail("past_key and past_value go together")
+    if ctx.has(4):
+        pk, pv = ctx.x(4), ctx.x(5)
+        past = pk.shape[2]
+        k, v = ng.concat([pk, k], 2), ng.concat([pv, v], 2)
+    present_k, present_v = k, v
+    total = k.shape[2]
+    if hq != hkv:  # grouped-query: each group of q heads reads one kv head
+        if hq % hkv:
+            raise ctx.fail(f"q_num_heads {hq} is not a multiple of kv_num_heads {hkv}")
+        idx = ng.constant(np.arange(hq, dtype=np.int64) // (hq // hkv))
+        k, v = ng.gather(k, idx, 1), ng.gather(v, idx, 1)
+    scale = ctx.attr("scale", None)
+    scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
+    scores = ng.matmul(q, k, transpose_b=True) * _const(scale, q)
+    qk = [scores]
+    softcap = ctx.float_attr("softcap", 0.0)
+    if softcap > 0:
+        scores = ng.tanh(scores / _const(softcap, scores)) * _const(softcap, scores)
+    qk.append(scores)
+    # what each query may attend: causal frontier, windows, non-padded keys, boolean mask
+    rows = np.arange(sq)[:, None]
+    cols = np.arange(total)[None, :]
+    allowed = None  # a node [.., sq, total] of booleans, or None for all
+    static_allowed = np.ones((sq, total), bool)
+    nonpad = ctx.x(6) if ctx.has(6) else None
+    causal = bool(ctx.int_attr("is_causal", 0))
+    left, right = ctx.int_attr("left_window_size", -1), ctx.int_attr("right_window_size", -1)
+    if nonpad is None:
+        pos = rows + past  # the absolute position of each query
+        if causal:
+            static_allowed &= cols <= pos
+        if left >= 0:
+            static_allowed &= cols >= pos - left
+        if right >= 0:
+            static_allowed &= cols <= pos + right
+    else:
+        lens = _reshape(ng.convert(nonpad, np.int64), [b, 1, 1, 1])
+        shape = [b, 1, sq, total]
+        colsn = _bcast(ng.constant(cols.reshape(1, 1, 1, total).astype(np.int64)), shape)
+        pos = _bcast(ng.constant(rows.reshape(1, 1, sq, 1).astype(np.int64)), shape) + \
+            _bcast(lens, shape) - _const(sq, lens)
+        allowed = ng.less(colsn, _bcast(lens, shape))
+        if causal:
+            allowed = ng.logical_and(allowed, ng.less_eq(colsn, pos))
+        if left >= 0:
+            allowed = ng.logical_and(allowed, ng.greater_eq(colsn, pos - _const(left, pos)))
+        if right >= 0:
+            allowed = ng.logical_and(allowed, ng.less_eq(colsn, pos + _const(right, pos)))
+    if not static_allowed.all():
+        sa = ng.constant(static_allowed)
+        allowed = sa if allowed is None else ng.logical_and(allowed, _bcast(sa, allowed.shape))
+    bias = None
+    if ctx.has(3):
+        mask = ctx.x(3)
+        if mask.shape[-1] < total:  # padded with -inf (False)
+            pad = [0] * len(mask.shape)
+            more = [0] * (len(mask.shape) - 1) + [total - mask.shape[-1]]
+            fill = _const(False, mask) if mask.dtype == np.bool_ else _const(-np.inf, mask)
+            mask = ng.pad(mask, fill, pad, more)
+        if mask.dtype == np.bool_:
+            allowed = mask if allowed is None else ng.logical_and(
+                _bcast(allowed, np.broadcast_shapes(tuple(allowed.shape), tuple(mask.shape))),
+                _bcast(mask, np.broadcast_shapes(tuple(allowed.shape), tuple(mask.shape))))
+        else:
+            bias = mask if mask.dtype == scores.dtype else ng.convert(mask, scores.dtype)
+    if allowed is not None:
+        shape = np.broadcast_shapes(tuple(scores.shape), tuple(allowed.shape))
+        minus = _bcast(_const(-np.inf, scores), shape)
+        zero = _bcast(_const(0, scores), shape)
+        masked = ng.select(_bcast(allowed, shape), zero, minus)
+        bias = masked if bias is None else bias + masked
+    if bias is not None:
+        scores = scores + bias
+    qk.append(scores)
+    rowmax = _keep(ng.max(scores, [3]), scores.shape, [3], True)
+    dead = _bcast(ng.equal(rowmax, _const(-np.inf, rowmax)), scores.shape)
+    safe = ng.select(dead, _const(np.zeros(scores.shape), scores), scores)
+    probs = ng.select(dead, _const(np.zeros(scores.shape), scores), ng.softmax(safe, [3]))
+    qk.append(probs)
+    y = ng.matmul(probs, v)
+    if three_d:
+        y = _reshape(_transpose(y, [0, 2, 1, 3]), [b, sq, hq * v.shape[3]])
+    mode = ctx.int_attr("qk_matmul_output_mode", 0)
+    if not 0 <= mode <= 3:
+        raise ctx.fail(f"qk_matmul_output_mode {mode} is not 0, 1, 2 or 3")
+    return [y, present_k, present_v, qk[mode]]
+
+
+@op("RotaryEmbedding", since=23)
+def _rotary_embedding(ctx):
+    x, cos, sin = ctx.x(0), ctx.x(1), ctx.x(2)
+    shape = list(x.shape)
+    if len(shape) == 4:
+        x4 = _transpose(x, [0, 2, 1, 3])
+    else:
+        heads = ctx.int_attr("num_heads", 0)
+        if heads <= 0:
+            raise ctx.fail("a 3-D input needs num_heads")
+        x4 = _reshape(x, [shape[0], shape[1], heads, shape[2] // heads])
+    b, s, h, d = x4.shape
+    rot = ctx.int_attr("rotary_embedding_dim", 0) or d
+    half = rot // 2
+    if ctx.has(3):
+        pos = ctx.x(3)
+        cos, sin = ng.gather(cos, pos, 0), ng.gather(sin, pos, 0)
+    if cos.shape[-1] != half:
+        raise ctx.fail(f"the cos cache's last axis is {cos.shape[-1]}, expected {half}")
+    cos = _bcast(_reshape(cos, [b, s, 1, half]), [b, s, h, half])
+    sin = _bcast(_reshape(sin, [b, s, 1, half]), [b, s, h, half])
+    x_rot = ng.slice(x4, [0, 0, 0, 0], [b, s, h, rot])
+    interleaved = ctx.int_attr("interleaved", 0)
+    if interleaved:
+        x1 = ng.slice(x_rot, [0, 0, 0, 0], [b, s, h, rot], [1, 1, 1, 2])
+        x2 = ng.slice(x_rot, [0, 0, 0, 1], [b, s, h, rot], [1, 1, 1, 2])
+    else:
+        x1 = ng.slice(x_rot, [0, 0, 0, 0], [b, s, h, half])
+        x2 = ng.slice(x_rot, [0, 0, 0, half], [b, s, h, rot])
+    real, imag = cos * x1 - sin * x2, sin * x1 + cos * x2
+    if interleaved:
+        out = _reshape(ng.concat([_reshape(real, [b, s, h, half, 1]),
+                                  _reshape(imag, [b, s, h, half, 1])], 4), [b, s, h, rot])
+    else:
+        out = ng.concat([real, imag], 3)
+    if rot < d:
+        out = ng.concat([out, ng.slice(x4, [0, 0, 0, rot], [b, s, h, d])], 3)
+    if len(shape) == 4:
+        return _transpose(out, [0, 2, 1, 3])
+    return _reshape(out, shape)
