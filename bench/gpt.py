@@ -72,13 +72,13 @@ def ngraph_step(name, comm, batch):
     return lambda: step(*data)
 
 
-def torch_step(name, batch, world, ddp):
+def torch_model(name):
+    """The model of `name` in PyTorch (``torch.nn``; attention by
+    ``scaled_dot_product_attention``): the GPT for a vocabulary, else the block stack."""
     import torch  # noqa: PLC0415
     import torch.nn.functional as F  # noqa: PLC0415
     from torch import nn  # noqa: PLC0415
 
-    torch.set_num_threads(1)
-    torch.manual_seed(0)
     vocab, ctx, layers, heads, width, _ = MODELS[name]
 
     class Block(nn.Module):
@@ -111,16 +111,26 @@ def torch_step(name, batch, world, ddp):
                 x = b(x)
             return self.ln(x) @ self.wte.weight.T
 
+    return GPT() if vocab else nn.Sequential(*(Block() for _ in range(layers)))
+
+
+def torch_step(name, batch, world, ddp):
+    import torch  # noqa: PLC0415
+    import torch.nn.functional as F  # noqa: PLC0415
+    from torch import nn  # noqa: PLC0415
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    vocab, ctx, layers, heads, width, _ = MODELS[name]
+    model = torch_model(name)
     g = torch.Generator().manual_seed(0)
     if vocab:
-        model = GPT()
         xs = torch.randint(0, vocab, (batch, ctx), generator=g)
         ys = torch.roll(xs, -1, 1)
 
         def loss_fn():
             return F.cross_entropy(model(xs).view(-1, vocab), ys.view(-1))
     else:
-        model = nn.Sequential(*(Block() for _ in range(layers)))
         xs = torch.randn(batch, ctx, width, generator=g)
         ys = torch.randn(batch, ctx, width, generator=g)
 

@@ -72,10 +72,11 @@ def main(argv=None):
                     help="write the seeds' chart (CNN images/s against ranks) here")
     ap.add_argument("--only", default=None,
                     help="comma-separated parts to rerun (step_time, call_overhead, memory, "
-                         "timeline, allreduce, ddp, cnn, gpt); the others are taken from the last "
-                         "saved summary")
+                         "timeline, allreduce, ddp, cnn, gpt, onnx); the others are taken from the "
+                         "last saved summary")
     args = ap.parse_args(argv)
-    parts = {"step_time", "call_overhead", "memory", "timeline", "allreduce", "ddp", "cnn", "gpt"}
+    parts = {"step_time", "call_overhead", "memory", "timeline", "allreduce", "ddp", "cnn", "gpt",
+             "onnx"}
     only = set(args.only.split(",")) if args.only else parts
     if only - parts:
         ap.error(f"unknown parts {sorted(only - parts)}; choose from {sorted(parts)}")
@@ -224,9 +225,20 @@ def main(argv=None):
         out["gpt"] = run_gpt(args.smoke, launches)
     if not have_mpi:
         print("\n(mpirun, mpicc or mpi4py missing: the MPI benchmarks are skipped)")
+    onnx_failed = None
+    if "onnx" in only:
+        import onnx_bridge  # noqa: PLC0415
+
+        print("\n== ONNX models: imported vs onnxruntime and vs ngraph.nn (bench/onnx_bridge.py)")
+        try:
+            out["onnx"] = onnx_bridge.ratios(onnx_bridge.main(smoke))
+        except onnx_bridge.PartsFailed as e:  # saved with the rest, then the run fails
+            out["onnx"], onnx_failed = onnx_bridge.ratios(e.result), e
 
     path = common.save("summary_smoke" if args.smoke else "summary", out)
     print("\nsaved", path)
+    if onnx_failed:
+        raise SystemExit(str(onnx_failed))
     if args.chart:
         chart(out, args.chart)
         print("wrote", args.chart)
