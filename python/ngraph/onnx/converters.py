@@ -945,7 +945,7 @@ def _gather_elements(ctx):
     return _reshape(ng.gather(_reshape(x, [total]), flat, 0), idx.shape)
 
 
-@op("ScatterElements", since=11, movement=True)
+@op("ScatterElements", since=11)
 def _scatter_elements(ctx):
     x, idx, upd = ctx.x(0), ctx.x(1), ctx.x(2)
     rank = len(x.shape)
@@ -1000,7 +1000,7 @@ def _gather_nd(ctx):
     return _reshape(ng.gather(table, rows, 0), list(idx.shape[:-1]) + rest)
 
 
-@op("ScatterND", since=11, movement=True)
+@op("ScatterND", since=11)
 def _scatter_nd(ctx):
     x, idx, upd = ctx.x(0), ctx.x(1), ctx.x(2)
     rows, k = _nd_positions(ctx, x.shape, idx)
