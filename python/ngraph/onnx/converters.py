@@ -184,10 +184,9 @@ class Ctx:
         return float(self.attr(name, float(default)))
 
     def ints_attr(self, name: str, default: list[int] | None = None) -> list[int] | None:
-        v = self.attr(name, [0] if default is None else default)
         if name not in self.attrs:
             return default
-        return [int(a) for a in v]
+        return [int(a) for a in self.attr(name, [0])]
 
 
 _KIND_NAMES = {"f": "FLOAT", "i": "INT", "s": "STRING", "t": "TENSOR", "floats": "FLOATS",
@@ -206,7 +205,7 @@ def _expected_kind(default: Any) -> str | None:
             return "floats"
         if default and isinstance(default[0], str):
             return "strings"
-        return None  # an empty list: ints or floats
+        return "ints"
     return None
 
 
@@ -247,8 +246,7 @@ def convert_node(imp, node: onnx.NodeProto) -> None:
             outputs = conv.fn(ctx)
         except ONNXError:
             raise
-        except (ng.UserInputError, ng.NgraphTypeError, ValueError, TypeError,
-                IndexError) as e:
+        except Exception as e:  # noqa: BLE001 - any failure names the node it happened in
             raise ctx.fail(f"{type(e).__name__}: {e}") from e
         if not isinstance(outputs, (list, tuple)):
             outputs = [outputs]

@@ -327,7 +327,6 @@ class _Importer:
         self.result = ImportedGraph(name=proto.graph.name or "onnx_model")
         self.values: dict[str, Any] = {}          # ONNX name → ng.Node | np.ndarray | list
         self.initializers: dict[str, _Initializer] = {}
-        self.used_shapes: set[str] = set()
 
     # -- opset
     def _opset(self) -> int:
@@ -367,12 +366,14 @@ class _Importer:
                 if name not in {i.name for i in graph.input}:
                     raise ONNXError(f"{what}=: the graph has no input {name!r} (inputs: "
                                     f"{[i.name for i in graph.input]})")
-        self._read_initializers(graph)
-        self._read_inputs(graph)
-        unknown = set(self.shapes) - self.used_shapes - {i.name for i in graph.input}
+        dim_names = {d.dim_param for i in graph.input
+                     for d in i.type.tensor_type.shape.dim if d.dim_param}
+        unknown = set(self.shapes) - dim_names - {i.name for i in graph.input}
         if unknown:
             raise ONNXError(f"shapes=: {sorted(unknown)} name no input and no symbolic "
                             "dimension of the graph")
+        self._read_initializers(graph)
+        self._read_inputs(graph)
         from ngraph.onnx import converters
 
         self.producer = {out: node for node in graph.node for out in node.output if out}
@@ -440,7 +441,6 @@ class _Importer:
             return [], dtype
         given = self.shapes.get(vi.name)
         if given is not None:
-            self.used_shapes.add(vi.name)
             try:
                 shape = [int(d) for d in given]
             except (TypeError, ValueError):
@@ -460,7 +460,6 @@ class _Importer:
                     raise ONNXError(f"{where}: dimension {axis} is {d.dim_value}")
                 shape.append(int(d.dim_value))
             elif d.HasField("dim_param") and d.dim_param in self.shapes:
-                self.used_shapes.add(d.dim_param)
                 shape.append(int(self.shapes[d.dim_param]))
             else:
                 what = f"symbolic dimension {d.dim_param!r}" if d.dim_param else \
@@ -468,6 +467,10 @@ class _Importer:
                 hint = f"shapes={{{d.dim_param!r}: n}} or " if d.dim_param else ""
                 raise ONNXError(f"{where}: dimension {axis} is {what}; ngraph compiles static "
                                 f"shapes: fix it with {hint}shapes={{{vi.name!r}: (...)}}")
+        count = int(np.prod(shape, dtype=object)) if shape else 1
+        if count > _MAX_ELEMENTS:
+            raise ONNXError(f"{where}: shape {shape} has {count} elements, more than ngraph "
+                            "accepts")
         return shape, dtype
 
     # -- values
