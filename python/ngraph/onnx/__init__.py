@@ -9,11 +9,20 @@ package (``pip install ngraph[onnx]``); ``import ngraph`` does not import it.
 
 from ngraph.onnx.errors import ONNXError
 from ngraph.onnx.export import export
-from ngraph.onnx.importer import ImportedGraph, import_onnx_graph, import_onnx_model, supported_ops
+from ngraph.onnx.importer import (
+    ImportedGraph,
+    StaticInputNeeded,
+    import_onnx_graph,
+    import_onnx_model,
+    load_model,
+    supported_ops,
+)
 
 __all__ = [
     "ONNXError",
     "ImportedGraph",
+    "StaticInputNeeded",
+    "load_model",
     "import_onnx_graph",
     "import_onnx_model",
     "supported_ops",

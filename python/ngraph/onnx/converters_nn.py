@@ -389,7 +389,9 @@ def _batch_norm(ctx):
     if not training:
         mean, var = _per_channel(ctx.x(3), x), _per_channel(ctx.x(4), x)
         y = ng.batch_norm(eps, scale, bias, x, mean, var)
-        return [y, None, None, None, None]
+        # (a model exported in training mode, imported with training=False: its running
+        # statistics pass through)
+        return [y, ctx.x(3), ctx.x(4), None, None]
     bn = ng.batch_norm(eps, scale, bias, x)
     y, batch_mean, batch_var = bn[0], bn[1], bn[2]
     run_mean, run_var = ctx.x(3), ctx.x(4)
