@@ -114,8 +114,9 @@ export PATH="$venv/bin:$PATH"  # the build finds the environment's tools first
 phase "Python packages (pip, binary wheels)"
 pip_install() { "$vpy" -m pip install -q --disable-pip-version-check "$@"; }
 # ml_dtypes: NumPy's bfloat16 dtype, optional for users; the bf16 tests need it.
+# onnx: ngraph.onnx (the ONNX bridge); onnxruntime: its tests compare exports with it.
 packages=("numpy>=1.22" "pybind11>=2.12" "scikit-build-core>=0.10" "pytest>=7" ruff matplotlib
-  ml_dtypes)
+  ml_dtypes "onnx>=1.16" "onnxruntime>=1.17")
 # Debian 12's cmake (3.25) is new enough; older distributions get CMake from PyPI.
 cmake_version=$(cmake --version 2>/dev/null | sed -n '1s/^cmake version //p')
 if [ -z "$cmake_version" ] ||

@@ -14,6 +14,15 @@ venv=$(cd "$venv" && pwd)
 export PATH="$venv/bin:$PATH"
 py="$venv/bin/python"
 
+# The ONNX bridge's tests train PyTorch models exported to ONNX and compare (tests/python/onnx,
+# test_train_onnx.py): PyTorch's CPU build, for the tests only (tools/bootstrap.sh leaves it
+# out: the main job does not need its 190 MB).
+if ! "$py" -c "import torch" 2>/dev/null; then
+  echo "== test-only packages: torch 2.13.0 (CPU)"
+  "$py" -m pip install -q --disable-pip-version-check "torch==2.13.0" "onnxscript" ||
+    { echo "tools/test.sh: installing torch==2.13.0 failed" >&2; exit 1; }
+fi
+
 echo "== lint (ruff)"
 "$py" -m ruff check python bench examples tests
 

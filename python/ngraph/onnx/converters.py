@@ -943,7 +943,7 @@ def _gather_elements(ctx):
     return _reshape(ng.gather(_reshape(x, [total]), flat, 0), idx.shape)
 
 
-@op("ScatterElements", since=11)
+@op("ScatterElements", "Scatter", since=9)
 def _scatter_elements(ctx):
     x, idx, upd = ctx.x(0), ctx.x(1), ctx.x(2)
     rank = len(x.shape)

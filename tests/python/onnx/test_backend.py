@@ -18,6 +18,9 @@ def _id(case):
     return f"{case.kind}/{case.name}"
 
 
+RESULTS: dict[str, str] = {}  # case name → "pass"/"fail", for the docs' table
+
+
 @pytest.mark.parametrize("case", CASES, ids=_id)
 def test_case(case):
     status, why = classify(case)
@@ -25,7 +28,9 @@ def test_case(case):
         pytest.skip(f"ops not supported: {why}")
     if status != "run":
         pytest.skip(f"{status}: {why}")
+    RESULTS[case.name] = "fail"
     run_case(case, "CPU")
+    RESULTS[case.name] = "pass"
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if c.kind == "node"], ids=_id)
@@ -45,3 +50,18 @@ def test_exclusions_are_used():
     names = [c.name for c in CASES if classify(c)[0] in ("excluded",)]
     for pattern, _ in EXCLUDED:
         assert any(re.search(pattern, n) for n in names), f"stale exclusion {pattern!r}"
+
+
+def test_docs_table_is_current():
+    """docs/onnx.md's op table and counts are what tools/onnx_conformance.py computes (from
+    this run's results)."""
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    sys.path.insert(0, str(root / "tools"))
+    import onnx_conformance  # noqa: PLC0415
+
+    doc = (root / "docs" / "onnx.md").read_text()
+    assert onnx_conformance.current_tables(doc) == onnx_conformance.compute(RESULTS), (
+        "docs/onnx.md's ONNX tables are stale: run python tools/onnx_conformance.py --write")

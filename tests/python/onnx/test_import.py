@@ -57,6 +57,14 @@ def _expected(model, *args):
 # ----------------------------------------------------------------------------- inputs
 
 
+def test_import_ngraph_does_not_import_onnx():
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    code = "import sys, ngraph; assert 'onnx' not in sys.modules, 'onnx imported'"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
 def test_model_path_and_bytes_give_the_same_function(tmp_path):
     model = _mlp()
     path = tmp_path / "m.onnx"
