@@ -67,7 +67,6 @@ def compute(results=None):
     suite's), else each case runs here."""
     import onnx.defs
     from conformance import all_cases, classify, run_case
-
     from ngraph.onnx import supported_ops
 
     results = dict(results or {})
