@@ -49,9 +49,6 @@ def op(*names: str, since: int = 1, movement: bool = False, fold: bool = True):
     return register
 
 
-_LOW = ("float16", "bfloat16")
-
-
 def _is_low(node: Any) -> bool:
     return isinstance(node, ng.Node) and node.element_type in ("f16", "bf16")
 

@@ -238,16 +238,12 @@ class ImportedGraph:
     def function(self) -> ng.Function:
         """The graph as a Function: the inputs' parameters, the outputs' results, and the
         updates applied in every call."""
-        results = [_result_node(n, k) for k, n in self.outputs.items()]
+        results = list(self.outputs.values())
         params = list(self.inputs.values())
         if self.updates:
             return _ngraph.make_function(results, params, list(self.updates), [],
                                          self.name)
         return ng.Function(results, params, self.name)
-
-
-def _result_node(node: ng.Node, name: str) -> ng.Node:
-    return node
 
 
 # ----------------------------------------------------------------------------- importing
@@ -385,7 +381,10 @@ class _Importer:
             if out.name not in self.values:
                 raise ONNXError(f"graph output {out.name!r} is not computed by any node, input "
                                 "or initializer")
-            self.result.outputs[out.name] = converters.as_output(self, out.name)
+            node = converters.as_output(self, out.name)
+            if node.get_type_name() not in ("Parameter", "Variable"):
+                node.name = out.name  # the result's node carries the ONNX output's name
+            self.result.outputs[out.name] = node
         return self.result
 
     def _read_initializers(self, graph: onnx.GraphProto) -> None:
