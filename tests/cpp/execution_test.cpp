@@ -1125,6 +1125,17 @@ TYPED_TEST(exec_real, softmax) {
     auto r = run_op<T>(sm(axes), {make_value(s, x)});
     EXPECT_TRUE(all_close(r, softmax_ref(x, s, axes), tol<T>()));
   }
+  // Over the last axis, row by row (CPU's vectorised loop): rows of one element, of fewer than
+  // a vector, of whole vectors, with a tail, and long ones.
+  for (size_t n : {1, 7, 16, 33, 128}) {
+    SCOPED_TRACE(n);
+    Shape rs{3, n};
+    std::vector<T> v;
+    for (size_t i = 0; i < shape_size(rs); ++i)
+      v.push_back(static_cast<T>(std::sin(double(i) * 0.37) * 6));
+    auto r = run_op<T>(sm({1}), {make_value(rs, v)});
+    EXPECT_TRUE(all_close(r, softmax_ref(v, rs, AxisSet{1}), tol<T>()));
+  }
   // Every element of the only group: sums to one.
   auto all = run_op<T>(sm({0, 1}), {make_value(Shape{2, 3}, vec<T>({1, 2, 3, 4, 5, 6}))});
   EXPECT_NEAR(std::accumulate(all.begin(), all.end(), 0.0), 1.0, 1e-5);

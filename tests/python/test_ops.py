@@ -839,6 +839,56 @@ def test_softmax_is_stable_for_large_values(dtype):
     assert np.all(np.isfinite(got))
 
 
+def _softmax_rows_data(shape, dtype):
+    """Data for a softmax over the last axis: -inf entries scattered, one row all -inf (NaN),
+    one row with +inf (NaN: inf - inf), the others finite."""
+    x = data(shape, dtype, seed=3) * 5
+    rows = x.reshape(-1, shape[-1])
+    rows[1::3, ::2] = -np.inf
+    rows[2] = -np.inf
+    if rows.shape[0] > 4:
+        rows[4, -1] = np.inf
+    return x
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=dtype_id)
+@pytest.mark.parametrize("shape,axes", [((3, 5, 1), [2]), ((3, 5, 7), [2]), ((4, 16), [1]),
+                                        ((2, 3, 33), [2]), ((2, 4, 3, 128), [3]),
+                                        ((3, 4, 5), [1, 2]), ((6, 7), [0, 1]), ((0, 4), [1]),
+                                        ((4, 0), [1])],
+                         ids=lambda v: shape_id(v) if isinstance(v, tuple) else str(v))
+def test_softmax_over_innermost_axes(shape, axes, dtype, backend):
+    """Over the innermost axes the CPU backend runs the row loop of attention's softmax: its
+    values, NaN rows (all -inf, or +inf in the row) and zeros for -inf entries are the
+    INTERPRETER's (the reference) and NumPy's."""
+    x = _softmax_rows_data(shape, dtype) if 0 not in shape else np.zeros(shape, dtype)
+    got = run_with_params(lambda p: ng.softmax(p, axes), x)
+    p = ng.parameter(shape, dtype)
+    reference = ng.runtime("INTERPRETER").computation(ng.softmax(p, axes), p)(x)[0]
+    with np.errstate(invalid="ignore"):
+        expected = _softmax_reference(x, axes) if x.size else x
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(expected))
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(reference))
+    check(np.nan_to_num(got), np.nan_to_num(expected), dtype)
+    check(np.nan_to_num(got), np.nan_to_num(reference), dtype)
+    assert np.all(got[np.isneginf(x) & ~np.isnan(expected)] == 0)
+
+
+def test_softmax_rows_shared_among_threads():
+    """Enough rows for two threads: each computes its own range of rows, all of them."""
+    x = _softmax_rows_data((64, 4, 128), np.float32)
+    threads = ng.get_num_threads()
+    try:
+        ng.set_num_threads(2)
+        got = run_with_params(lambda p: ng.softmax(p, [2]), x)
+    finally:
+        ng.set_num_threads(threads)
+    with np.errstate(invalid="ignore"):
+        expected = _softmax_reference(x, [2])
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(expected))
+    check(np.nan_to_num(got), np.nan_to_num(expected), np.float32)
+
+
 def _one_hot_reference(x, depth, axis):
     hot = (np.asarray(x)[..., None] == np.arange(depth)).astype(x.dtype)
     return np.moveaxis(hot, -1, axis)

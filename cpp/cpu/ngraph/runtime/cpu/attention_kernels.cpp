@@ -4,7 +4,9 @@
 // masked scores never go to memory. The loops vectorise: f32's exponential is scalar_ops.hpp's
 // exp_f32 (a polynomial GCC vectorises), and the loops are compiled twice in portable builds
 // (the build's instruction set, and AVX2 + FMA, chosen at run time as the fused elementwise
-// loops are).
+// loops are). Rows are shared out among the backend's threads (parallel_for). The plain
+// Softmax over its innermost axes runs the same row loop (softmax_rows_kernel).
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -14,6 +16,7 @@
 #include "ngraph/ops.hpp"
 #include "ngraph/runtime/cpu/fusion.hpp"
 #include "ngraph/runtime/cpu/kernel.hpp"
+#include "ngraph/runtime/cpu/row_softmax.hpp"
 #include "ngraph/runtime/cpu/scalar_ops.hpp"
 
 // The vector helpers are inlined into their callers (NGRAPH_CPU_ROW); no 32-byte vector crosses
@@ -201,24 +204,24 @@ struct RowProblem {
 
 #define NGRAPH_CPU_DEFINE_ROWS(Name, Attributes)                                                  \
   template <typename T>                                                                           \
-  Attributes void Name##_forward(const RowProblem& p, const T* x, T* y,                           \
+  Attributes void Name##_forward(const RowProblem& p, size_t begin, size_t end, const T* x, T* y, \
                                  const element::boolean_t* mask) {                                \
-    for (size_t r = 0; r < p.rows; ++r) {                                                         \
-      const element::boolean_t* row = p.masked ? mask + p.mask.offset[r] : nullptr;              \
+    for (size_t r = begin; r < end; ++r) {                                                        \
+      const element::boolean_t* row = p.masked ? mask + p.mask.offset[r] : nullptr;               \
       auto s = static_cast<T>(p.scale);                                                           \
       if (p.masked && p.mask.per_element)                                                         \
         forward_row<T, true>(x + r * p.n, y + r * p.n, row, p.n, s);                              \
       else if (!p.masked || *row != 0)                                                            \
         forward_row<T, false>(x + r * p.n, y + r * p.n, nullptr, p.n, s);                         \
       else                                                                                        \
-        masked_row<T>(y + r * p.n, p.n, std::numeric_limits<T>::quiet_NaN());                   \
+        masked_row<T>(y + r * p.n, p.n, std::numeric_limits<T>::quiet_NaN());                     \
     }                                                                                             \
   }                                                                                               \
   template <typename T>                                                                           \
-  Attributes void Name##_backward(const RowProblem& p, const T* d, const T* y, T* out,            \
-                                  const element::boolean_t* mask) {                               \
-    for (size_t r = 0; r < p.rows; ++r) {                                                         \
-      const element::boolean_t* row = p.masked ? mask + p.mask.offset[r] : nullptr;              \
+  Attributes void Name##_backward(const RowProblem& p, size_t begin, size_t end, const T* d,      \
+                                  const T* y, T* out, const element::boolean_t* mask) {           \
+    for (size_t r = begin; r < end; ++r) {                                                        \
+      const element::boolean_t* row = p.masked ? mask + p.mask.offset[r] : nullptr;               \
       auto s = static_cast<T>(p.scale);                                                           \
       if (p.masked && p.mask.per_element)                                                         \
         backward_row<T, true>(d + r * p.n, y + r * p.n, out + r * p.n, row, p.n, s);              \
@@ -246,15 +249,23 @@ RowProblem row_problem(const Node& node, size_t data, double scale, bool masked,
   return p;
 }
 
+// Rows per thread: at least about 16K elements each, so that small problems stay on one.
+size_t row_grain(const RowProblem& p) {
+  return std::max<size_t>(1, (size_t{1} << 14) / std::max<size_t>(p.n, 1));
+}
+
 template <typename T>
 Kernel forward_kernel(RowProblem p) {
   auto run = &rows_forward<T>;
 #ifdef NGRAPH_CPU_HAVE_AVX2_ROWS
   if (use_avx2_twins()) run = &rows_avx2_forward<T>;
 #endif
-  return [p, run](const void* const* in, void* const* out) {
-    run(p, static_cast<const T*>(in[0]), static_cast<T*>(out[0]),
-        p.masked ? static_cast<const element::boolean_t*>(in[1]) : nullptr);
+  size_t grain = row_grain(p);
+  return [p, run, grain](const void* const* in, void* const* out) {
+    auto x = static_cast<const T*>(in[0]);
+    auto y = static_cast<T*>(out[0]);
+    auto mask = p.masked ? static_cast<const element::boolean_t*>(in[1]) : nullptr;
+    parallel_for(p.rows, grain, [&](size_t begin, size_t end) { run(p, begin, end, x, y, mask); });
   };
 }
 
@@ -264,9 +275,14 @@ Kernel backward_kernel(RowProblem p) {
 #ifdef NGRAPH_CPU_HAVE_AVX2_ROWS
   if (use_avx2_twins()) run = &rows_avx2_backward<T>;
 #endif
-  return [p, run](const void* const* in, void* const* out) {
-    run(p, static_cast<const T*>(in[0]), static_cast<const T*>(in[1]), static_cast<T*>(out[0]),
-        p.masked ? static_cast<const element::boolean_t*>(in[2]) : nullptr);
+  size_t grain = row_grain(p);
+  return [p, run, grain](const void* const* in, void* const* out) {
+    auto d = static_cast<const T*>(in[0]);
+    auto y = static_cast<const T*>(in[1]);
+    auto g = static_cast<T*>(out[0]);
+    auto mask = p.masked ? static_cast<const element::boolean_t*>(in[2]) : nullptr;
+    parallel_for(p.rows, grain,
+                 [&](size_t begin, size_t end) { run(p, begin, end, d, y, g, mask); });
   };
 }
 
@@ -287,6 +303,19 @@ NGRAPH_CPU_KERNEL(AttentionSoftmaxBackprop::type_name, [](KernelContext& ctx) ->
 });
 
 }  // namespace
+
+Kernel softmax_rows_kernel(element::Type type, size_t rows, size_t n) {
+  if (type != element::f32 && type != element::f64)
+    throw ngraph_error(
+        concat_message("[Softmax] internal: the row kernel takes f32 or f64, got ", type));
+  RowProblem p;
+  p.rows = n ? rows : 0;
+  p.n = n;
+  if (p.rows == 0) return [](const void* const*, void* const*) {};
+  if (type == element::f32) return forward_kernel<float>(p);
+  return forward_kernel<double>(p);
+}
+
 }  // namespace cpu
 }  // namespace runtime
 }  // namespace ngraph

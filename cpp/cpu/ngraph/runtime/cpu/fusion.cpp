@@ -961,8 +961,8 @@ size_t fuse_attention_softmax(Function& f) {
           }
         }
       }
-      // A softmax with neither a scale nor a mask keeps its own kernel (bitwise NumPy's
-      // order of operations; this one sums in vector lanes).
+      // A softmax with neither a scale nor a mask keeps its own kernel (the same row loop
+      // over the last axis).
       if (!mask && scale == 1.0 && x == node->input_value(0)) continue;
       auto a = std::make_shared<AttentionSoftmax>(x, mask, scale);
       a->set_friendly_name(node->get_friendly_name());

@@ -1,5 +1,7 @@
 #include "ngraph/runtime/cpu/kernel.hpp"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
@@ -55,6 +57,22 @@ std::vector<std::string> KernelRegistry::names() const {
   for (auto& e : m_entries) out.push_back(e.op);
   std::sort(out.begin(), out.end());
   return out;
+}
+
+void parallel_for(size_t n, size_t grain, const std::function<void(size_t, size_t)>& f) {
+  size_t pieces = std::min(static_cast<size_t>(std::max(1, omp_get_max_threads())),
+                           n / std::max<size_t>(grain, 1));
+  if (pieces <= 1 || omp_in_parallel()) {
+    if (n) f(0, n);
+    return;
+  }
+#pragma omp parallel num_threads(static_cast<int>(pieces))
+  {
+    auto t = static_cast<size_t>(omp_get_thread_num()),
+         k = static_cast<size_t>(omp_get_num_threads());
+    size_t begin = n * t / k, end = n * (t + 1) / k;
+    if (begin < end) f(begin, end);
+  }
 }
 
 bool is_structural_op(const std::string& op) {

@@ -161,6 +161,12 @@ class KernelRegistry {
   std::vector<Entry> m_entries;
 };
 
+// f(begin, end) over [0, n), split into one contiguous range per thread of the backend's
+// OpenMP pool (set_num_threads; the calling thread's count), with at least `grain` items per
+// range: on the calling thread alone when n < 2 * grain or one thread is set. For kernels'
+// own loops (oneDNN's primitives share the same pool).
+void parallel_for(size_t n, size_t grain, const std::function<void(size_t, size_t)>& f);
+
 // Ops whose values the executable provides itself (no kernel runs for them).
 bool is_structural_op(const std::string& op);
 

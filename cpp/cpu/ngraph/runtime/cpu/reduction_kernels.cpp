@@ -1,5 +1,6 @@
 // Reductions (Sum, Product, Max, Min), index reductions (ArgMax, ArgMin) and Softmax.
-// f32 goes through oneDNN's reduction and softmax primitives where they apply.
+// f32 sums and products go through oneDNN's reduction where it applies; Softmax over the innermost
+// axes through the row loop of attention_kernels.cpp (row_softmax.hpp).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -7,6 +8,7 @@
 #include "ngraph/ops.hpp"
 #include "ngraph/runtime/cpu/dnnl_utils.hpp"
 #include "ngraph/runtime/cpu/kernel.hpp"
+#include "ngraph/runtime/cpu/row_softmax.hpp"
 
 namespace ngraph {
 namespace runtime {
@@ -212,14 +214,25 @@ NGRAPH_CPU_KERNEL("Softmax", [](KernelContext& ctx) -> Kernel {
   auto& s = static_cast<const op::Softmax&>(node);
   const Shape& shape = s.get_shape();
   const AxisSet& axes = s.get_axes();
-  // max, exp(x - max), sum, divide; the reduced values live in a planned scratch buffer. A NaN
-  // makes its whole row NaN, as in NumPy and PyTorch (oneDNN's softmax gives 0 for the others).
+  element::Type t = s.get_element_type();
+  // Over the innermost axes (a PyTorch softmax(dim=-1), attention's probabilities) each row is
+  // contiguous: f32 and f64 go row by row, vectorised and across threads (row_softmax.hpp),
+  // with this loop's results (NaN and all -inf rows included) within rounding.
+  if ((t == element::f32 || t == element::f64) && !axes.empty() &&
+      *axes.begin() == shape.size() - axes.size()) {
+    size_t n = 1;
+    for (size_t d : axes) n *= shape[d];
+    return softmax_rows_kernel(t, n ? shape_size(shape) / n : 0, n);
+  }
+  // Other axes: max, exp(x - max), sum, divide; the reduced values live in a planned scratch
+  // buffer. A NaN makes its whole row NaN, as in NumPy and PyTorch (oneDNN's softmax gives 0 for
+  // the others).
   Shape reduced;
   for (size_t d = 0; d < shape.size(); ++d)
     if (!axes.count(d)) reduced.push_back(shape[d]);
   size_t rn = shape_size(reduced);
   StridedLoop loop(shape, {reduced_strides(shape, axes), to_signed(row_major_strides(shape))});
-  return element::dispatch(s.get_element_type(), [&](auto tag) -> Kernel {
+  return element::dispatch(t, [&](auto tag) -> Kernel {
     using T = decltype(tag);
     size_t scratch = ctx.scratch(std::max<size_t>(rn, 1) * sizeof(T));
     return [loop, scratch, rn](const void* const* i, void* const* o) {
