@@ -365,10 +365,14 @@ void init_graph(py::module_& m) {
           for (const auto& n : names) {
             if (n == "DeadNodeElimination") manager.register_pass<pass::DeadNodeElimination>();
             else if (n == "CommonSubexpressionElimination") manager.register_pass<pass::CommonSubexpressionElimination>();
+            else if (n == "GeluFusion")
+              manager.register_pass<pass::GeluFusion>();
             else if (n == "ConstantFolding")
               manager.register_pass<pass::ConstantFolding>(runtime::cpu::evaluate_constant);
-            else throw py::value_error("unknown pass '" + n + "' (DeadNodeElimination, "
-                                       "CommonSubexpressionElimination, ConstantFolding)");
+            else
+              throw py::value_error("unknown pass '" + n +
+                                    "' (DeadNodeElimination, "
+                                    "CommonSubexpressionElimination, ConstantFolding, GeluFusion)");
           }
           return manager.run_passes(f);
         },
