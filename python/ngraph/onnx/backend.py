@@ -83,8 +83,9 @@ class NgraphBackendRep(BackendRep):
 class NgraphBackend(Backend):
     @classmethod
     def prepare(cls, model, device: str = "CPU", **kwargs: Any) -> NgraphBackendRep:
+        # (not onnx.checker, as Backend.prepare would: the import checks what it reads and
+        # raises ONNXError naming the node and field)
         proto = load_model(model)
-        super().prepare(proto, device, **kwargs)
         options = {k: kwargs[k] for k in ("shapes", "training") if k in kwargs}
         return NgraphBackendRep(proto, _device(device), options)
 

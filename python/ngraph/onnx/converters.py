@@ -2,8 +2,8 @@
 
 A converter gets a :class:`Ctx` (the node's inputs, attributes and opset) and returns the
 node's outputs: ngraph nodes, or NumPy arrays for values known at import. Adding an op is
-one function here and a line in docs/onnx.md; the conformance suite
-(tests/python/onnx/test_backend_node.py) then runs onnx's own cases of it.
+one function here (docs/onnx.md's table follows: tools/onnx_conformance.py); the conformance
+suite (tests/python/onnx/test_backend.py) then runs onnx's own cases of it.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from onnx import helper
 import ngraph as ng
 from ngraph.onnx.errors import ONNXError
 from ngraph.onnx.importer import (
+    _MAX_ELEMENTS,
     StaticInputNeeded,
     _describe,
     dtype_to_onnx,
@@ -33,20 +34,32 @@ __all__ = ["REGISTRY", "convert_node", "as_output"]
 class Converter:
     fn: Callable
     since: int
+    until: int
     movement: bool   # moves or selects data only: computes in any element type
-    fold: bool       # may be evaluated at import when every input is known
 
 
 REGISTRY: dict[str, Converter] = {}
 
 
-def op(*names: str, since: int = 1, movement: bool = False, fold: bool = True):
+def op(*names: str, since: int = 1, until: int = 1 << 30, movement: bool = False):
     def register(fn):
         for n in names:
-            REGISTRY[n] = Converter(fn, since, movement, fold)
+            REGISTRY[n] = Converter(fn, since, until, movement)
         return fn
 
     return register
+
+
+# The ops evaluated at import, by onnx's reference implementation, when all their inputs are
+# known: the shape arithmetic exporters write (the reference's versions of these agree with
+# the spec at every opset). Other nodes of known inputs are converted as usual, on constants.
+FOLDED = {
+    "Identity", "Cast", "CastLike", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose",
+    "Concat", "Split", "Slice", "Gather", "GatherElements", "Expand", "Tile", "Add", "Sub",
+    "Mul", "Div", "Mod", "Neg", "Abs", "Sqrt", "Floor", "Ceil", "Equal", "Less", "Greater",
+    "LessOrEqual", "GreaterOrEqual", "Not", "And", "Or", "Where", "Max", "Min", "ReduceProd",
+    "ReduceSum", "ReduceMax", "ReduceMin", "Trilu",
+}
 
 
 def _is_low(node: Any) -> bool:
@@ -59,11 +72,10 @@ def _is_low(node: Any) -> bool:
 class Ctx:
     """One ONNX node being converted."""
 
-    def __init__(self, imp, node: onnx.NodeProto, conv: Converter) -> None:
+    def __init__(self, imp, node: onnx.NodeProto) -> None:
         self.imp = imp
         self.node = node
         self.opset = imp.opset
-        self.conv = conv
         self.attrs = {a.name: a for a in node.attribute}
         self.low_type = None  # f16/bf16 inputs computed in f32: the type results go back to
 
@@ -82,16 +94,17 @@ class Ctx:
     def has(self, i: int) -> bool:
         return i < len(self.node.input) and bool(self.node.input[i])
 
-    def raw(self, i: int, static: bool = False) -> Any:
+    def raw(self, i: int, static: bool = False, state: bool = False) -> Any:
         """Input i: a Node, an ndarray (known at import) or a list (a sequence); None when
-        absent."""
+        absent. `state`: an initializer here is state a training step updates (a Variable
+        when the import is trainable)."""
         if not self.has(i):
             return None
         name = self.node.input[i]
         if name in self.imp.values:
             return self.imp.values[name]
         if name in self.imp.initializers:
-            return self.imp.initializer_value(name, static)
+            return self.imp.initializer_value(name, static, state)
         raise self.fail(f"input {i} {name!r} has no value")  # _topological rules this out
 
     def is_static(self, i: int) -> bool:
@@ -101,11 +114,12 @@ class Ctx:
         if name in self.imp.values:
             return isinstance(self.imp.values[name], np.ndarray)
         init = self.imp.initializers.get(name)
-        return init is not None and not (self.imp.trainable and init.value.dtype.kind == "f")
+        return init is not None and name not in self.imp.shared and not (
+            init.value.dtype.kind == "f" and self.imp.is_weight(name, init.value))
 
-    def x(self, i: int, default: Any = None) -> ng.Node:
+    def x(self, i: int, default: Any = None, state: bool = False) -> ng.Node:
         """Input i as a node (a known value becomes a constant)."""
-        v = self.raw(i)
+        v = self.raw(i, state=state)
         if v is None:
             if default is None:
                 raise self.fail(f"input {i} is required")
@@ -209,10 +223,6 @@ def _expected_kind(default: Any) -> str | None:
 # --------------------------------------------------------------------------- converting
 
 
-_NONDETERMINISTIC = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
-                     "Bernoulli", "Multinomial", "Dropout"}
-
-
 def convert_node(imp, node: onnx.NodeProto) -> None:
     domain = node.domain or "ai.onnx"
     if domain != "ai.onnx":
@@ -225,13 +235,12 @@ def convert_node(imp, node: onnx.NodeProto) -> None:
         raise ONNXError(f"{_describe(node)}: op {node.op_type!r} of domain 'ai.onnx' (opset "
                         f"{imp.opset}) is not supported by ngraph's ONNX importer (docs/onnx.md "
                         "lists the supported ops)")
-    ctx = Ctx(imp, node, conv)
+    ctx = Ctx(imp, node)
     for a in node.attribute:
         if a.ref_attr_name:
             raise ctx.fail(f"attribute {a.name!r} refers to a function attribute; ngraph does "
                            "not import functions")
-    if conv.fold and node.op_type not in _NONDETERMINISTIC and \
-            all(ctx.is_static(i) for i in range(ctx.n_inputs)) and \
+    if node.op_type in FOLDED and all(ctx.is_static(i) for i in range(ctx.n_inputs)) and \
             not any(isinstance(ctx.raw(i, True), list) for i in range(ctx.n_inputs)):
         outputs = _fold(ctx)
     else:
@@ -255,7 +264,13 @@ def convert_node(imp, node: onnx.NodeProto) -> None:
             continue
         if k >= len(outputs) or outputs[k] is None:
             raise ctx.fail(f"output {k} ({name!r}) is not supported by ngraph")
-        imp.values[name] = outputs[k]
+        out = outputs[k]
+        if isinstance(out, ng.Node):
+            count = int(np.prod(out.shape, dtype=object)) if len(out.shape) else 1
+            if count > _MAX_ELEMENTS:
+                raise ctx.fail(f"output {k} has shape {list(out.shape)}: {count} elements, "
+                               "more than ngraph accepts")
+        imp.values[name] = out
 
 
 def _fold(ctx: Ctx) -> list[np.ndarray]:
@@ -360,7 +375,7 @@ def _identity(ctx):
     return v
 
 
-@op("Shape", movement=True, fold=False)
+@op("Shape", movement=True)
 def _shape(ctx):
     v = ctx.raw(0, static=True)
     shape = list(v.shape)
@@ -371,13 +386,13 @@ def _shape(ctx):
     return np.asarray(shape[start:end], np.int64)
 
 
-@op("Size", movement=True, fold=False)
+@op("Size", movement=True)
 def _size(ctx):
     v = ctx.raw(0, static=True)
     return np.asarray(int(np.prod(v.shape, dtype=np.int64)), np.int64)
 
 
-@op("ConstantOfShape", movement=True, fold=False)
+@op("ConstantOfShape", movement=True)
 def _constant_of_shape(ctx):
     shape = ctx.ints(0, "shape")
     value = ctx.attr("value")
@@ -385,7 +400,7 @@ def _constant_of_shape(ctx):
     return np.full(shape, value[0], value.dtype)
 
 
-@op("Range", movement=True, fold=False)
+@op("Range", movement=True)
 def _range(ctx):
     start, limit, delta = (ctx.static(i, n) for i, n in enumerate(("start", "limit", "delta")))
     return np.arange(start, limit, delta).astype(start.dtype)
@@ -414,24 +429,44 @@ def _reciprocal(ctx):
     return _const(1, x) / x
 
 
-@op("Softplus")
-def _softplus(ctx):
-    x = ctx.x(0)
-    # log(1 + exp(x)) without overflow: max(x, 0) + log(1 + exp(-|x|))
+# Activations as functions of a node (the recurrent ops take them by name too).
+
+
+def softplus(x):
+    """log(1 + exp(x)) without overflow: max(x, 0) + log(1 + exp(-|x|))."""
     return ng.maximum(x, _const(0, x)) + ng.log(_const(1, x) + ng.exp(-ng.abs(x)))
 
 
-@op("Softsign")
-def _softsign(ctx):
-    x = ctx.x(0)
+def softsign(x):
     return x / (_const(1, x) + ng.abs(x))
 
 
-@op("Elu")
-def _elu(ctx):
-    x = ctx.x(0)
-    alpha = ctx.float_attr("alpha", 1.0)
-    return ng.select(ng.greater(x, _const(0, x)), x, (ng.exp(x) - _const(1, x)) * _const(alpha, x))
+def elu(x, alpha=1.0):
+    return ng.select(ng.greater(x, _const(0, x)), x,
+                     (ng.exp(x) - _const(1, x)) * _const(alpha, x))
+
+
+def leaky_relu(x, alpha=0.01):
+    return ng.select(ng.less(x, _const(0, x)), x * _const(alpha, x), x)
+
+
+def thresholded_relu(x, alpha=1.0):
+    return ng.select(ng.greater(x, _const(alpha, x)), x, _const(np.zeros(x.shape), x))
+
+
+def hard_sigmoid(x, alpha=0.2, beta=0.5):
+    return ng.minimum(ng.maximum(x * _const(alpha, x) + _const(beta, x), _const(0, x)),
+                      _const(1, x))
+
+
+op("Softplus")(lambda ctx: softplus(ctx.x(0)))
+op("Softsign")(lambda ctx: softsign(ctx.x(0)))
+op("Elu")(lambda ctx: elu(ctx.x(0), ctx.float_attr("alpha", 1.0)))
+op("LeakyRelu")(lambda ctx: leaky_relu(ctx.x(0), ctx.float_attr("alpha", 0.01)))
+op("ThresholdedRelu", since=10)(
+    lambda ctx: thresholded_relu(ctx.x(0), ctx.float_attr("alpha", 1.0)))
+op("HardSigmoid")(lambda ctx: hard_sigmoid(ctx.x(0), ctx.float_attr("alpha", 0.2),
+                                           ctx.float_attr("beta", 0.5)))
 
 
 @op("Selu")
@@ -451,20 +486,6 @@ def _celu(ctx):
     return ng.maximum(x, _const(0, x)) + ng.minimum(_const(0, x), neg)
 
 
-@op("LeakyRelu")
-def _leaky_relu(ctx):
-    x = ctx.x(0)
-    alpha = ctx.float_attr("alpha", 0.01)
-    return ng.select(ng.less(x, _const(0, x)), x * _const(alpha, x), x)
-
-
-@op("ThresholdedRelu", since=10)
-def _thresholded_relu(ctx):
-    x = ctx.x(0)
-    alpha = ctx.float_attr("alpha", 1.0)
-    return ng.select(ng.greater(x, _const(alpha, x)), x, _const(0, x))
-
-
 @op("PRelu")
 def _prelu(ctx):
     x, slope = ctx.x(0), ctx.x(1)
@@ -481,14 +502,6 @@ def _prelu(ctx):
         tuple(x.shape), tuple(slope.shape))))
 
 
-@op("HardSigmoid")
-def _hard_sigmoid(ctx):
-    x = ctx.x(0)
-    alpha, beta = ctx.float_attr("alpha", 0.2), ctx.float_attr("beta", 0.5)
-    return ng.minimum(ng.maximum(x * _const(alpha, x) + _const(beta, x), _const(0, x)),
-                      _const(1, x))
-
-
 @op("HardSwish", since=14)
 def _hard_swish(ctx):
     x = ctx.x(0)
@@ -500,8 +513,7 @@ def _hard_swish(ctx):
 @op("Mish", since=18)
 def _mish(ctx):
     x = ctx.x(0)
-    sp = ng.maximum(x, _const(0, x)) + ng.log(_const(1, x) + ng.exp(-ng.abs(x)))
-    return x * ng.tanh(sp)
+    return x * ng.tanh(softplus(x))
 
 
 @op("Gelu", since=20)
@@ -593,25 +605,29 @@ def _xor(ctx):
     return ng.not_equal(ctx.x(0), ctx.x(1))
 
 
-@op("Div")
-def _div(ctx):
-    a, b = ctx.x(0), ctx.x(1)
-    if a.dtype.kind in "iu":
-        # ONNX divides integers truncating toward zero (C); ngraph's Divide floors.
-        q = a / b
-        r = a - q * b
-        fix = ng.logical_and(ng.not_equal(r, _const(0, r)),
-                             ng.not_equal(ng.less(a, _const(0, a)), ng.less(b, _const(0, b))))
-        return ng.select(fix, q + _const(1, q), q) if a.dtype.kind == "i" else q
-    return a / b
+def divide(a: ng.Node, b: ng.Node) -> ng.Node:
+    """a / b as ONNX divides: integers truncate toward zero (C); ngraph's Divide floors."""
+    if a.dtype.kind != "i":
+        return a / b
+    q = a / b
+    r = a - q * b
+    fix = ng.logical_and(ng.not_equal(r, _const(0, r)),
+                         ng.not_equal(ng.less(a, _const(0, a)), ng.less(b, _const(0, b))))
+    return ng.select(fix, q + _const(1, q), q)
+
+
+op("Div")(lambda ctx: divide(ctx.x(0), ctx.x(1)))
 
 
 @op("Pow")
 def _pow(ctx):
     a, b = ctx.x(0), ctx.x(1)
-    if b.dtype != a.dtype:
-        b = ng.convert(b, a.dtype)
-    return ng.power(a, b)
+    if b.dtype == a.dtype:
+        return ng.power(a, b)
+    if a.dtype.kind in "iu" and b.dtype.kind == "f":  # in f64, truncated to the base's type
+        return ng.convert(ng.power(ng.convert(a, np.float64), ng.convert(b, np.float64)),
+                          a.dtype)
+    return ng.power(a, ng.convert(b, a.dtype))
 
 
 @op("Mod", since=10)
@@ -940,7 +956,7 @@ def _gather_elements(ctx):
     return _reshape(ng.gather(_reshape(x, [total]), flat, 0), idx.shape)
 
 
-@op("ScatterElements", "Scatter", since=9)
+@op("ScatterElements", since=11)
 def _scatter_elements(ctx):
     x, idx, upd = ctx.x(0), ctx.x(1), ctx.x(2)
     rank = len(x.shape)
@@ -954,6 +970,9 @@ def _scatter_elements(ctx):
     out = _scatter(ctx, _reshape(x, [total, 1]), flat, _reshape(upd, [n, 1]),
                    ctx.attr("reduction", "none"))
     return _reshape(out, x.shape)
+
+
+op("Scatter", since=9, until=10)(_scatter_elements)  # ScatterElements' name before opset 11
 
 
 def _nd_positions(ctx, shape, idx: ng.Node, batch_dims: int = 0) -> tuple[ng.Node, int]:
@@ -1053,7 +1072,7 @@ def _pad(ctx):
     for k, a in enumerate(axes):
         below[a], above[a] = pads[k], pads[k + len(axes)]
     if mode not in ("constant", "reflect", "edge", "wrap"):
-        raise ctx.fail(f"mode {mode!r} is not one of constant, reflect, edge")
+        raise ctx.fail(f"mode {mode!r} is not one of constant, reflect, edge, wrap")
     if mode == "wrap":
         return _pad_wrap(x, below, above)
     if not any(below) and not any(above):
@@ -1117,7 +1136,7 @@ def _trilu(ctx):
     return ng.select(_bcast(ng.constant(mask), x.shape), x, _const(np.zeros(x.shape), x))
 
 
-@op("EyeLike", since=9, movement=True, fold=False)
+@op("EyeLike", since=9, movement=True)
 def _eye_like(ctx):
     x = ctx.raw(0, static=True)
     dtype = onnx_dtype(ctx.int_attr("dtype", dtype_to_onnx(x.dtype)), ctx.where())
@@ -1145,7 +1164,7 @@ def _one_hot(ctx):
 # ------------------------------------------------------------------ sequences (as lists)
 
 
-@op("SplitToSequence", since=11, movement=True, fold=False)
+@op("SplitToSequence", since=11, movement=True)
 def _split_to_sequence(ctx):
     x = ctx.x(0)
     rank = len(x.shape)
@@ -1165,7 +1184,7 @@ def _split_to_sequence(ctx):
     return [_split_sizes(x, axis, split)]
 
 
-@op("SequenceAt", since=11, movement=True, fold=False)
+@op("SequenceAt", since=11, movement=True)
 def _sequence_at(ctx):
     seq = ctx.raw(0)
     if not isinstance(seq, list):
@@ -1176,12 +1195,12 @@ def _sequence_at(ctx):
     return seq[pos]
 
 
-@op("SequenceConstruct", since=11, movement=True, fold=False)
+@op("SequenceConstruct", since=11, movement=True)
 def _sequence_construct(ctx):
     return [[ctx.x(i) for i in range(ctx.n_inputs)]]
 
 
-@op("SequenceLength", since=11, movement=True, fold=False)
+@op("SequenceLength", since=11, movement=True)
 def _sequence_length(ctx):
     seq = ctx.raw(0)
     if not isinstance(seq, list):
@@ -1189,7 +1208,7 @@ def _sequence_length(ctx):
     return np.asarray(len(seq), np.int64)
 
 
-@op("ConcatFromSequence", since=11, movement=True, fold=False)
+@op("ConcatFromSequence", since=11, movement=True)
 def _concat_from_sequence(ctx):
     seq = [s if isinstance(s, ng.Node) else ng.constant(s) for s in ctx.raw(0)]
     axis = ctx.int_attr("axis", 0)

@@ -18,7 +18,14 @@ from ngraph.onnx.converters import (
     _keep,
     _reshape,
     _transpose,
+    divide,
+    elu,
+    hard_sigmoid,
+    leaky_relu,
     op,
+    softplus,
+    softsign,
+    thresholded_relu,
 )
 from ngraph.onnx.importer import onnx_dtype
 
@@ -62,41 +69,54 @@ def _gemm(ctx):
 def _einsum(ctx):
     equation = ctx.attr("equation", "").replace(" ", "")
     xs = [ctx.x(i) for i in range(ctx.n_inputs)]
-    lhs, _, rhs = equation.partition("->")
+    lhs, arrow, rhs = equation.partition("->")
     terms = lhs.split(",")
     if len(terms) != len(xs) or "." in equation:
         raise ctx.fail(f"equation {equation!r}: ngraph imports Einsum without ellipses, one "
                        "term per input")
-    if not _:
+    sizes = {}
+    for t, x in zip(terms, xs):
+        if len(t) != len(x.shape) or len(set(t)) != len(t):
+            raise ctx.fail(f"equation {equation!r}: term {t!r} for an input of shape "
+                           f"{list(x.shape)} (repeated letters, diagonals, are not supported)")
+        for ch, d in zip(t, x.shape):
+            if sizes.setdefault(ch, d) != d:
+                raise ctx.fail(f"equation {equation!r}: {ch!r} is {sizes[ch]} and {d}")
+    if not arrow:
         counts = {}
         for t in terms:
             for ch in t:
                 counts[ch] = counts.get(ch, 0) + 1
         rhs = "".join(sorted(ch for ch, n in counts.items() if n == 1))
-    # Each input: sum out the letters only it has (and not the output), take diagonals of
-    # repeated letters (not supported), then multiply pairwise by broadcasting.
-    letters = sorted(set("".join(terms)))
-    full = {}
-    for t, x in zip(terms, xs):
-        if len(set(t)) != len(t):
-            raise ctx.fail(f"equation {equation!r}: repeated letters in one term (diagonals) "
-                           "are not supported")
-        for ch, d in zip(t, x.shape):
-            full[ch] = d
-    out = None
-    for t, x in zip(terms, xs):
-        # to the order of `letters`, size-1 axes for letters it lacks
-        order = sorted(range(len(t)), key=lambda k: letters.index(t[k]))
-        y = _transpose(x, order)
-        have = [t[k] for k in order]
-        y = _reshape(y, [full[ch] if ch in have else 1 for ch in letters])
-        out = y if out is None else out * y
-    out = _bcast(out, [full[ch] for ch in letters])
-    drop = [k for k, ch in enumerate(letters) if ch not in rhs]
-    if drop:
-        out = ng.sum(out, drop)
-    kept = [ch for ch in letters if ch in rhs]
-    return _transpose(out, [kept.index(ch) for ch in rhs])
+    # Sum out each operand's own letters, then contract operands pairwise, left to right,
+    # each pair as one batched matmul.
+    operands = list(zip(terms, xs))
+    for k, (t, x) in enumerate(operands):
+        others = "".join(u for j, (u, _) in enumerate(operands) if j != k) + rhs
+        own = [i for i, ch in enumerate(t) if ch not in others]
+        if own:
+            operands[k] = ("".join(ch for ch in t if ch in others), ng.sum(x, own))
+    t, x = operands[0]
+    for k in range(1, len(operands)):
+        u, y = operands[k]
+        later = "".join(v for v, _ in operands[k + 1:]) + rhs
+        batch = [ch for ch in t if ch in u and ch in later]
+        contract = [ch for ch in t if ch in u and ch not in later]
+        left = [ch for ch in t if ch not in u]
+        right = [ch for ch in u if ch not in t]
+        n = [int(np.prod([sizes[ch] for ch in g], dtype=np.int64)) for g in
+             (batch, left, contract, right)]
+        a = _reshape(_transpose(x, [t.index(ch) for ch in batch + left + contract]),
+                     [n[0], n[1], n[2]])
+        b = _reshape(_transpose(y, [u.index(ch) for ch in batch + contract + right]),
+                     [n[0], n[2], n[3]])
+        t = "".join(batch + left + right)
+        x = _reshape(ng.matmul(a, b), [sizes[ch] for ch in t])
+    extra = [i for i, ch in enumerate(t) if ch not in rhs]
+    if extra:
+        x = ng.sum(x, extra)
+        t = "".join(ch for ch in t if ch in rhs)
+    return _transpose(x, [t.index(ch) for ch in rhs])
 
 
 # --------------------------------------------------------------------- windows, padding
@@ -146,11 +166,20 @@ def _conv(ctx):
     return _conv_nodes(ctx, ctx.x(0), ctx.x(1), ctx.x(2) if ctx.has(2) else None)
 
 
+def _kernel(ctx, w):
+    kernel = ctx.ints_attr("kernel_shape", list(w.shape[2:]))
+    if kernel != list(w.shape[2:]):
+        raise ctx.fail(f"kernel_shape {kernel} differs from the weights' {list(w.shape[2:])}")
+    return kernel
+
+
 def _conv_nodes(ctx, x, w, bias):
     """Conv of nodes x and w (+ bias [M]), with the node's attributes."""
-    kernel = ctx.ints_attr("kernel_shape", list(w.shape[2:]))
+    kernel = _kernel(ctx, w)
     n, strides, dilations = _spatial(ctx, x, kernel)
     group = ctx.int_attr("group", 1)
+    if group <= 0:
+        raise ctx.fail(f"group {group} is not positive")
     below, above = _window_pads(ctx, x.shape[2:], kernel, strides, dilations)
     if x.shape[1] != w.shape[1] * group:
         raise ctx.fail(f"input {list(x.shape)} has {x.shape[1]} channels; the weights "
@@ -164,29 +193,21 @@ def _conv_nodes(ctx, x, w, bias):
 @op("ConvTranspose")
 def _conv_transpose(ctx):
     x, w = ctx.x(0), ctx.x(1)
-    kernel = ctx.ints_attr("kernel_shape", list(w.shape[2:]))
+    kernel = _kernel(ctx, w)
     n, strides, dilations = _spatial(ctx, x, kernel)
     group = ctx.int_attr("group", 1)
+    if group <= 0:
+        raise ctx.fail(f"group {group} is not positive")
     out_pad = ctx.ints_attr("output_padding", [0] * n)
     out_shape = ctx.ints_attr("output_shape", None)
     auto = ctx.attr("auto_pad", "NOTSET")
     full = [s * (d - 1) + op_ + (k - 1) * dl + 1
             for d, s, op_, k, dl in zip(x.shape[2:], strides, out_pad, kernel, dilations)]
-    if out_shape is not None:
-        out_shape = out_shape[-n:]
+    if out_shape is not None or auto in ("SAME_UPPER", "SAME_LOWER"):
+        out_shape = out_shape[-n:] if out_shape is not None else \
+            [d * s for d, s in zip(x.shape[2:], strides)]
         total = [f - o for f, o in zip(full, out_shape)]
-        if auto == "SAME_UPPER":
-            below = [t // 2 for t in total]
-        else:
-            below = [t - t // 2 for t in total]
-        above = [t - b for t, b in zip(total, below)]
-    elif auto in ("SAME_UPPER", "SAME_LOWER"):
-        out_shape = [d * s for d, s in zip(x.shape[2:], strides)]
-        total = [f - o for f, o in zip(full, out_shape)]
-        if auto == "SAME_UPPER":
-            below = [t // 2 for t in total]
-        else:
-            below = [t - t // 2 for t in total]
+        below = [t // 2 if auto == "SAME_UPPER" else t - t // 2 for t in total]
         above = [t - b for t, b in zip(total, below)]
     else:
         pads = ctx.ints_attr("pads", [0] * (2 * n))
@@ -271,6 +292,9 @@ def _max_pool_indices(x, kernel, strides, dilations, below, outs, column_major):
     plane = int(np.prod(spatial, dtype=np.int64))
     base = (np.arange(n * c, dtype=np.int64) * plane).reshape([n, c] + [1] * len(spatial))
     dims = spatial[::-1] if column_major else spatial
+    if int(np.prod(kernel, dtype=np.int64)) > 1 << 16:
+        raise ValueError(f"MaxPool's Indices for a window of {list(kernel)} elements: beyond "
+                         "65536 offsets")
     best = best_idx = None
     for offset in np.ndindex(*kernel):
         lo = [0, 0] + [o * dl for o, dl in zip(offset, dilations)]
@@ -310,6 +334,9 @@ def _pool_windows(x, kernel, strides, dilations, below, above, outs, kind):
             return ng.max_pool(x, kernel, strides, above, below)
         mean = ng.avg_pool(x, kernel, strides, below, above, True)
         return mean * _const(float(np.prod(kernel)), mean)
+    if int(np.prod(kernel, dtype=np.int64)) > 1 << 16:
+        raise ValueError(f"a dilated window of {list(kernel)} elements is beyond ngraph's "
+                         "pooling (65536 offsets at most)")
     fill = -np.inf if kind == "max" else 0
     if any(below) or any(above):
         x = ng.pad(x, _const(fill, x), [0, 0] + list(below), [0, 0] + list(above))
@@ -387,14 +414,14 @@ def _batch_norm(ctx):
     if len(x.shape) < 2:
         raise ctx.fail(f"input of shape {list(x.shape)}: expected N, C, ...")
     if not training:
-        mean, var = _per_channel(ctx.x(3), x), _per_channel(ctx.x(4), x)
-        y = ng.batch_norm(eps, scale, bias, x, mean, var)
+        mean, var = ctx.x(3, state=True), ctx.x(4, state=True)
+        y = ng.batch_norm(eps, scale, bias, x, _per_channel(mean, x), _per_channel(var, x))
         # (a model exported in training mode, imported with training=False: its running
         # statistics pass through)
-        return [y, ctx.x(3), ctx.x(4), None, None]
+        return [y, mean, var, None, None]
     bn = ng.batch_norm(eps, scale, bias, x)
     y, batch_mean, batch_var = bn[0], bn[1], bn[2]
-    run_mean, run_var = ctx.x(3), ctx.x(4)
+    run_mean, run_var = ctx.x(3, state=True), ctx.x(4, state=True)
     stats = []
     for running, batch in ((run_mean, batch_mean), (run_var, batch_var)):
         b = ng.stop_gradient(batch)
@@ -413,15 +440,19 @@ def _batch_norm(ctx):
     return [y, stats[0], stats[1], batch_mean, batch_var]
 
 
+def _moments(x, axes):
+    """x minus its mean over `axes`, and the (biased) variance, kept to broadcast."""
+    centred = x - _keep(ng.mean(x, axes), x.shape, axes, True)
+    return centred, _keep(ng.mean(centred * centred, axes), x.shape, axes, True)
+
+
 @op("InstanceNormalization", since=6)
 def _instance_norm(ctx):
     x = ctx.x(0)
     eps = ctx.float_attr("epsilon", 1e-5)
     axes = list(range(2, len(x.shape)))
     shape = [1, x.shape[1]] + [1] * len(axes)
-    mean = _keep(ng.mean(x, axes), x.shape, axes, True)
-    centred = x - mean
-    var = _keep(ng.mean(centred * centred, axes), x.shape, axes, True)
+    centred, var = _moments(x, axes)
     y = centred / ng.sqrt(var + _const(eps, var))
     return y * _reshape(ctx.x(1), shape) + _reshape(ctx.x(2), shape)
 
@@ -469,13 +500,16 @@ def _lrn(ctx):
     alpha, beta = ctx.float_attr("alpha", 1e-4), ctx.float_attr("beta", 0.75)
     bias = ctx.float_attr("bias", 1.0)
     # sum of squares over a window of `size` channels around each (ONNX's floor/ceil split)
+    if size <= 0:
+        raise ctx.fail(f"size {size} is not positive")
     sq = x * x
     c = x.shape[1]
-    lo, hi = (size - 1) // 2, -(-(size - 1) // 2)
+    # channel j's window is [j - lo, j + hi]; offsets beyond the channels add nothing
+    lo, hi = min((size - 1) // 2, c - 1), min(-(-(size - 1) // 2), c - 1)
     padded = ng.pad(sq, _const(0, sq), [0, lo] + [0] * (len(x.shape) - 2),
                     [0, hi] + [0] * (len(x.shape) - 2))
     total = None
-    for k in range(size):
+    for k in range(lo + hi + 1):
         lo_b = [0] * len(x.shape)
         hi_b = list(padded.shape)
         lo_b[1], hi_b[1] = k, k + c
@@ -489,9 +523,7 @@ def _lrn(ctx):
 def _mvn(ctx):
     x = ctx.x(0)
     axes = [_axis(ctx, a, len(x.shape)) for a in ctx.ints_attr("axes", [0, 2, 3])]
-    mean = _keep(ng.mean(x, axes), x.shape, axes, True)
-    centred = x - mean
-    var = _keep(ng.mean(centred * centred, axes), x.shape, axes, True)
+    centred, var = _moments(x, axes)
     return centred / (ng.sqrt(var) + _const(1e-9, var))
 
 
@@ -562,8 +594,7 @@ def _empty_reduce(x, axes, fn, identity):
 
 for _name, _until, _fn in (
     ("ReduceSum", 13, lambda x, a: ng.sum(x, a)),
-    ("ReduceMean", 18, lambda x, a: ng.sum(x, a) / _const(max(_count(x, a), 1), x)
-     if _count(x, a) else ng.sum(x, a) / _const(0, x)),
+    ("ReduceMean", 18, lambda x, a: divide(ng.sum(x, a), _const(_count(x, a), x))),
     ("ReduceMax", 18, _max_of),
     ("ReduceMin", 18, _min_of),
     ("ReduceProd", 18, lambda x, a: ng.prod(x, a)),
@@ -643,16 +674,19 @@ op("Hardmax")(lambda ctx: _softmax_like(ctx, _hardmax))
 @op("Dropout")
 def _dropout(ctx):
     x = ctx.x(0)
-    if ctx.opset < 12:
-        ratio = ctx.float_attr("ratio", 0.5)
-        training = False
-    else:
-        r = ctx.static(1, "ratio")
-        ratio = 0.5 if r is None else float(r.reshape(-1)[0])
-        t = ctx.static(2, "training_mode")
+    training = ctx.imp.training
+    if training is None:
+        t = ctx.static(2, "training_mode") if ctx.opset >= 12 else None
         training = False if t is None else bool(t.reshape(-1)[0])
-    if ctx.imp.training is not None:
-        training = ctx.imp.training
+    ratio = 0.5
+    if training:
+        if ctx.opset < 12:
+            ratio = ctx.float_attr("ratio", 0.5)
+        else:
+            r = ctx.static(1, "ratio")
+            ratio = 0.5 if r is None else float(r.reshape(-1)[0])
+        if not 0 <= ratio < 1:
+            raise ctx.fail(f"ratio {ratio} is outside [0, 1)")
     want_mask = len(ctx.node.output) > 1 and bool(ctx.node.output[1])
     if not training or ratio == 0.0:
         mask = _bcast(ng.constant(np.ones((), bool)), x.shape) if want_mask else None
@@ -749,21 +783,22 @@ def _cumsum(ctx):
     axis = _axis(ctx, int(ctx.static(1, "axis").reshape(-1)[0]), rank)
     exclusive, reverse = ctx.int_attr("exclusive", 0), ctx.int_attr("reverse", 0)
     n = x.shape[axis]
-    # out[j] = sum_i x[i] * m[i, j]
-    i, j = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
     if reverse:
-        m = (i > j) if exclusive else (i >= j)
-    else:
-        m = (i < j) if exclusive else (i <= j)
-    perm = [a for a in range(rank) if a != axis] + [axis]
-    xt = _transpose(x, perm)
-    if x.dtype.kind == "f":
-        y = ng.dot(xt, _const(m.astype(np.float64), x))
-    else:
-        y = ng.convert(ng.dot(ng.convert(xt, np.float64),
-                              ng.constant(m.astype(np.float64))), x.dtype)
-    inverse = list(np.argsort(perm))
-    return _transpose(y, inverse)
+        x = ng.reverse(x, [axis])
+    zeros = [0] * rank
+
+    def shifted(y, k):  # y moved k places along the axis, zeros in front
+        below = list(zeros)
+        below[axis] = k
+        return ng.pad(y, _const(0, y), below, [-k if a == axis else 0 for a in range(rank)])
+
+    if exclusive and n:
+        x = shifted(x, 1)
+    k = 1
+    while k < n:  # prefix sums in log2(n) steps of shifted adds (Hillis-Steele)
+        x = x + shifted(x, k)
+        k *= 2
+    return ng.reverse(x, [axis]) if reverse else x
 
 
 # ------------------------------------------------------------------------------- resize
@@ -858,6 +893,7 @@ def _resize(ctx):
     coord = ctx.attr("coordinate_transformation_mode",
                      "asymmetric" if ctx.opset < 11 else "half_pixel")
     nearest_mode = ctx.attr("nearest_mode", "round_prefer_floor")
+    opset10 = ctx.opset < 11  # nearest as onnxruntime: floor up, ceil down
     policy = ctx.attr("keep_aspect_ratio_policy", "stretch")
     if scales is None and sizes is None:
         raise ctx.fail("neither scales nor sizes is given")
@@ -880,10 +916,20 @@ def _resize(ctx):
         lengths = [x.shape[a] * s for a, s in zip(axes, scale_list)]
     if len(scale_list) != len(axes):
         raise ctx.fail(f"{len(scale_list)} scales/sizes for {len(axes)} axes")
+    dtype = x.dtype
+    interpolates = mode != "nearest" and dtype.kind in "iu"
+    if interpolates:  # in f32, truncated and saturated back at the end (as onnxruntime)
+        x = ng.convert(x, np.float32)
     for a, size, s, length in zip(axes, sizes, scale_list, lengths):
+        if opset10:
+            nearest_mode = "floor" if s >= 1 else "ceil"
         x = _resize_axis(ctx, x, a, size, s, mode, coord, nearest_mode,
                          ctx.float_attr("cubic_coeff_a", -0.75),
                          bool(ctx.int_attr("exclude_outside", 0)), length)
+    if interpolates:
+        info = np.iinfo(dtype)
+        x = ng.minimum(ng.maximum(x, _const(info.min, x)), _const(info.max, x))
+        x = ng.convert(x, dtype)
     return x
 
 
@@ -979,9 +1025,7 @@ def _group_norm(ctx):
         raise ctx.fail(f"num_groups {groups} does not divide the {c} channels")
     spatial = list(x.shape[2:])
     g = _reshape(x, [n, groups, (c // groups) * int(np.prod(spatial, dtype=np.int64))])
-    mean = _keep(ng.mean(g, [2]), g.shape, [2], True)
-    centred = g - mean
-    var = _keep(ng.mean(centred * centred, [2]), g.shape, [2], True)
+    centred, var = _moments(g, [2])
     y = _reshape(centred / ng.sqrt(var + _const(eps, var)), x.shape)
     scale, bias = ctx.x(1), ctx.x(2)
     if scale.shape[0] == groups and groups != c:  # opset 18: one scale per group
@@ -1011,10 +1055,10 @@ def _window(ctx, terms):
     return w.astype(dtype)
 
 
-op("HannWindow", since=17, movement=True, fold=False)(lambda ctx: _window(ctx, [0.5, -0.5]))
-op("HammingWindow", since=17, movement=True, fold=False)(
+op("HannWindow", since=17, movement=True)(lambda ctx: _window(ctx, [0.5, -0.5]))
+op("HammingWindow", since=17, movement=True)(
     lambda ctx: _window(ctx, [25 / 46, -(1 - 25 / 46)]))
-op("BlackmanWindow", since=17, movement=True, fold=False)(
+op("BlackmanWindow", since=17, movement=True)(
     lambda ctx: _window(ctx, [0.42, -0.5, 0.08]))
 
 
@@ -1038,11 +1082,11 @@ def _matmul_integer(ctx):
     a, b = ctx.x(0), ctx.x(1)
     az = ctx.x(2) if ctx.has(2) else None
     bz = ctx.x(3) if ctx.has(3) else None
-    af = _minus_zero_point(a, az, len(a.shape) - 2 if az is not None and
-                           len(az.shape) == 1 and az.shape[0] > 1 else None)
     if az is not None and len(az.shape) == 1 and az.shape[0] > 1:  # per row of a
         af = ng.convert(a, np.float64) - _reshape(ng.convert(az, np.float64),
                                                   [az.shape[0], 1])
+    else:
+        af = _minus_zero_point(a, az)
     bf = _minus_zero_point(b, bz)
     return ng.convert(ng.matmul(af, bf), np.int32)
 
@@ -1159,20 +1203,17 @@ def _center_crop_pad(ctx):
 
 def _activation(ctx, name, alpha, beta):
     acts = {
-        "sigmoid": lambda x: ng.sigmoid(x),
-        "tanh": lambda x: ng.tanh(x),
-        "relu": lambda x: ng.relu(x),
+        "sigmoid": ng.sigmoid,
+        "tanh": ng.tanh,
+        "relu": ng.relu,
         "affine": lambda x: x * _const(alpha, x) + _const(beta, x),
-        "leakyrelu": lambda x: ng.select(ng.less(x, _const(0, x)), x * _const(alpha, x), x),
-        "thresholdedrelu": lambda x: ng.select(ng.greater(x, _const(alpha, x)), x,
-                                               _const(np.zeros(x.shape), x)),
+        "leakyrelu": lambda x: leaky_relu(x, alpha),
+        "thresholdedrelu": lambda x: thresholded_relu(x, alpha),
         "scaledtanh": lambda x: ng.tanh(x * _const(beta, x)) * _const(alpha, x),
-        "hardsigmoid": lambda x: ng.minimum(ng.maximum(x * _const(alpha, x) + _const(beta, x),
-                                                       _const(0, x)), _const(1, x)),
-        "elu": lambda x: ng.select(ng.greater(x, _const(0, x)), x,
-                                   (ng.exp(x) - _const(1, x)) * _const(alpha, x)),
-        "softsign": lambda x: x / (_const(1, x) + ng.abs(x)),
-        "softplus": lambda x: ng.log(ng.exp(x) + _const(1, x)),
+        "hardsigmoid": lambda x: hard_sigmoid(x, alpha, beta),
+        "elu": lambda x: elu(x, alpha),
+        "softsign": softsign,
+        "softplus": softplus,
     }
     fn = acts.get(name.lower())
     if fn is None:
@@ -1220,6 +1261,9 @@ def _recurrent(ctx, kind):
     b_in = ctx.x(3) if ctx.has(3) else None
     h0 = ctx.x(5) if ctx.has(5) else None
     c0 = ctx.x(6) if kind == "LSTM" and ctx.has(6) else None
+    if layout:  # initial states are [batch, directions, hidden] too
+        h0 = _transpose(h0, [1, 0, 2]) if h0 is not None else None
+        c0 = _transpose(c0, [1, 0, 2]) if c0 is not None else None
     peep = ctx.x(7) if kind == "LSTM" and ctx.has(7) else None
     input_forget = kind == "LSTM" and ctx.int_attr("input_forget", 0)
     lbr = kind == "GRU" and ctx.int_attr("linear_before_reset", 0)

@@ -216,7 +216,7 @@ class ImportedGraph:
 
     ``inputs``: ONNX input name → Parameter node (in ONNX order; inputs bound to nodes of
     yours with ``inputs=`` are left out). ``outputs``: ONNX output name → node.
-    ``variables``: initializer name → Variable (``trainable=True``). ``updates``: the
+    ``variables``: initializer name → Variable (``trainable``). ``updates``: the
     (variable, new value) pairs a training step applies, such as batch normalization's
     running statistics; pass them to ``runtime.computation(..., updates=...)`` with the
     optimizer's."""
@@ -254,27 +254,37 @@ def supported_ops() -> dict[str, tuple[int, int]]:
     handles."""
     from ngraph.onnx import converters
 
-    return {op: (max(MIN_OPSET, c.since), MAX_OPSET) for op, c in
+    return {op: (max(MIN_OPSET, c.since), min(MAX_OPSET, c.until)) for op, c in
             sorted(converters.REGISTRY.items())}
 
 
-def import_onnx_model(model: Any, *, trainable: bool = False,
+Trainable = Any  # bool, a collection of initializer names, or a predicate(name, array)
+
+
+def import_onnx_model(model: Any, *, trainable: Trainable = False,
                       shapes: dict[str, Any] | None = None,
                       training: bool | None = None) -> ng.Function:
     """An ONNX model (a ``ModelProto``, a path or the bytes of one) as an ``ng.Function``:
     its parameters are the graph's inputs (names kept), its results the graph's outputs.
     ``runtime.computation(function)`` compiles it.
 
-    trainable: float initializers become ``ng.variable``s named after them (else
-    constants). shapes: fixes symbolic dimensions, by input name (``{"x": (8, 3, 224,
-    224)}``) or by dimension name (``{"batch": 8}``). training: ``None`` runs Dropout and
+    trainable: which float initializers become ``ng.variable``s (named after them; the
+    others are constants): ``True`` for those that look like weights (at least one axis,
+    finite values: a -inf causal mask or a scalar divisor stays a constant), a collection of
+    initializer names (e.g. ``{n for n, _ in torch_model.named_parameters()}``, the names
+    PyTorch's TorchScript exporter keeps), or a predicate ``f(name, array) -> bool``.
+    Batch normalization's running statistics become variables whenever ``trainable`` is not
+    False (its training mode updates them).
+
+    shapes: fixes symbolic dimensions, by input name (``{"x": (8, 3, 224, 224)}``) or by
+    dimension name (``{"batch": 8}``). training: ``None`` runs Dropout and
     BatchNormalization as the model says; ``True``/``False`` forces training or inference
     behaviour."""
     return import_onnx_graph(model, trainable=trainable, shapes=shapes,
                              training=training).function()
 
 
-def import_onnx_graph(model: Any, *, trainable: bool = False,
+def import_onnx_graph(model: Any, *, trainable: Trainable = False,
                       shapes: dict[str, Any] | None = None,
                       training: bool | None = None,
                       inputs: dict[str, ng.Node] | None = None,
@@ -285,7 +295,8 @@ def import_onnx_graph(model: Any, *, trainable: bool = False,
 
     inputs: ONNX input name → a node of yours to use instead of a new Parameter.
     variables: initializer name → a Variable to use (share the weights of another import of
-    the same model, e.g. one in training and one in inference mode). constants: ONNX input
+    the same model, e.g. one in training and one in inference mode; whatever
+    ``trainable`` says). constants: ONNX input
     name → its value, fixed at import (an input that gives a shape, axes or a count must be
     known at import: a model that takes one as an input is imported for one value of it).
     Other arguments as :func:`import_onnx_model`."""
@@ -311,10 +322,22 @@ class _Initializer:
 
 
 class _Importer:
-    def __init__(self, proto: onnx.ModelProto, *, trainable: bool, shapes: dict,
+    def __init__(self, proto: onnx.ModelProto, *, trainable: Trainable, shapes: dict,
                  training: bool | None, bound: dict, shared: dict, constants: dict) -> None:
         self.proto = proto
-        self.trainable = trainable
+        self.trainable = bool(trainable) if isinstance(trainable, bool) else True
+        if isinstance(trainable, bool):
+            self.is_weight = _looks_like_weight if trainable else (lambda name, value: False)
+        elif callable(trainable):
+            self.is_weight = lambda name, value: bool(trainable(name, value))
+        else:
+            try:
+                names = {str(n) for n in trainable}
+            except TypeError:
+                raise ONNXError(f"trainable= is a {type(trainable).__name__}: give True/False, "
+                                "initializer names or a predicate(name, array)") from None
+            self.trainable_names = names
+            self.is_weight = lambda name, value: name in names
         self.shapes = dict(shapes)
         self.training = training
         self.bound = dict(bound)
@@ -329,6 +352,9 @@ class _Importer:
         versions = {}
         for o in self.proto.opset_import:
             domain = o.domain or "ai.onnx"
+            if domain in versions and versions[domain] != o.version:
+                raise ONNXError(f"opset_import names domain {domain!r} twice (versions "
+                                f"{versions[domain]} and {o.version})")
             versions[domain] = o.version
         if "ai.onnx" not in versions:
             if self.proto.ir_version and self.proto.ir_version < 3:
@@ -362,6 +388,20 @@ class _Importer:
                 if name not in {i.name for i in graph.input}:
                     raise ONNXError(f"{what}=: the graph has no input {name!r} (inputs: "
                                     f"{[i.name for i in graph.input]})")
+        for key, value in self.shapes.items():
+            values = value if isinstance(value, (list, tuple)) else [value]
+            if not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 0
+                       for v in values):
+                raise ONNXError(f"shapes[{key!r}] = {value!r}: sizes are non-negative "
+                                "integers")
+        initializer_names = {t.name for t in graph.initializer}
+        for name in self.shared:
+            if name not in initializer_names:
+                raise ONNXError(f"variables=: the graph has no initializer {name!r}")
+        if hasattr(self, "trainable_names"):
+            missing = self.trainable_names - initializer_names
+            if missing:
+                raise ONNXError(f"trainable=: the graph has no initializers {sorted(missing)}")
         dim_names = {d.dim_param for i in graph.input
                      for d in i.type.tensor_type.shape.dim if d.dim_param}
         unknown = set(self.shapes) - dim_names - {i.name for i in graph.input}
@@ -448,7 +488,7 @@ class _Importer:
             if t.tensor_type.HasField("shape") and len(t.tensor_type.shape.dim) != len(shape):
                 raise ONNXError(f"shapes[{vi.name!r}] = {shape} has rank {len(shape)}; the "
                                 f"input has rank {len(t.tensor_type.shape.dim)}")
-            return shape, dtype
+            return _checked_shape(shape, where), dtype
         if not t.tensor_type.HasField("shape"):
             raise ONNXError(f"{where} has no shape (its rank is unknown): give it with "
                             f"shapes={{{vi.name!r}: (...)}}")
@@ -466,11 +506,7 @@ class _Importer:
                 hint = f"shapes={{{d.dim_param!r}: n}} or " if d.dim_param else ""
                 raise ONNXError(f"{where}: dimension {axis} is {what}; ngraph compiles static "
                                 f"shapes: fix it with {hint}shapes={{{vi.name!r}: (...)}}")
-        count = int(np.prod(shape, dtype=object)) if shape else 1
-        if count > _MAX_ELEMENTS:
-            raise ONNXError(f"{where}: shape {shape} has {count} elements, more than ngraph "
-                            "accepts")
-        return shape, dtype
+        return _checked_shape(shape, where), dtype
 
     # -- values
     def input_source(self, name: str) -> str | None:
@@ -489,23 +525,44 @@ class _Importer:
                 stack.extend(node.input)
         return None
 
-    def initializer_value(self, name: str, static: bool) -> Any:
-        """An initializer's value: a Variable when trainable and consumed as data, else its
-        array."""
+    def initializer_value(self, name: str, static: bool, state: bool = False) -> Any:
+        """An initializer's value: a Variable when it is consumed as data and is a weight
+        (``trainable``), shared (``variables=``) or state (``state``: batch normalization's
+        running statistics, when trainable), else its array."""
         init = self.initializers[name]
         if name in self.values:
             return self.values[name]
-        if not static and self.trainable and init.value.dtype.kind == "f":
-            var = self.shared.get(name)
-            if var is None:
-                var = ng.variable(init.value, name=name)
-            elif tuple(var.shape) != init.value.shape:
-                raise ONNXError(f"variables[{name!r}] has shape {list(var.shape)}; the "
-                                f"initializer's is {list(init.value.shape)}")
-            self.values[name] = var
-            self.result.variables[name] = var
-            return var
-        return init.value
+        if static:
+            return init.value
+        var = self.shared.get(name)
+        if var is None and init.value.dtype.kind == "f" and (
+                self.is_weight(name, init.value) or (state and self.trainable)):
+            var = ng.variable(init.value, name=name)
+        if var is None:
+            return init.value
+        if not isinstance(var, ng.Node) or tuple(var.shape) != init.value.shape or \
+                var.dtype != init.value.dtype:
+            raise ONNXError(f"variables[{name!r}] is {var!r}; the initializer is "
+                            f"{init.value.dtype} {list(init.value.shape)}")
+        self.values[name] = var
+        self.result.variables[name] = var
+        return var
+
+
+def _looks_like_weight(name: str, value: np.ndarray) -> bool:
+    """trainable=True's rule: float initializers with an axis and finite values (a -inf
+    mask, a scalar divisor or a NaN are constants an exporter wrote)."""
+    return value.dtype.kind == "f" and value.ndim >= 1 and bool(np.isfinite(value).all())
+
+
+def _checked_shape(shape: list[int], where: str) -> list[int]:
+    if any(d < 0 for d in shape):
+        raise ONNXError(f"{where}: shape {shape} has a negative size")
+    count = int(np.prod(shape, dtype=object)) if shape else 1
+    if count > _MAX_ELEMENTS:
+        raise ONNXError(f"{where}: shape {shape} has {count} elements, more than ngraph "
+                        "accepts")
+    return shape
 
 
 def _topological(graph: onnx.GraphProto) -> list:

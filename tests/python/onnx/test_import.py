@@ -419,3 +419,179 @@ def test_fuzzed_models_import_or_raise_onnx_errors():
         ng.runtime().computation(fn)
         outcomes["imported"] += 1
     assert outcomes["refused"] > 50 and outcomes["imported"] > 10, outcomes
+
+
+# ------------------------------------------------------------------- review regressions
+
+
+def _one(op, inputs, outputs=("y",), initializers=(), opset=17, **attrs):
+    node = helper.make_node(op, [i[0] for i in inputs], list(outputs), name="n", **attrs)
+    return _model([node], [_vi(n, s, t) for n, s, t in inputs if n],
+                  [_vi(o, None) for o in outputs], initializers, opset)
+
+
+def _ngraph(model, *args, **kw):
+    from ngraph.onnx import backend  # noqa: PLC0415
+
+    return backend.prepare(model, "CPU", **kw).run(list(args))
+
+
+def test_nodes_of_known_inputs_keep_their_opsets_meaning():
+    """A Softmax-11 of an initializer (coerced to 2-D at axis 1) computes as it would at run
+    time, not by the newer Softmax's meaning."""
+    c = numpy_helper.from_array(np.array([[[1, 2], [3, 4]]], np.float32), "c")
+    nodes = [helper.make_node("Softmax", ["c"], ["s"], axis=1),
+             helper.make_node("Add", ["x", "s"], ["y"])]
+    model = _model(nodes, [_vi("x", [1, 2, 2])], [_vi("y", None)], [c], opset=11)
+    (got,) = _ngraph(model, np.zeros((1, 2, 2), np.float32))
+    e = np.exp([1, 2, 3, 4.0])
+    np.testing.assert_allclose(got.reshape(-1), e / e.sum(), rtol=1e-6)
+
+
+def test_trainable_leaves_masks_and_scalars_constant_and_takes_names():
+    w = numpy_helper.from_array(np.ones((2, 2), np.float32), "w")
+    mask = numpy_helper.from_array(np.array([[0, -np.inf], [0, 0]], np.float32), "mask")
+    half = numpy_helper.from_array(np.array(0.5, np.float32), "half")
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["a"]),
+             helper.make_node("Add", ["a", "mask"], ["b"]),
+             helper.make_node("Mul", ["b", "half"], ["y"])]
+    model = _model(nodes, [_vi("x", [2, 2])], [_vi("y", None)], [w, mask, half])
+    assert set(import_onnx_graph(model, trainable=True).variables) == {"w"}
+    assert set(import_onnx_graph(model, trainable={"w", "half"}).variables) == {"w", "half"}
+    g = import_onnx_graph(model, trainable=lambda name, value: name == "mask")
+    assert set(g.variables) == {"mask"}
+    with pytest.raises(ONNXError, match=r"no initializers \['nope'\]"):
+        import_onnx_graph(model, trainable={"nope"})
+
+
+def test_shared_variables_apply_to_an_inference_import():
+    g1 = import_onnx_graph(_mlp(), trainable=True)
+    g1.variables["w"].set_value(np.zeros((4, 3), np.float32))
+    g1.variables["b"].set_value(np.full(3, 2.0, np.float32))
+    g2 = import_onnx_graph(_mlp(), variables=g1.variables)  # not trainable: shares anyway
+    out = ng.runtime().computation(g2.outputs["y"], *g2.inputs.values())(
+        np.ones((2, 4), np.float32))
+    np.testing.assert_allclose(out[0], np.full((2, 3), 2.0))
+    with pytest.raises(ONNXError, match="no initializer 'v'"):
+        import_onnx_graph(_mlp(), variables={"v": g1.variables["w"]})
+    with pytest.raises(ONNXError, match="variables\\['w'\\]"):
+        import_onnx_graph(_mlp(), variables={"w": g1.variables["b"]})
+
+
+def _reference(model, *args):
+    return _expected(model, *args)
+
+
+def test_integer_and_mixed_type_arithmetic_follows_onnx():
+    # Pow of an integer base by a float exponent: computed in float, truncated
+    x, e = np.array([3, 2, 5], np.int32), np.array([2.5, 0.5, 1.5], np.float32)
+    model = _one("Pow", [("x", [3], TensorProto.INT32), ("e", [3], TensorProto.FLOAT)])
+    np.testing.assert_array_equal(_ngraph(model, x, e)[0], _reference(model, x, e)[0])
+    # ReduceMean of integers truncates toward zero
+    model = _one("ReduceMean", [("x", [1, 2], TensorProto.INT32)], keepdims=0, opset=17)
+    v = np.array([[-1, -2]], np.int32)
+    np.testing.assert_array_equal(_ngraph(model, v)[0], _reference(model, v)[0])
+    # CumSum of int64 is exact beyond 2^53, and long axes cost log2(n) steps
+    model = _one("CumSum", [("x", [2], TensorProto.INT64)],
+                 initializers=[numpy_helper.from_array(np.array(0, np.int64), "axis")])
+    model.graph.node[0].input.append("axis")
+    v = np.array([2**53, 1], np.int64)
+    np.testing.assert_array_equal(_ngraph(model, v)[0], np.cumsum(v))
+    for exclusive, reverse in ((0, 0), (1, 0), (0, 1), (1, 1)):
+        node = helper.make_node("CumSum", ["x", "axis"], ["y"], exclusive=exclusive,
+                                reverse=reverse)
+        m = _model([node], [_vi("x", [3, 1000])], [_vi("y", None)],
+                   [numpy_helper.from_array(np.array(1, np.int64), "axis")])
+        v = np.random.default_rng(0).standard_normal((3, 1000)).astype(np.float32)
+        np.testing.assert_allclose(_ngraph(m, v)[0], _reference(m, v)[0], rtol=1e-4,
+                                   atol=1e-4)
+
+
+def test_resize_of_integers_and_opset10_nearest_follow_onnxruntime():
+    ort = pytest.importorskip("onnxruntime")
+    scales = numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales")
+    node = helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="linear")
+    model = _model([node], [_vi("x", [1, 1, 2, 2], TensorProto.UINT8)],
+                   [_vi("y", None, TensorProto.UINT8)], [scales], opset=13)
+    x = np.array([[[[0, 100], [200, 50]]]], np.uint8)
+    session = ort.InferenceSession(model.SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    np.testing.assert_array_equal(_ngraph(model, x)[0], session.run(None, {"x": x})[0])
+    for scale in (2.5, 0.6):
+        s = numpy_helper.from_array(np.array([1, scale], np.float32), "s")
+        node = helper.make_node("Resize", ["x", "s"], ["y"], mode="nearest")
+        model = _model([node], [_vi("x", [1, 5])], [_vi("y", None)], [s], opset=10)
+        v = np.arange(1, 6, dtype=np.float32).reshape(1, 5)
+        session = ort.InferenceSession(model.SerializeToString(),
+                                       providers=["CPUExecutionProvider"])
+        np.testing.assert_array_equal(_ngraph(model, v)[0], session.run(None, {"x": v})[0])
+
+
+def test_recurrent_batch_major_layout_with_initial_states():
+    rng = np.random.default_rng(0)
+    b, s, i, h = 2, 3, 4, 5
+    inits = [numpy_helper.from_array(rng.standard_normal((1, 4 * h, i)).astype(np.float32),
+                                     "W"),
+             numpy_helper.from_array(rng.standard_normal((1, 4 * h, h)).astype(np.float32),
+                                     "R")]
+    node = helper.make_node("LSTM", ["x", "W", "R", "", "", "h0", "c0"], ["y", "yh", "yc"],
+                            hidden_size=h, layout=1)
+    model = _model([node], [_vi("x", [b, s, i]), _vi("h0", [b, 1, h]), _vi("c0", [b, 1, h])],
+                   [_vi("y", None), _vi("yh", None), _vi("yc", None)], inits, opset=14)
+    args = [rng.standard_normal(shape).astype(np.float32)
+            for shape in ((b, s, i), (b, 1, h), (b, 1, h))]
+    for got, want in zip(_ngraph(model, *args), _reference(model, *args)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_einsum_contracts_pairwise():
+    model = _one("Einsum", [("a", [64, 32], TensorProto.FLOAT),
+                            ("b", [32, 48], TensorProto.FLOAT),
+                            ("c", [48, 8], TensorProto.FLOAT)], equation="ij,jk,kl->li")
+    fn = import_onnx_model(model)
+    assert {n.get_type_name() for n in fn.get_ordered_ops()} >= {"MatMul"}
+    assert max(int(np.prod(n.shape)) for n in fn.get_ordered_ops()) <= 64 * 48
+    rng = np.random.default_rng(0)
+    a, b, c = (rng.standard_normal(s).astype(np.float32) for s in ((64, 32), (32, 48), (48, 8)))
+    np.testing.assert_allclose(_run(fn, a, b, c)[0], np.einsum("ij,jk,kl->li", a, b, c),
+                               rtol=1e-4, atol=1e-4)
+
+
+def test_sizes_that_would_hang_or_exhaust_memory_are_refused():
+    x = [("x", [1, 4, 8, 8], TensorProto.FLOAT)]
+    # LRN's window beyond the channels adds nothing: a huge size is cheap
+    v = np.random.default_rng(0).standard_normal((1, 4, 8, 8)).astype(np.float32)
+    model = _one("LRN", x, size=1 << 30)
+    np.testing.assert_allclose(_ngraph(model, v)[0], _reference(model, v)[0], rtol=1e-4)
+    pads = numpy_helper.from_array(np.array([0, 0, 0, 0, 0, 0, 1 << 40, 0], np.int64), "p")
+    node = helper.make_node("Pad", ["x", "p"], ["y"], name="pad")
+    _bad(_model([node], [_vi("x", [1, 4, 8, 8])], [_vi("y", None)], [pads]),
+         r"Pad 'pad'.*elements, more than")
+    _bad(_one("MaxPool", x, kernel_shape=[3000, 3000], dilations=[2, 2]),
+         r"MaxPool 'n'.*65536 offsets")
+    w = numpy_helper.from_array(np.ones((2, 4, 3, 3), np.float32), "w")
+    node = helper.make_node("Conv", ["x", "w"], ["y"], name="conv", kernel_shape=[1 << 40, 3])
+    _bad(_model([node], [_vi("x", [1, 4, 8, 8])], [_vi("y", None)], [w]),
+         r"Conv 'conv'.*kernel_shape \[1099511627776, 3\] differs from the weights' \[3, 3\]")
+    node = helper.make_node("Conv", ["x", "w"], ["y"], name="conv", group=0)
+    _bad(_model([node], [_vi("x", [1, 4, 8, 8])], [_vi("y", None)], [w]),
+         "group 0 is not positive")
+
+
+def test_settings_are_checked():
+    with pytest.raises(ONNXError, match="non-negative integers"):
+        import_onnx_model(_symbolic(), shapes={"batch": -3})
+    with pytest.raises(ONNXError, match="non-negative integers"):
+        import_onnx_model(_symbolic(), shapes={"x": ("a", 3)})
+    model = _mlp()
+    model.opset_import.append(helper.make_opsetid("", 13))
+    _bad(model, "names domain 'ai.onnx' twice")
+
+
+def test_inference_dropout_needs_no_ratio_at_import():
+    node = helper.make_node("Dropout", ["x", "ratio"], ["y"])
+    model = _model([node], [_vi("x", [4]), _vi("ratio", [], TensorProto.FLOAT)],
+                   [_vi("y", None)], opset=13)
+    fn = import_onnx_model(model, training=False)
+    v = np.arange(4, dtype=np.float32)
+    np.testing.assert_array_equal(_run(fn, v, np.float32(0.5))[0], v)
