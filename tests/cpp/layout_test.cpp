@@ -181,6 +181,30 @@ TEST_F(LayoutTest, plain_graphs_get_no_reorders) {
   }
 }
 
+// A constant read in a blocked layout is laid out once, when the plan is built: no Reorder
+// runs at a call, the reader gets the same values (padding included: 3 channels in nChw8c).
+TEST_F(LayoutTest, constant_read_blocked_is_laid_out_at_compile_time) {
+  for (const Shape& s : {kUnpadded, kPadded}) {
+    SCOPED_TRACE(to_braces(s));
+    auto p = std::make_shared<op::Parameter>(element::f32, s);
+    auto k = std::make_shared<op::Constant>(element::f32, s, values(s));
+    // FromBlocked reads the constant blocked; the sum with p is plain at the result.
+    auto y = std::make_shared<op::Add>(std::make_shared<FromBlocked>(k), p);
+    auto f = std::make_shared<Function>(OutputVector{y}, ParameterVector{p});
+    auto x = values(s);
+    std::vector<std::function<float(float)>> twice{[](float v) { return 2 * v; }};
+    auto exe = run(f, x, twice);
+    EXPECT_EQ(exe->get_reorder_count(), 0u);
+    for (const auto& step : exe->get_schedule())
+      EXPECT_NE(step.rfind("CPUReorder", 0), 0u) << ::testing::PrintToString(exe->get_schedule());
+    // Unoptimised plans keep the Reorder (the baseline): the same values.
+    runtime::cpu::CPUBackend backend;
+    auto plain =
+        std::dynamic_pointer_cast<CPUExecutable>(backend.compile(f, CompileOptions{false, false}));
+    EXPECT_EQ(plain->get_reorder_count(), 1u);
+  }
+}
+
 // Matmul asks oneDNN for its weights' layout (format_tag::any). Whatever this machine's oneDNN
 // picks, two products of the same weights share at most one reorder, and the numbers hold.
 TEST_F(LayoutTest, matmul_weights_in_the_chosen_layout_are_reordered_once) {

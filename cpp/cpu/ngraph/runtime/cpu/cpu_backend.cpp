@@ -55,6 +55,9 @@ void CPUExecutable::make_value_slots(const ExecutionPlan& plan) {
     } else if (type == "Constant") {
       slot = {SlotKind::constant, 0, static_cast<op::Constant&>(*node).get_data_ptr()};
       m_keep_alive.push_back(node);
+    } else if (type == LaidOutConstant::type_name) {
+      slot = {SlotKind::constant, 0, static_cast<LaidOutConstant&>(*node).get_data_ptr()};
+      m_keep_alive.push_back(node);
     } else {
       continue;
     }

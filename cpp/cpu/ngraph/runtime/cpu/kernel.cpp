@@ -77,7 +77,7 @@ void parallel_for(size_t n, size_t grain, const std::function<void(size_t, size_
 
 bool is_structural_op(const std::string& op) {
   return op == "Parameter" || op == "Constant" || op == "Result" || op == "Variable" ||
-         op == "Assign";
+         op == "Assign" || op == "CPULaidOutConstant";
 }
 
 void CallState::reset(bool verified, const std::vector<distributed::SharedRegion*>* regions,

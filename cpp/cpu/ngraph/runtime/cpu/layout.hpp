@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "ngraph/node.hpp"
+#include "ngraph/ops/parameter.hpp"
 #include "ngraph/ops/variable.hpp"
 #include "ngraph/runtime/cpu/kernel.hpp"
 #include "ngraph/runtime/cpu/tensor_desc.hpp"
@@ -56,6 +57,29 @@ class Reorder : public Op<Reorder> {
   }
   bool is_pure() const override { return false; }  // never merged: two targets may differ
   bool admits_storage_only_types() const override { return true; }
+};
+
+// A constant laid out once, at compile time, in a layout a kernel wants (constant_layouts.cpp
+// replaces Reorder(Constant) by it): a leaf with no kernel, whose bytes (in the plan's
+// descriptor of its output, padding included) the executable hands to the readers as it
+// hands over a Constant's. Backend-internal.
+class LaidOutConstant : public Op<LaidOutConstant> {
+ public:
+  static constexpr const char* type_name = "CPULaidOutConstant";
+  LaidOutConstant() = default;
+  // Reorders `source` (row-major) into `desc` (f32, a oneDNN layout).
+  LaidOutConstant(const op::Constant& source, const TensorDesc& desc);
+  void validate_and_infer_types() override {
+    check_input_count(0);
+    set_output_type(0, m_type, m_shape);
+  }
+  bool is_pure() const override { return false; }  // never merged: two layouts may differ
+  const void* get_data_ptr() const { return m_data.get(); }
+
+ private:
+  element::Type m_type = element::f32;
+  Shape m_shape;
+  std::shared_ptr<char> m_data;  // 64-byte aligned; shared between clones (immutable)
 };
 
 }  // namespace cpu

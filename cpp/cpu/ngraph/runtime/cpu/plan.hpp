@@ -97,7 +97,7 @@ struct ExecutionPlan {
   // The storage layout of each variable the function reads or updates (the executable lays
   // the value out so before a call).
   std::map<VariableState*, TensorDesc> variable_layouts;
-  size_t reorders = 0;                 // Reorder nodes the layout pass inserted
+  size_t reorders = 0;                 // Reorder nodes the layout pass inserted, less folded ones
 
   // I/O binding: values that kernels write straight into a caller's result buffer or into a
   // variable's next buffer; the rest are copied there after the last step.
@@ -132,6 +132,7 @@ void optimize_graph(ExecutionPlan& plan);      // ConstantFolding, DeadNodeElimi
 void fuse_cpu_ops(ExecutionPlan& plan);        // matmul+bias+ReLU, elementwise, allreduce
 void pass_results_through(ExecutionPlan& plan);  // inner Results, GetOutputElements
 void assign_layouts(ExecutionPlan& plan);      // descriptors; Reorders where layouts differ
+void lay_out_constants(ExecutionPlan& plan);   // Reorder(Constant) done once, at compile time
 // Plan passes.
 void schedule(ExecutionPlan& plan);            // the order steps run in
 void bind_io(ExecutionPlan& plan);             // results and updates written in place

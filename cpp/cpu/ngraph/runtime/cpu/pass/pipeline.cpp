@@ -21,6 +21,7 @@ const std::vector<NamedPass>& pipeline() {
       {"fuse_cpu_ops", fuse_cpu_ops},                // ../fusion.cpp
       {"pass_results_through", pass_results_through},// schedule.cpp
       {"assign_layouts", assign_layouts},            // layout_assignment.cpp
+      {"lay_out_constants", lay_out_constants},      // constant_layouts.cpp
       {"schedule", schedule},                        // schedule.cpp
       {"bind_io", bind_io},                          // io_binding.cpp
       {"plan_in_place_updates", plan_in_place_updates},  // in_place_updates.cpp
