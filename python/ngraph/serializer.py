@@ -62,19 +62,22 @@ def serialize(node_or_function: Node | Sequence[Node] | Function | Computation,
 
 
 def deserialize(text: str | bytes | os.PathLike, communicator: Any = None) -> Function:
-    """The Function a JSON document (text, UTF-8 bytes, or a path to a file) describes.
+    """The Function a JSON document (text, UTF-8 bytes, or a path to a file) describes; also
+    nGraph's binary container (cpio: the JSON and constants' data) as bytes or a path.
     Collective ops run on `communicator` (an ngraph or mpi4py communicator; None: the
     default one when the function runs). A malformed document raises SerializationError (a
     ValueError) naming the field."""
     if isinstance(text, os.PathLike):
         with open(text, "rb") as f:
             text = f.read()
-    if isinstance(text, (bytes, bytearray)):
+    if isinstance(text, (bytes, bytearray)) and bytes(text[:2]) in (b"\xc7\x71", b"\x71\xc7"):
+        text = bytes(text)  # nGraph's binary (cpio) container, read as it is
+    elif isinstance(text, (bytes, bytearray)):
         try:
             text = bytes(text).decode("utf-8")
         except UnicodeDecodeError as e:
             raise SerializationError(f"deserialize: the document is not UTF-8: {e}") from None
-    if not isinstance(text, str):
+    if not isinstance(text, (str, bytes)):
         raise TypeError(f"deserialize: expected JSON text, bytes or a path, got "
                         f"{type(text).__name__}")
     comm = None

@@ -594,7 +594,9 @@ TEST(serializer, writes_ngraphs_keys_enums_and_orders) {
   EXPECT_EQ(text("Softmax", "softmax_axes"), "[1]");
   EXPECT_EQ(text("Pad", "pad_mode"), "1");  // op::PadMode::EDGE
   EXPECT_EQ(text("Add", "autob"), "{\"type\":1,\"axis\":0}");
-  EXPECT_EQ(text("Add", "auto_broadcast"), "(missing)");
+  // v0.26 reads "auto_broadcast" (and ignores "autob"), v0.20-v0.25 "autob": both are written.
+  EXPECT_EQ(text("Add", "auto_broadcast"), "{\"type\":1,\"axis\":0}");
+  EXPECT_EQ(text("Multiply", "auto_broadcast"), "(missing)");
   EXPECT_EQ(text("Multiply", "autob"), "(missing)");  // nGraph leaves NONE out
   EXPECT_EQ(text("LRN", "nsize"), "3");
   EXPECT_EQ(text("TopK", "top_k_axis"), "1");
@@ -778,8 +780,11 @@ TEST(serializer, hostile_documents_raise_errors_naming_the_field) {
   std::string v = kValid;
   expect_rejected("[{", "JSON line 1, column 3");
   expect_rejected("{}", "the document (an array of functions): expected an array, got an object");
-  expect_rejected("[" + v.substr(1, v.size() - 2) + "," + v.substr(1),
-                  "array of one function, got 2");
+  expect_rejected("[]", "the document is an empty array (expected an array of functions)");
+  // Of several functions (nGraph wrote those an op calls first), each must be valid.
+  expect_rejected("[" + replaced(v.substr(1, v.size() - 2), "\"Add\"", "\"Ad\"") + "," +
+                      v.substr(1),
+                  "ops[4] 's' (Ad): unknown op 'Ad': ngraph has no op of that name");
   // Each edit of the valid document and the error it must raise.
   struct Edit {
     const char* from;
@@ -792,7 +797,7 @@ TEST(serializer, hostile_documents_raise_errors_naming_the_field) {
       {"\"result\":[\"r\"]", "\"result\":3",
        "\"result\": expected an array, got a number (3)"},
       {"\"op\":\"Multiply\"", "\"op\":\"Frobnicate\"",
-       "ops[3] 'm' (Frobnicate): unknown op 'Frobnicate' (line 5, column"},
+       "ops[3] 'm' (Frobnicate): unknown op 'Frobnicate': ngraph has no op of that name (line 5, column"},
       // A cycle: m reads s, which reads m.
       {"[\"b\",\"k\"]", "[\"b\",\"s\"]",
        "ops[3] 'm' (Multiply): inputs[1] refers to 's', which no earlier op defines"},
@@ -997,7 +1002,7 @@ TEST(serializer, fuzzed_documents_read_or_raise_serialization_errors) {
       bool located = false;
       for (const char* where :
            {"deserialize: JSON line ", "deserialize: ops[", "deserialize: function",
-            "deserialize: the document", "deserialize: expected an array of one"})
+            "deserialize: the document"})
         located = located || test::starts_with(m, where);
       ASSERT_TRUE(located) << "case " << c << ": an error without its field: " << m << "\n" << doc;
     } catch (const std::exception& e) {

@@ -187,7 +187,7 @@ def test_reads_and_writes_ngraphs_spelling():
 
     ops = {o["op"]: o for o in json.loads(ng.serialize(function))[0]["ops"]}
     assert ops["Parameter"]["element_type"] == "float"
-    assert ops["Add"]["autob"] == {"type": 1, "axis": 0} and "auto_broadcast" not in ops["Add"]
+    assert ops["Add"]["autob"] == ops["Add"]["auto_broadcast"] == {"type": 1, "axis": 0}
     assert ops["Softmax"]["softmax_axes"] == [1] and ops["Convert"]["target_type"] == "double"
     assert ops["BatchNormTraining"]["eps"] == 0 and ops["BatchNormTraining"]["inputs"] == [
         "Constant_1", "Constant_1", "Add_2"]

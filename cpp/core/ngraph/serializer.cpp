@@ -7,12 +7,14 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <string_view>
 #include <type_traits>
 #include <unordered_map>
 #include <vector>
 
 #include "ngraph/json.hpp"
 #include "ngraph/ops/collective.hpp"
+#include "ngraph/ops/dot.hpp"
 #include "ngraph/ops/get_output_element.hpp"
 #include "ngraph/ops/parameter.hpp"
 #include "ngraph/ops/variable.hpp"
@@ -40,6 +42,9 @@ const std::set<std::string>& structural_keys() {
 // and in every spelling element::Type accepts ("f32", "float32").
 element::Type element_type_from_text(const std::string& text) {
   if (text == "char") return element::boolean;
+  if (text == "dynamic")
+    throw std::invalid_argument("element type 'dynamic' (nGraph's dynamic type): ngraph's element "
+                                "types are static: give it a type");
   try {
     return element::Type::from_name(text);
   } catch (const std::invalid_argument&) {
@@ -267,12 +272,22 @@ class AttributeReader : public AttributeVisitor {
     v = get(name, Kind::string).text();
   }
   void on(const std::string& name, element::Type& v) override {
-    const Value& item = get(name, Kind::string);
-    try {
-      v = element_type_from_text(item.text());
-    } catch (const std::invalid_argument& e) {
-      fail(&item, name, e.what());
+    const Value* item = find(name);
+    if (item->is(Kind::object)) {
+      // nGraph's writers before 2018-10: {"bitwidth": 32, "c_type_string": "float", ...}.
+      const Value* c = item->find("c_type_string");
+      if (!c || !c->is(Kind::string))
+        fail(item, name, "expected a type name, or an object with \"c_type_string\"");
+      element_type(name, *c, v);
+      const Value* bits = item->find("bitwidth");
+      int64_t b = 0;
+      if (bits && (!bits->to_int64(b) || b != static_cast<int64_t>(v.size() * 8)))
+        fail(bits, name, "\"bitwidth\" " + bits->text() + " does not match '" + c->text() + "'");
+      return;
     }
+    if (!item->is(Kind::string))
+      fail(item, name, "expected a string, got " + got(*item));
+    element_type(name, *item, v);
   }
   void on(const std::string& name, std::vector<int64_t>& v) override {
     const Value& item = get(name, Kind::array);
@@ -284,6 +299,13 @@ class AttributeReader : public AttributeVisitor {
   const std::set<std::string>& used() const { return m_used; }
 
  private:
+  void element_type(const std::string& name, const Value& text, element::Type& v) const {
+    try {
+      v = element_type_from_text(text.text());
+    } catch (const std::invalid_argument& e) {
+      fail(&text, name, e.what());
+    }
+  }
   [[noreturn]] void fail(const Value* at, const std::string& name, const std::string& msg) const {
     m_where.fail(at, "attribute '" + name + "': " + msg);
   }
@@ -443,6 +465,11 @@ class Writer {
       for (auto& [key, value] : obj.members())
         if (key == "n")
           value = Value::integer(static_cast<int64_t>(ngraph_index(goe->input_value(0))));
+    // Dot's default count (-1) is written as the count it stands for, as nGraph writes it.
+    if (auto* dot = dynamic_cast<const op::Dot*>(&n))
+      for (auto& [key, value] : obj.members())
+        if (key == "reduction_axes_count")
+          value = Value::integer(static_cast<int64_t>(dot->get_reduction_axes_count()));
     spelling::to_ngraph(n.get_type_name(), obj);
     if (auto* c = dynamic_cast<const op::Constant*>(&n))
       obj.set("value", write_values(c->get_element_type(), shape_size(c->get_shape()),
@@ -469,10 +496,61 @@ class Writer {
 
 // ----------------------------------------------------------------------------- reading
 
+// nGraph's binary container (its deserialize(istream) reads it; serialize with binary
+// constant data writes it): old-style binary cpio records in either byte order, each a
+// 26-byte header (magic 070707, ..., name size, data size), the name and the data, both padded
+// to even sizes. The first record holds the JSON text, the next ones the data of each
+// Constant whose object has no "value" (row-major, native little-endian), named by the
+// constant's name; "TRAILER!!!" ends the archive.
+bool is_cpio(const std::string& bytes) {
+  if (bytes.size() < 2) return false;
+  auto b0 = static_cast<unsigned char>(bytes[0]), b1 = static_cast<unsigned char>(bytes[1]);
+  return (b0 == 0xC7 && b1 == 0x71) || (b0 == 0x71 && b1 == 0xC7);
+}
+
+struct Cpio {
+  std::string json;                                   // the first record
+  std::map<std::string, std::string_view> constants;  // the others, by name
+};
+
+Cpio read_cpio(const std::string& bytes) {
+  auto fail = [](const std::string& m) -> void {
+    throw SerializationError("deserialize: nGraph's cpio container: " + m);
+  };
+  bool big = static_cast<unsigned char>(bytes[0]) == 0x71;
+  size_t pos = 0;
+  auto u16 = [&](size_t at) {
+    auto a = static_cast<unsigned char>(bytes[at]), b = static_cast<unsigned char>(bytes[at + 1]);
+    return static_cast<uint32_t>(big ? (a << 8) | b : (b << 8) | a);
+  };
+  Cpio out;
+  for (size_t record = 0;; ++record) {
+    std::string where = "record " + std::to_string(record) + " at byte " + std::to_string(pos);
+    if (bytes.size() - pos < 26) fail(where + ": truncated header (no \"TRAILER!!!\" record)");
+    if (!is_cpio(bytes.substr(pos, 2))) fail(where + ": not a binary cpio header");
+    uint32_t namesize = u16(pos + 20);
+    uint64_t filesize = (uint64_t(u16(pos + 22)) << 16) | u16(pos + 24);
+    pos += 26;
+    if (namesize == 0 || bytes.size() - pos < namesize + namesize % 2)
+      fail(where + ": truncated name");
+    std::string name = bytes.substr(pos, namesize - 1);
+    pos += namesize + namesize % 2;
+    if (name == "TRAILER!!!") break;
+    if (bytes.size() - pos < filesize) fail(where + " '" + name + "': truncated data");
+    std::string_view data(bytes.data() + pos, filesize);
+    pos += filesize + filesize % 2;
+    if (record == 0) out.json = std::string(data);
+    else if (!out.constants.emplace(name, data).second)
+      fail(where + ": a second record named '" + name + "'");
+  }
+  return out;
+}
+
 class Reader {
  public:
-  Reader(const std::string& text, const DeserializeOptions& options)
-      : m_text(text), m_options(options) {}
+  Reader(const std::string& text, const DeserializeOptions& options,
+         const std::map<std::string, std::string_view>* binary = nullptr)
+      : m_text(text), m_options(options), m_binary(binary) {}
 
   std::shared_ptr<Function> document() {
     Value doc;
@@ -483,17 +561,29 @@ class Reader {
     }
     Where top{&m_text, ""};
     expect(top, doc, Kind::array, "the document (an array of functions)");
-    if (doc.items().size() != 1)
-      top.fail(&doc, "expected an array of one function, got " +
-                         std::to_string(doc.items().size()));
-    return function(doc.items()[0]);
+    if (doc.items().empty())
+      top.fail(&doc, "the document is an empty array (expected an array of functions)");
+    // nGraph wrote the functions an op calls (its "function") before the function itself and
+    // read them all, returning the last. Each is read (its errors are the document's); no op
+    // here calls a function, so the last one is the function.
+    std::shared_ptr<Function> last;
+    for (const auto& fn : doc.items()) {
+      m_nodes.clear();
+      m_states.clear();
+      m_swapped.clear();
+      last = function(fn);
+    }
+    return last;
   }
 
  private:
   std::shared_ptr<Function> function(const Value& fn) {
     Where w{&m_text, "function"};
     expect(w, fn, Kind::object, "the function");
-    check_keys(w, fn, {"name", "parameters", "result", "sinks", "variables", "ops"});
+    // nGraph's writers of 2017-2018 also recorded the results' types ("result_shape",
+    // "result_type", "value_type"); its readers ignored them, and so do we (they are inferred).
+    check_keys(w, fn, {"name", "parameters", "result", "sinks", "variables", "ops", "result_shape",
+                       "result_type", "value_type"});
     std::string name = member(w, fn, "name", Kind::string).text();
     w.path = "function '" + name + "'";
     if (const Value* vars = fn.find("variables")) variables(w, *vars);
@@ -623,7 +713,7 @@ class Reader {
     w.path += " '" + name + "' (" + type.text() + ")";
     if (m_nodes.count(name)) w.fail(obj.find("name"), "the name '" + name + "' is used twice");
     if (!OpRegistry::get().contains(type.text()))
-      w.fail(&type, "unknown op '" + type.text() + "'");
+      w.fail(&type, "unknown op '" + type.text() + "': ngraph has no op of that name");
 
     // The object in our spelling; `theirs`: it used nGraph's keys, so the numbering of its
     // outputs is nGraph's too.
@@ -649,6 +739,7 @@ class Reader {
         if (key == "n" && value.to_int64(n) && n >= 0)
           value = Value::integer(static_cast<int64_t>(spelling::swapped_output(size_t(n))));
       }
+    drop_attribute_inputs(w, type.text(), spelled, inputs);
     // Errors of the op's own rule ("[Add] element types ... must match") name the op.
     std::shared_ptr<Node> node =
         guarded(w, obj, [&] { return build(w, type.text(), spelled, inputs); });
@@ -668,6 +759,73 @@ class Reader {
     m_nodes[name] = node;
   }
 
+  // nGraph's ops of 2019 hold an attribute also as a Constant input: the reduction axes of Sum,
+  // Product, Max and Min, TopK's k, LRN's axes (its readers ignored the first two and used the
+  // attribute). MaxPoolBackprop may have the forward result as a third input (a hint). Such
+  // inputs are checked against the attribute and dropped; ours hold them as attributes only.
+  void drop_attribute_inputs(const Where& w, const std::string& type, const Value& obj,
+                             OutputVector& inputs) {
+    static const std::set<std::string> reductions = {"Sum", "Product", "Max", "Min"};
+    if (type == "MaxPoolBackprop" && inputs.size() == 3) {
+      inputs.pop_back();
+      return;
+    }
+    std::string what;
+    if (reductions.count(type)) what = "reduction_axes";
+    else if (type == "TopK") what = "k";
+    else if (type == "LRN") what = "axes";
+    else return;
+    if (inputs.size() != 2) return;  // the op counts its inputs
+    const Value& at = obj.find("inputs")->items()[1];
+    auto* c = dynamic_cast<const op::Constant*>(inputs[1].get_node());
+    std::vector<int64_t> values;
+    bool integral = c && c->get_element_type().is_integral();
+    if (integral) {
+      element::dispatch_storage(c->get_element_type(), [&](auto tag) {
+        using S = decltype(tag);
+        if constexpr (std::is_integral_v<S>) {
+          const S* p = static_cast<const S*>(c->get_data_ptr());
+          for (size_t i = 0; i < shape_size(c->get_shape()); ++i)
+            values.push_back(static_cast<int64_t>(p[i]));
+        }
+      });
+    }
+    if (!integral)
+      w.fail(&at, "inputs[1]: nGraph's " + type + " takes its " + what +
+                      " as a second input only as an integer Constant; '" +
+                      inputs[1].get_node()->get_friendly_name() + "' is a " +
+                      inputs[1].get_node()->get_type_name() +
+                      (c ? " of " + c->get_element_type().get_type_name() : std::string()));
+    std::vector<int64_t> attribute;
+    if (type == "LRN") {
+      attribute = {1};
+    } else if (const Value* a = obj.find(what)) {
+      int64_t x = 0;
+      if (a->is(Kind::array)) {
+        for (const auto& item : a->items())
+          if (item.to_int64(x)) attribute.push_back(x);
+      } else if (a->to_int64(x)) {
+        attribute.push_back(x);
+      }
+    }
+    std::set<int64_t> given(values.begin(), values.end());
+    std::set<int64_t> expected(attribute.begin(), attribute.end());
+    if (given != expected) {
+      auto list = [](const std::set<int64_t>& s) {
+        std::string t;
+        for (auto x : s) t += (t.empty() ? "" : ",") + std::to_string(x);
+        return "{" + t + "}";
+      };
+      w.fail(&at, type == "LRN"
+                      ? "inputs[1]: LRN over axes " + list(given) +
+                            " is not supported (ngraph's LRN normalises across axis 1)"
+                      : "inputs[1]: the Constant '" + inputs[1].get_node()->get_friendly_name() +
+                            "' holds " + what + " " + list(given) + ", but \"" + what + "\" is " +
+                            list(expected));
+    }
+    inputs.pop_back();
+  }
+
   std::shared_ptr<Node> build(const Where& w, const std::string& type, const Value& obj,
                               const OutputVector& inputs) {
     AttributeReader r(w, obj);
@@ -682,8 +840,19 @@ class Reader {
       expect_inputs(0);
       TensorHeader h = header(w, obj, r);
       std::vector<char> data(std::max<size_t>(1, shape_size(h.shape) * h.type.size()));
-      read_values(w, member(w, obj, "value", Kind::array), h.type, shape_size(h.shape),
-                  data.data());
+      const std::string& name = obj.find("name")->text();
+      if (!obj.find("value") && m_binary && m_binary->count(name)) {
+        std::string_view bytes = m_binary->at(name);
+        if (bytes.size() != shape_size(h.shape) * h.type.size())
+          w.fail(&obj, "the container's record '" + name + "' has " +
+                           std::to_string(bytes.size()) + " bytes for " +
+                           h.type.get_type_name() + to_braces(h.shape) + " (" +
+                           std::to_string(shape_size(h.shape) * h.type.size()) + ")");
+        std::memcpy(data.data(), bytes.data(), bytes.size());
+      } else {
+        read_values(w, member(w, obj, "value", Kind::array), h.type, shape_size(h.shape),
+                    data.data());
+      }
       keys.insert("value");
       node = std::make_shared<op::Constant>(h.type, h.shape, data.data());
     } else if (type == op::Variable::type_name) {
@@ -717,6 +886,8 @@ class Reader {
 
   const std::string& m_text;
   const DeserializeOptions& m_options;
+  // Constants' data from nGraph's cpio container, by the constant's name (null: plain JSON).
+  const std::map<std::string, std::string_view>* m_binary;
   std::unordered_map<std::string, std::shared_ptr<Node>> m_nodes;
   std::map<std::string, std::shared_ptr<VariableState>> m_states;
   // Nodes read in nGraph's spelling whose first two outputs nGraph numbers the other way.
@@ -744,6 +915,14 @@ void serialize(std::ostream& out, const std::shared_ptr<Function>& f, size_t ind
 
 std::shared_ptr<Function> deserialize(const std::string& text, const DeserializeOptions& options) {
   try {
+    if (is_cpio(text)) {
+      if (text.size() > options.max_document_bytes)
+        throw SerializationError("deserialize: the document has " + std::to_string(text.size()) +
+                                 " bytes, more than the limit of " +
+                                 std::to_string(options.max_document_bytes));
+      Cpio archive = read_cpio(text);
+      return Reader(archive.json, options, &archive.constants).document();
+    }
     return Reader(text, options).document();
   } catch (const SerializationError&) {
     throw;

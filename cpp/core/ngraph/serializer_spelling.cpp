@@ -67,6 +67,7 @@ const std::vector<std::pair<std::string, Value>>& defaults() {
       {"include_padding_in_avg_computation", Value::boolean(false)},
       {"data_dilations", Value::array()},  // the op fills in ones
       {"groups", Value::integer(1)},
+      {"reduction_axes_count", Value::integer(-1)},  // Dot: 0 with a scalar, else 1
   };
   return d;
 }
@@ -106,6 +107,92 @@ void enum_from_number(Value& v, const std::vector<std::string>& names, const std
   v = Value::string(names[static_cast<size_t>(i)]);
 }
 
+
+// nGraph's op version: "op_version" (v0.26) or "type_info" {"name", "version"} (later).
+// Ours are nGraph's v0 ops; its v1 Softmax (one "softmax_axis") is our Softmax over that axis.
+void op_version(const std::string& op, Value& obj, const Fail& fail) {
+  const Value* at = nullptr;
+  int64_t version = 0;
+  if (Value* v = member(obj, "op_version")) {
+    if (!v->to_int64(version) || version < 0)
+      fail(v, "\"op_version\": expected an integer >= 0, got " + std::string(v->kind_name()));
+    at = v;
+  }
+  if (Value* info = member(obj, "type_info")) {
+    const Value* name = info->is(Kind::object) ? info->find("name") : nullptr;
+    const Value* ver = info->is(Kind::object) ? info->find("version") : nullptr;
+    int64_t v = -1;
+    if (!name || !name->is(Kind::string) || !ver || !ver->to_int64(v) || v < 0)
+      fail(info, "\"type_info\": expected {\"name\": the op, \"version\": n}");
+    if (name->text() != op)
+      fail(name, "\"type_info\" names the op '" + name->text() + "', but \"op\" is '" + op + "'");
+    if (at && v != version)
+      fail(ver, "\"type_info\" has version " + std::to_string(v) + " but \"op_version\" is " +
+                    std::to_string(version));
+    version = v;
+    at = ver;
+  }
+  if (version == 1 && op == "Softmax") {
+    Value* axis = member(obj, "softmax_axis");
+    int64_t a = -1;
+    if (!axis || !axis->to_int64(a) || a < 0)
+      fail(axis ? axis : &obj, "nGraph's Softmax v1 needs \"softmax_axis\", an integer >= 0");
+    if (member(obj, "softmax_axes") || member(obj, "axes"))
+      fail(axis, "nGraph's Softmax v1 takes \"softmax_axis\" only (no axes)");
+    Value axes = Value::array();
+    axes.push_back(Value::integer(a));
+    erase(obj, "softmax_axis");
+    obj.set("softmax_axes", std::move(axes));
+  } else if (version != 0) {
+    fail(at, "version " + std::to_string(version) + " of nGraph's " + op +
+                 " is not supported (ngraph's ops are nGraph's v0 ops" +
+                 std::string(op == "Softmax" ? ", and Softmax v1" : "") + ")");
+  }
+  erase(obj, "op_version");
+  erase(obj, "type_info");
+}
+
+// Where a shape has a dynamic rank (null) or dimension (null): nGraph's PartialShape.
+void static_shape(const std::string& op, const Value& obj, const Value& shape, const Fail& fail) {
+  const Value* name = obj.find("name");
+  std::string who = (op == "Parameter" ? "parameter '" : op + " '") +
+                    (name && name->is(Kind::string) ? name->text() : std::string()) + "'";
+  if (shape.is(Kind::null))
+    fail(&shape, who + " has a dynamic shape (null: nGraph's dynamic rank); ngraph's shapes are "
+                       "static: give it a shape");
+  if (!shape.is(Kind::array)) return;  // the attribute reader names the error
+  for (size_t i = 0; i < shape.items().size(); ++i)
+    if (shape.items()[i].is(Kind::null))
+      fail(&shape.items()[i], who + " has a dynamic shape: dimension " + std::to_string(i) +
+                                  " is null (nGraph's dynamic dimension); ngraph's shapes are "
+                                  "static: give it a shape");
+}
+
+// The type of an op's output as nGraph's writers of 2017-2018 record it: "value_type"
+// {"element_type", "shape"}, or "element_type" on ops that have no such attribute. A
+// Parameter's or a Constant's is its type (when it has no "element_type" of its own);
+// other ops' are the type of their output, which nGraph's readers ignore and infer.
+void tensor_type(const std::string& op, Value& obj, const std::vector<std::string>& visited,
+                 const Fail& fail) {
+  bool typed = visits(visited, "element_type") && visits(visited, "shape");
+  if (Value* vt = member(obj, "value_type")) {
+    if (typed && !member(obj, "element_type")) {
+      if (!vt->is(Kind::object) || !vt->find("element_type") || !vt->find("shape"))
+        fail(vt, "\"value_type\": expected {\"element_type\": t, \"shape\": [...]}");
+      Value type = *vt->find("element_type");
+      Value shape = *vt->find("shape");
+      erase(obj, "value_type");
+      erase(obj, "shape");
+      obj.set("element_type", std::move(type));
+      obj.set("shape", std::move(shape));
+    } else {
+      erase(obj, "value_type");
+    }
+  }
+  if (!visits(visited, "element_type")) erase(obj, "element_type");
+  if (visits(visited, "shape"))
+    if (const Value* shape = member(obj, "shape")) static_shape(op, obj, *shape, fail);
+}
 }  // namespace
 
 bool swaps_outputs(const std::string& op) { return op == "TopK"; }
@@ -117,10 +204,12 @@ void to_ngraph(const std::string& op, json::Value& obj) {
     bool numpy = ab->text() == "numpy";
     erase(obj, "auto_broadcast");
     if (numpy) {
+      // v0.20-v0.25 read "autob", v0.26 "auto_broadcast"; each ignores the other's key.
       Value spec = Value::object();
       spec.set("type", Value::integer(1));
       spec.set("axis", Value::integer(0));
-      obj.set("autob", std::move(spec));
+      obj.set("autob", spec);
+      obj.set("auto_broadcast", std::move(spec));
     }
   }
   if (Value* mode = member(obj, "pad_mode")) {
@@ -133,6 +222,18 @@ void to_ngraph(const std::string& op, json::Value& obj) {
 bool from_ngraph(const std::string& op, json::Value& obj, const std::vector<std::string>& visited,
                  const Fail& fail) {
   bool theirs_used = false;
+  op_version(op, obj, fail);
+  tensor_type(op, obj, visited, fail);
+  if (op == "Convolution") {
+    // nGraph's readers took "image_dilation_strides" (its first name) when
+    // "data_dilation_strides" was missing, and ignored it otherwise.
+    if (member(obj, "image_dilation_strides")) {
+      if (member(obj, "data_dilation_strides") || member(obj, "data_dilations"))
+        erase(obj, "image_dilation_strides");
+      else
+        rename(obj, "image_dilation_strides", "data_dilation_strides");
+    }
+  }
   for (const auto& [ours, theirs] : renames(op)) {
     if (!member(obj, theirs)) continue;
     if (member(obj, ours))
@@ -141,17 +242,30 @@ bool from_ngraph(const std::string& op, json::Value& obj, const std::vector<std:
     rename(obj, theirs, ours);
     theirs_used = true;
   }
+  // nGraph v0.20-v0.25 write {"type": t, "axis": a} as "autob", v0.26 as "auto_broadcast"
+  // (ours is a string there).
+  // ngraph writes both for numpy broadcasting, so that either reader finds it.
+  Value* ab = member(obj, "auto_broadcast");
+  if (ab && !ab->is(Kind::object)) ab = nullptr;
   if (Value* autob = member(obj, "autob")) {
-    if (member(obj, "auto_broadcast"))
-      fail(autob, "both \"auto_broadcast\" (ngraph's key) and \"autob\" (nGraph's) are given");
-    if (!autob->is(Kind::object) || !autob->find("type"))
-      fail(autob, "\"autob\": expected an object {\"type\": 0 or 1, \"axis\": n}, got " +
-                      std::string(autob->kind_name()));
-    Value type = *autob->find("type");
-    enum_from_number(type, broadcast_types(), "autob.type", fail);
+    if (Value* other = member(obj, "auto_broadcast")) {
+      if (!other->is(Kind::object) || json::write(*other) != json::write(*autob))
+        fail(autob, "\"autob\" and \"auto_broadcast\" (nGraph's two keys) differ");
+      erase(obj, "auto_broadcast");
+      autob = member(obj, "autob");
+    }
+    ab = autob;
+  }
+  if (ab) {
+    std::string key = member(obj, "autob") ? "autob" : "auto_broadcast";
+    if (!ab->is(Kind::object) || !ab->find("type"))
+      fail(ab, "\"" + key + "\": expected an object {\"type\": 0 or 1, \"axis\": n}, got " +
+                   std::string(ab->kind_name()));
+    Value type = *ab->find("type");
+    enum_from_number(type, broadcast_types(), key + ".type", fail);
     if (!type.is(Kind::string))
-      fail(autob->find("type"), "\"autob\": \"type\" must be a number (0: none, 1: numpy)");
-    rename(obj, "autob", "auto_broadcast");
+      fail(ab->find("type"), "\"" + key + "\": \"type\" must be a number (0: none, 1: numpy)");
+    rename(obj, key, "auto_broadcast");
     *member(obj, "auto_broadcast") = type;
   }
   if (Value* mode = member(obj, "pad_mode")) enum_from_number(*mode, pad_modes(), "pad_mode", fail);
@@ -185,6 +299,34 @@ bool from_ngraph(const std::string& op, json::Value& obj, const std::vector<std:
   drop("padding_interior", all_zero, "interior padding is not supported (only zeros)");
   drop("control_deps", [](const Value& v) { return v.is(Kind::array) && v.items().empty(); },
        "control dependencies are not supported");
+
+  // nGraph's BatchNorm of early 2018 had a "training" flag; its readers since split the op
+  // (BatchNormTraining, BatchNormInference) and ignore it.
+  if (op.rfind("BatchNorm", 0) == 0 && !visits(visited, "training")) {
+    if (Value* training = member(obj, "training")) {
+      bool expected = op != "BatchNormInference";
+      if (!training->is(Kind::boolean) || training->as_bool() != expected)
+        fail(training, "\"training\": " + op + " takes " + (expected ? "true" : "false") +
+                           " (or no \"training\"), got " +
+                           (training->is(Kind::boolean) ? (training->as_bool() ? "true" : "false")
+                                                        : std::string(training->kind_name())));
+      erase(obj, "training");
+    }
+  }
+  // nGraph's MaxPool: padding may be left out (both or neither): zeros.
+  if (op == "MaxPool") {
+    Value* below = member(obj, "padding_below");
+    Value* above = member(obj, "padding_above");
+    if (below && !above) fail(below, "\"padding_below\" is given but \"padding_above\" is not");
+    if (above && !below) fail(above, "\"padding_above\" is given but \"padding_below\" is not");
+    const Value* window = member(obj, "window_shape");
+    if (!below && !above && window && window->is(Kind::array)) {
+      Value zeros = Value::array();
+      for (size_t i = 0; i < window->items().size(); ++i) zeros.push_back(Value::integer(0));
+      obj.set("padding_below", zeros);
+      obj.set("padding_above", zeros);
+    }
+  }
 
   for (const auto& [name, value] : defaults())
     if (visits(visited, name) && !member(obj, name)) obj.set(name, value);
