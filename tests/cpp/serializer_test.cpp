@@ -694,6 +694,84 @@ TEST(serializer, reads_ngraphs_spellings) {
   EXPECT_EQ(test::to_vector<float>(r[0]), (std::vector<float>{-1, 2}));
 }
 
+// The formats of nGraph's writers and bridges of 2017-2020, as its readers (v0.18-v0.26) took
+// them (docs/cpp.md, "Reading the documents of every nGraph version"): recorded output types,
+// element types as objects, op versions, Dot's default count, results that are not Results,
+// axes also as a Constant input, several functions, the binary cpio container.
+TEST(serializer, reads_the_formats_of_every_ngraph_version) {
+  const std::string body = R"({"name":"Function_1","parameters":["P0","P1"],
+  "result":["Dot_3","Sum_4","Constant_5"],"result_shape":[2],
+  "result_type":{"bitwidth":32,"c_type_string":"float","is_real":true,"is_signed":true},
+  "value_type":[{"element_type":"float","shape":[2]}],"ops":[
+  {"name":"P0","op":"Parameter","inputs":[],"outputs":["P0_0"],"op_version":0,
+   "value_type":{"element_type":"float","shape":[2,3]}},
+  {"name":"P1","op":"Parameter","inputs":[],"outputs":["P1_0"],"shape":[3],
+   "element_type":{"bitwidth":32,"c_type_string":"float","is_real":true,"is_signed":true,
+   "is_quantized":false},"type_info":{"name":"Parameter","version":0}},
+  {"name":"axes","op":"Constant","element_type":"int64_t","shape":[1],"value":["0"],
+   "outputs":["axes_0"]},
+  {"name":"Dot_3","op":"Dot","inputs":["P0","P1"],"outputs":["Dot_3_0"],
+   "value_type":{"element_type":"float","shape":[2]}},
+  {"name":"Sum_4","op":"Sum","inputs":["Dot_3","axes"],"reduction_axes":[0],
+   "outputs":["Sum_4_0"],"op_version":0},
+  {"name":"Constant_5","op":"Constant","element_type":"float","shape":[2],
+   "outputs":["Constant_5_0"]CONSTANT_VALUE}]})";
+  auto with_value = [&](const std::string& value) {
+    return replaced(body, "CONSTANT_VALUE", value);
+  };
+  auto check = [](const std::shared_ptr<Function>& f) {
+    auto r = test::run_function(f, {test::make_value<float>({2, 3}, {1, 2, 3, 4, 5, 6}),
+                                    test::make_value<float>({3}, {1, 0, -1})});
+    EXPECT_EQ(test::to_vector<float>(r[0]), (std::vector<float>{-2, -2}));  // Dot, count 1
+    EXPECT_EQ(test::to_vector<float>(r[1]), (std::vector<float>{-4}));
+    EXPECT_EQ(test::to_vector<float>(r[2]), (std::vector<float>{1.5f, -2}));
+  };
+  // A first function (nGraph wrote those an op calls first): the last is the function.
+  const std::string first = R"({"name":"Function_0","parameters":["a"],"result":["a"],"ops":[
+  {"name":"a","op":"Parameter","element_type":"float","shape":[1],"outputs":["a_0"]}]})";
+  auto f = deserialize("[" + first + "," + with_value(R"(,"value":["1.5","-2"])") + "]");
+  EXPECT_EQ(f->get_name(), "Function_1");
+  check(f);
+
+  // nGraph's cpio container: the JSON, then each value-less Constant's data by its name.
+  auto u16 = [](std::string& out, uint32_t v) {
+    out += static_cast<char>(v & 0xFF);
+    out += static_cast<char>(v >> 8);
+  };
+  auto record = [&](std::string& out, const std::string& name, const std::string& data) {
+    uint32_t namesize = static_cast<uint32_t>(name.size() + 1);
+    for (uint32_t v : {0x71C7u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u}) u16(out, v);
+    u16(out, namesize);
+    u16(out, static_cast<uint32_t>(data.size() >> 16));
+    u16(out, static_cast<uint32_t>(data.size() & 0xFFFF));
+    out += name + std::string(1 + namesize % 2, '\0') + data + std::string(data.size() % 2, '\0');
+  };
+  const float values[2] = {1.5f, -2};
+  std::string archive;
+  record(archive, "Function_1", "[" + with_value("") + "]");
+  record(archive, "Constant_5", std::string(reinterpret_cast<const char*>(values), 8));
+  record(archive, "TRAILER!!!", "");
+  check(deserialize(archive));
+  expect_rejected(archive.substr(0, 30), "nGraph's cpio container: record 0 at byte 0: truncated");
+
+  // What ngraph cannot represent names the parameter, the op and the node.
+  std::string dynamic = with_value(R"(,"value":["1"])");
+  expect_rejected("[" + replaced(dynamic, R"("shape":[3])", R"("shape":[3,null])") + "]",
+                  "ops[1] 'P1' (Parameter): parameter 'P1' has a dynamic shape: dimension 1 is "
+                  "null");
+  expect_rejected("[" + replaced(dynamic, R"("shape":[3])", R"("shape":null)") + "]",
+                  "parameter 'P1' has a dynamic shape (null: nGraph's dynamic rank)");
+  expect_rejected("[" + replaced(dynamic, R"("op":"Sum")", R"("op":"ReverseSequence")") + "]",
+                  "ops[4] 'Sum_4' (ReverseSequence): unknown op 'ReverseSequence'");
+  expect_rejected("[" + replaced(dynamic, R"("reduction_axes":[0])", R"("reduction_axes":[])") +
+                      "]",
+                  "ops[4] 'Sum_4' (Sum): inputs[1]: the Constant 'axes' holds reduction_axes "
+                  "{0}, but \"reduction_axes\" is {}");
+  expect_rejected("[" + replaced(dynamic, R"("outputs":["Sum_4_0"],"op_version":0)",
+                                 R"("outputs":["Sum_4_0"],"op_version":1)") + "]",
+                  "ops[4] 'Sum_4' (Sum): version 1 of nGraph's Sum is not supported");
+}
+
 TEST(serializer, binds_a_communicator_to_collectives) {
   auto f = cases()["AllReduce"]();
   auto comm = std::make_shared<distributed::LocalCommunicator>();
