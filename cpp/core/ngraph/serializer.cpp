@@ -1,5 +1,6 @@
 #include "ngraph/serializer.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -435,7 +436,7 @@ class Writer {
     obj.set("name", Value::string(name));
     if (!n.get_friendly_name().empty() && n.get_friendly_name() != name)
       obj.set("friendly_name", Value::string(n.get_friendly_name()));
-    obj.set("op", Value::string(n.get_type_name()));
+    obj.set("op", Value::string(spelling::ngraph_op_name(n.get_type_name())));
     if (n.get_input_size()) {
       Value inputs = Value::array();
       for (const auto& in : n.input_values()) {
@@ -709,11 +710,13 @@ class Reader {
     Where w{&m_text, "ops[" + std::to_string(index) + "]"};
     expect(w, obj, Kind::object, "the op");
     const std::string& name = member(w, obj, "name", Kind::string).text();
-    const Value& type = member(w, obj, "op", Kind::string);
-    w.path += " '" + name + "' (" + type.text() + ")";
+    const Value& type_value = member(w, obj, "op", Kind::string);
+    w.path += " '" + name + "' (" + type_value.text() + ")";
     if (m_nodes.count(name)) w.fail(obj.find("name"), "the name '" + name + "' is used twice");
+    // Our name of the op (nGraph's And is our LogicalAnd).
+    Value type = Value::string(spelling::our_op_name(type_value.text()));
     if (!OpRegistry::get().contains(type.text()))
-      w.fail(&type, "unknown op '" + type.text() + "': ngraph has no op of that name");
+      w.fail(&type_value, "unknown op '" + type_value.text() + "': ngraph has no op of that name");
 
     // The object in our spelling; `theirs`: it used nGraph's keys, so the numbering of its
     // outputs is nGraph's too.
@@ -739,7 +742,17 @@ class Reader {
         if (key == "n" && value.to_int64(n) && n >= 0)
           value = Value::integer(static_cast<int64_t>(spelling::swapped_output(size_t(n))));
       }
+    m_tile_repeats = Value();
     drop_attribute_inputs(w, type.text(), spelled, inputs);
+    if (!m_tile_repeats.is(Kind::null)) spelled.set("repeats", m_tile_repeats);
+    // Keys of nGraph's LayerNorm checked above; ours has no such attributes.
+    if (type.text() == "LayerNorm" || type.text() == "LayerNormBackprop")
+      for (const char* key : {"use_affine", "keep_stats", "use_stats"})
+        if (!std::count(visited.names.begin(), visited.names.end(), key)) {
+          auto& m = spelled.members();
+          m.erase(std::remove_if(m.begin(), m.end(), [&](const auto& kv) { return kv.first == key; }),
+                  m.end());
+        }
     // Errors of the op's own rule ("[Add] element types ... must match") name the op.
     std::shared_ptr<Node> node =
         guarded(w, obj, [&] { return build(w, type.text(), spelled, inputs); });
@@ -748,7 +761,11 @@ class Reader {
     if (const Value* outs = obj.find("outputs")) {
       expect(w, *outs, Kind::array, "\"outputs\"");
       for (const auto& o : outs->items()) expect(w, o, Kind::string, "\"outputs\" item");
-      if (outs->items().size() != node->get_output_size())
+      // nGraph's LayerNorm with "keep_stats" false has only the normalized output.
+      const Value* keep = obj.find("keep_stats");
+      bool stats_left_out = type.text() == "LayerNorm" && keep && keep->is(Kind::boolean) &&
+                            !keep->as_bool() && outs->items().size() == 1;
+      if (outs->items().size() != node->get_output_size() && !stats_left_out)
         w.fail(outs, "\"outputs\" names " + std::to_string(outs->items().size()) +
                          " outputs, but the op has " + std::to_string(node->get_output_size()));
     }
@@ -770,6 +787,32 @@ class Reader {
       inputs.pop_back();
       return;
     }
+    if (type == "LayerNorm" || type == "LayerNormBackprop") {
+      const Value* affine = obj.find("use_affine");
+      size_t plain = type == "LayerNorm" ? 1 : 4;
+      if (affine && affine->is(Kind::boolean) &&
+          affine->as_bool() != (inputs.size() == plain + (type == "LayerNorm" ? 2 : 1)))
+        w.fail(affine, std::string("\"use_affine\" is ") + (affine->as_bool() ? "true" : "false") +
+                           " but the op has " + std::to_string(inputs.size()) + " inputs");
+      return;
+    }
+    if (type == "Recv" && inputs.size() == 1 && !obj.find("shape") && !obj.find("element_type"))
+      w.fail(&obj, "nGraph's Recv into its input (a buffer of that shape and type) is not "
+                   "supported: ngraph's Recv has no input and gives its \"shape\" and "
+                   "\"element_type\"");
+    if (type == "Tile" && inputs.size() == 2 && !obj.find("repeats")) {
+      // nGraph's Tile takes the repeats as an input; ours as an attribute.
+      auto* c = dynamic_cast<const op::Constant*>(inputs[1].get_node());
+      if (!c || !c->get_element_type().is_integral())
+        w.fail(&obj.find("inputs")->items()[1],
+               "inputs[1]: nGraph's Tile takes its repeats as an input; ngraph only as an "
+               "integer Constant, and '" + inputs[1].get_node()->get_friendly_name() + "' is a " +
+                   inputs[1].get_node()->get_type_name());
+      m_tile_repeats = Value::array();
+      for (int64_t x : integers(*c)) m_tile_repeats.push_back(Value::integer(x));
+      inputs.pop_back();
+      return;
+    }
     std::string what;
     if (reductions.count(type)) what = "reduction_axes";
     else if (type == "TopK") what = "k";
@@ -778,18 +821,8 @@ class Reader {
     if (inputs.size() != 2) return;  // the op counts its inputs
     const Value& at = obj.find("inputs")->items()[1];
     auto* c = dynamic_cast<const op::Constant*>(inputs[1].get_node());
-    std::vector<int64_t> values;
     bool integral = c && c->get_element_type().is_integral();
-    if (integral) {
-      element::dispatch_storage(c->get_element_type(), [&](auto tag) {
-        using S = decltype(tag);
-        if constexpr (std::is_integral_v<S>) {
-          const S* p = static_cast<const S*>(c->get_data_ptr());
-          for (size_t i = 0; i < shape_size(c->get_shape()); ++i)
-            values.push_back(static_cast<int64_t>(p[i]));
-        }
-      });
-    }
+    std::vector<int64_t> values = integral ? integers(*c) : std::vector<int64_t>{};
     if (!integral)
       w.fail(&at, "inputs[1]: nGraph's " + type + " takes its " + what +
                       " as a second input only as an integer Constant; '" +
@@ -824,6 +857,19 @@ class Reader {
                             list(expected));
     }
     inputs.pop_back();
+  }
+
+  static std::vector<int64_t> integers(const op::Constant& c) {
+    std::vector<int64_t> values;
+    element::dispatch_storage(c.get_element_type(), [&](auto tag) {
+      using S = decltype(tag);
+      if constexpr (std::is_integral_v<S>) {
+        const S* p = static_cast<const S*>(c.get_data_ptr());
+        for (size_t i = 0; i < shape_size(c.get_shape()); ++i)
+          values.push_back(static_cast<int64_t>(p[i]));
+      }
+    });
+    return values;
   }
 
   std::shared_ptr<Node> build(const Where& w, const std::string& type, const Value& obj,
@@ -890,6 +936,8 @@ class Reader {
   const std::map<std::string, std::string_view>* m_binary;
   std::unordered_map<std::string, std::shared_ptr<Node>> m_nodes;
   std::map<std::string, std::shared_ptr<VariableState>> m_states;
+  // nGraph's Tile's repeats, taken from its Constant input (null: none).
+  Value m_tile_repeats;
   // Nodes read in nGraph's spelling whose first two outputs nGraph numbers the other way.
   std::set<const Node*> m_swapped;
 };

@@ -68,6 +68,9 @@ const std::vector<std::pair<std::string, Value>>& defaults() {
       {"data_dilations", Value::array()},  // the op fills in ones
       {"groups", Value::integer(1)},
       {"reduction_axes_count", Value::integer(-1)},  // Dot: 0 with a scalar, else 1
+      {"reduce_op", Value::string("sum")},            // nGraph's AllReduce sums
+      {"root", Value::integer(0)},                    // BroadcastDistributed from rank 0
+      {"tag", Value::integer(0)},                     // Send, Recv
   };
   return d;
 }
@@ -195,6 +198,26 @@ void tensor_type(const std::string& op, Value& obj, const std::vector<std::strin
 }
 }  // namespace
 
+namespace {
+const std::vector<std::pair<std::string, std::string>>& op_names() {  // (ours, nGraph's)
+  static const std::vector<std::pair<std::string, std::string>> names = {
+      {"LogicalAnd", "And"}, {"LogicalOr", "Or"}, {"LogicalNot", "Not"}};
+  return names;
+}
+}  // namespace
+
+std::string ngraph_op_name(const std::string& ours) {
+  for (const auto& [o, t] : op_names())
+    if (o == ours) return t;
+  return ours;
+}
+
+std::string our_op_name(const std::string& theirs) {
+  for (const auto& [o, t] : op_names())
+    if (t == theirs) return o;
+  return theirs;
+}
+
 bool swaps_outputs(const std::string& op) { return op == "TopK"; }
 
 void to_ngraph(const std::string& op, json::Value& obj) {
@@ -311,6 +334,21 @@ bool from_ngraph(const std::string& op, json::Value& obj, const std::vector<std:
                            (training->is(Kind::boolean) ? (training->as_bool() ? "true" : "false")
                                                         : std::string(training->kind_name())));
       erase(obj, "training");
+    }
+  }
+  // nGraph's LayerNorm (v0.26) says whether it has scale and bias ("use_affine": they are
+  // its inputs 1 and 2 here too) and whether it outputs the statistics ("keep_stats"; ours
+  // always does: the reader lets the document name output 0 only); LayerNormBackprop says
+  // whether it is given them ("use_stats"; ours needs them).
+  if (op == "LayerNorm" || op == "LayerNormBackprop") {
+    for (const char* key : {"use_affine", "keep_stats", "use_stats"}) {
+      Value* v = member(obj, key);
+      if (!v || visits(visited, key)) continue;
+      if (!v->is(Kind::boolean))
+        fail(v, "\"" + std::string(key) + "\": expected a boolean, got " + v->kind_name());
+      if (std::string(key) == "use_stats" && !v->as_bool())
+        fail(v, "LayerNormBackprop without the forward's statistics (\"use_stats\": false) is "
+                "not supported: give it the mean and variance");
     }
   }
   // nGraph's MaxPool: padding may be left out (both or neither): zeros.

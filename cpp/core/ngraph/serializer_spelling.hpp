@@ -16,6 +16,10 @@
 namespace ngraph {
 namespace serializer_spelling {
 
+// nGraph's name of our op (its v0 logical ops are And, Or, Not), and ours of nGraph's.
+std::string ngraph_op_name(const std::string& ours);
+std::string our_op_name(const std::string& theirs);
+
 // Whether nGraph numbers the first two outputs of `op` the other way round (TopK).
 bool swaps_outputs(const std::string& op);
 inline size_t swapped_output(size_t index) { return index < 2 ? 1 - index : index; }

@@ -227,6 +227,51 @@ def test_v0_26_op_version_auto_broadcast_and_softmax_v1():
                "ops[2] 'Mul_2' (Multiply): version 1 of nGraph's Multiply is not supported")
 
 
+def test_v0_2x_logical_ops_tile_layer_norm_and_collectives():
+    """nGraph's And, Or, Not (our LogicalAnd, LogicalOr, LogicalNot); Tile with its repeats as
+    an input; LayerNorm's "use_affine" and "keep_stats" (false: one output); AllReduce and
+    BroadcastDistributed without the attributes nGraph's had none of (sum, root 0)."""
+    ops = [parameter("a", [2, 2], "char"), parameter("b", [2], "char"),
+           parameter("x", [2, 3]), parameter("scale", [3]), parameter("bias", [3]),
+           op("And", "And_5", ["a", "b"], auto_broadcast={"type": 1, "axis": 0}),
+           op("Or", "Or_6", ["a", "b"], autob={"type": 1, "axis": 0}),
+           op("Not", "Not_7", ["a"]),
+           constant("repeats", [2], [2, 1]),
+           op("Tile", "Tile_9", ["x", "repeats"]),
+           op("LayerNorm", "LayerNorm_10", ["x", "scale", "bias"], keep_stats=False,
+              use_affine=True, epsilon=1e-5, begin_norm_axis=1),
+           op("AllReduce", "AllReduce_11", ["x"]),
+           op("BroadcastDistributed", "BroadcastDistributed_12", ["x"])]
+    text = document(ops, ["a", "b", "x", "scale", "bias"],
+                    ["And_5", "Or_6", "Not_7", "Tile_9", "LayerNorm_10", "AllReduce_11",
+                     "BroadcastDistributed_12"])
+    function = ng.deserialize(text)
+    a = np.array([[True, False], [True, True]])
+    b = np.array([True, False])
+    x = np.array([[1, 2, 4], [-1, 0, 3]], np.float32)
+    scale = np.array([1, 2, 0.5], np.float32)
+    bias = np.array([0, 1, -1], np.float32)
+    both, either, negated, tiled, normed, summed, broadcast = run_both(function, a, b, x, scale,
+                                                                       bias)
+    np.testing.assert_array_equal(both, a & b)
+    np.testing.assert_array_equal(either, a | b)
+    np.testing.assert_array_equal(negated, ~a)
+    np.testing.assert_array_equal(tiled, np.tile(x, (2, 1)))
+    mean, var = x.mean(1, keepdims=True), x.var(1, keepdims=True)
+    np.testing.assert_allclose(normed, (x - mean) / np.sqrt(var + 1e-5) * scale + bias, rtol=1e-5)
+    np.testing.assert_array_equal(summed, x)  # one rank
+    np.testing.assert_array_equal(broadcast, x)
+    # Written back in nGraph's names.
+    written = {o["name"]: o["op"] for o in json.loads(ng.serialize(function))[0]["ops"]}
+    assert {"And", "Or", "Not"} <= set(written.values())
+    assert not {"LogicalAnd", "LogicalOr", "LogicalNot"} & set(written.values())
+
+    wrong = json.loads(text)
+    wrong[0]["ops"][10]["use_affine"] = False
+    read_error(json.dumps(wrong), "ops[10] 'LayerNorm_10' (LayerNorm): \"use_affine\" is false "
+               "but the op has 3 inputs")
+
+
 def test_type_info_of_later_writers():
     ops = [parameter("x", [2], type_info={"name": "Parameter", "version": 0}, op_version=0),
            op("Negative", "Neg_1", ["x"], type_info={"name": "Negative", "version": 0},
