@@ -664,7 +664,19 @@ TEST(serializer, reads_a_document_written_by_ngraph) {
   };
   EXPECT_EQ(deserialize(doc(",\"pad_type\":0"))->get_results()[0]->get_shape(),
             (Shape{1, 1, 3, 3}));
-  expect_rejected(doc(",\"pad_type\":1"), "\"pad_type\": only explicit padding");
+  // nGraph's SAME_UPPER (2) and SAME_LOWER (1): padding from the shapes, replacing the given.
+  auto padded = [&](const std::string& extra) {
+    auto c = deserialize(replaced(doc(extra), "\"shape\":[1,1,1,1]", "\"shape\":[1,1,2,2]"))
+                 ->get_results()[0]
+                 ->input_value(0)
+                 .get_node_shared_ptr();
+    auto* conv = dynamic_cast<op::Convolution*>(c.get());
+    return std::make_pair(conv->get_window().padding_below, conv->get_window().padding_above);
+  };
+  EXPECT_EQ(padded(",\"pad_type\":2"), std::make_pair(CoordinateDiff{0, 0}, CoordinateDiff{1, 1}));
+  EXPECT_EQ(padded(",\"pad_type\":1"), std::make_pair(CoordinateDiff{1, 1}, CoordinateDiff{0, 0}));
+  EXPECT_EQ(padded(",\"pad_type\":3"), std::make_pair(CoordinateDiff{0, 0}, CoordinateDiff{0, 0}));
+  expect_rejected(doc(",\"pad_type\":4"), "\"pad_type\": expected nGraph's op::PadType");
   expect_rejected(doc(",\"control_deps\":[\"a\"]"), "control dependencies are not supported");
   expect_rejected(doc(",\"strides\":[1,1]"),
                   "both \"strides\" (ngraph's key) and \"window_movement_strides\" (nGraph's)");
@@ -875,7 +887,8 @@ TEST(serializer, hostile_documents_raise_errors_naming_the_field) {
       {"\"result\":[\"r\"]", "\"result\":3",
        "\"result\": expected an array, got a number (3)"},
       {"\"op\":\"Multiply\"", "\"op\":\"Frobnicate\"",
-       "ops[3] 'm' (Frobnicate): unknown op 'Frobnicate': ngraph has no op of that name (line 5, column"},
+       "ops[3] 'm' (Frobnicate): unknown op 'Frobnicate': ngraph has no op of that name "
+       "(line 5, column"},
       // A cycle: m reads s, which reads m.
       {"[\"b\",\"k\"]", "[\"b\",\"s\"]",
        "ops[3] 'm' (Multiply): inputs[1] refers to 's', which no earlier op defines"},

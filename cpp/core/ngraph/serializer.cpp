@@ -744,13 +744,15 @@ class Reader {
       }
     m_tile_repeats = Value();
     drop_attribute_inputs(w, type.text(), spelled, inputs);
+    auto_padding(w, type.text(), spelled, inputs);
     if (!m_tile_repeats.is(Kind::null)) spelled.set("repeats", m_tile_repeats);
     // Keys of nGraph's LayerNorm checked above; ours has no such attributes.
     if (type.text() == "LayerNorm" || type.text() == "LayerNormBackprop")
       for (const char* key : {"use_affine", "keep_stats", "use_stats"})
         if (!std::count(visited.names.begin(), visited.names.end(), key)) {
           auto& m = spelled.members();
-          m.erase(std::remove_if(m.begin(), m.end(), [&](const auto& kv) { return kv.first == key; }),
+          m.erase(std::remove_if(m.begin(), m.end(),
+                                 [&](const auto& kv) { return kv.first == key; }),
                   m.end());
         }
     // Errors of the op's own rule ("[Add] element types ... must match") name the op.
@@ -857,6 +859,65 @@ class Reader {
                             list(expected));
     }
     inputs.pop_back();
+  }
+
+  // nGraph's pad types SAME_LOWER (1) and SAME_UPPER (2) of Convolution, AvgPool and MaxPool
+  // (the spelling keeps "pad_type" for those only): the padding its ops computed from the
+  // shapes (ngraph::infer_auto_padding, v0.19-v0.26), which replaces the padding given. As
+  // nGraph's, it ignores data dilation.
+  void auto_padding(const Where& w, const std::string& type, Value& obj,
+                    const OutputVector& inputs) {
+    const Value* pad_type = obj.find("pad_type");
+    if (!pad_type) return;
+    int64_t t = 0;
+    pad_type->to_int64(t);
+    bool conv = type == "Convolution";
+    if (inputs.size() != (conv ? 2u : 1u)) return;  // the op counts its inputs
+    const Shape& image = inputs[0].get_shape();
+    auto ints = [&](const char* key) {
+      std::vector<int64_t> out;
+      const Value* v = obj.find(key);
+      int64_t x = 0;
+      if (v && v->is(Kind::array))
+        for (const auto& item : v->items())
+          if (item.to_int64(x)) out.push_back(x);
+      return out;
+    };
+    std::vector<int64_t> window, strides = ints(conv ? "strides" : "window_movement_strides"),
+                                  dilations;
+    if (conv) {
+      const Shape& filters = inputs[1].get_shape();
+      window.assign(filters.begin() + std::min<size_t>(2, filters.size()), filters.end());
+      dilations = ints("dilations");
+    } else {
+      window = ints("window_shape");
+    }
+    if (dilations.empty()) dilations.assign(window.size(), 1);
+    if (image.size() != window.size() + 2 || strides.size() != window.size() ||
+        dilations.size() != window.size())
+      w.fail(pad_type, "\"pad_type\" " + std::to_string(t) +
+                           ": the padding cannot be inferred (the data's rank, the window, its "
+                           "strides and dilations do not agree)");
+    Value below = Value::array(), above = Value::array();
+    for (size_t i = 0; i < window.size(); ++i) {
+      int64_t size = static_cast<int64_t>(image[i + 2]);
+      int64_t extent = (window[i] - 1) * dilations[i] + 1;
+      int64_t stride = std::max<int64_t>(strides[i], 1);
+      int64_t out = (size + stride - 1) / stride;
+      int64_t needed = std::max<int64_t>(0, (out - 1) * stride + extent - size);
+      int64_t lhs = needed / 2, rhs = needed - lhs;
+      below.push_back(Value::integer(t == 2 ? lhs : rhs));
+      above.push_back(Value::integer(t == 2 ? rhs : lhs));
+    }
+    auto& m = obj.members();
+    m.erase(std::remove_if(m.begin(), m.end(),
+                           [](const auto& kv) {
+                             return kv.first == "pad_type" || kv.first == "padding_below" ||
+                                    kv.first == "padding_above";
+                           }),
+            m.end());
+    obj.set("padding_below", std::move(below));
+    obj.set("padding_above", std::move(above));
   }
 
   static std::vector<int64_t> integers(const op::Constant& c) {

@@ -316,9 +316,18 @@ bool from_ngraph(const std::string& op, json::Value& obj, const std::vector<std:
   drop("needs_default_layout", any, "");
   drop("provenance_tags", any, "");
   drop("output_shapes", any, "");
-  drop("pad_type", is_zero,
-       "only explicit padding (pad_type 0) is supported; SAME_LOWER, SAME_UPPER and VALID "
-       "are not");
+  // nGraph's op::PadType: 0 explicit, 1 SAME_LOWER, 2 SAME_UPPER, 3 VALID. Its Convolution,
+  // AvgPool and MaxPool computed the padding of SAME_* from the shapes (the reader does, from
+  // the inputs, and takes "pad_type" out); they ignored VALID (the padding given is used), and
+  // its other ops have no pad type.
+  if (Value* pad_type = member(obj, "pad_type"); pad_type && !visits(visited, "pad_type")) {
+    int64_t t = -1;
+    if (!pad_type->to_int64(t) || t < 0 || t > 3)
+      fail(pad_type, "\"pad_type\": expected nGraph's op::PadType, 0 (explicit), 1 (SAME_LOWER), "
+                     "2 (SAME_UPPER) or 3 (VALID), got " + pad_type->text());
+    if (!((t == 1 || t == 2) && (op == "Convolution" || op == "AvgPool" || op == "MaxPool")))
+      erase(obj, "pad_type");
+  }
   drop("padding_interior", all_zero, "interior padding is not supported (only zeros)");
   drop("control_deps", [](const Value& v) { return v.is(Kind::array) && v.items().empty(); },
        "control dependencies are not supported");

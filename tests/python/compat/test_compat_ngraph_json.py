@@ -161,6 +161,25 @@ def test_v0_19_to_v0_22_autob_legacy_keys_and_default_padding():
                "\"padding_below\" is given but \"padding_above\" is not")
 
 
+@pytest.mark.parametrize("pad_type, below", [(1, 1), (2, 0), (3, None)])
+def test_pad_types_same_lower_same_upper_and_valid(pad_type, below):
+    """nGraph's MaxPool, AvgPool and Convolution computed SAME_LOWER (1) and SAME_UPPER (2)
+    padding from the shapes, replacing the padding given; they ignored VALID (3)."""
+    pool = {"window_shape": [2, 2], "window_movement_strides": [1, 1], "pad_type": pad_type,
+            "padding_below": [0, 0], "padding_above": [0, 0]}
+    ops = [parameter("x", [1, 1, 3, 3]), op("MaxPool", "MaxPool_1", ["x"], **pool),
+           op("AvgPool", "AvgPool_2", ["x"], include_padding_in_avg_computation=False, **pool)]
+    x = np.arange(9, dtype=np.float32).reshape(1, 1, 3, 3) ** 2
+    biggest, mean = run_both(ng.deserialize(document(ops, ["x"], ["MaxPool_1", "AvgPool_2"])), x)
+    if below is None:  # VALID: the padding given (none)
+        assert biggest.shape == (1, 1, 2, 2)
+        return
+    padded = np.pad(x[0, 0], ((below, 1 - below), (below, 1 - below)), constant_values=np.nan)
+    windows = np.lib.stride_tricks.sliding_window_view(padded, (2, 2))
+    np.testing.assert_array_equal(biggest[0, 0], np.nanmax(windows, axis=(2, 3)))
+    np.testing.assert_allclose(mean[0, 0], np.nanmean(windows, axis=(2, 3)), rtol=1e-6)
+
+
 def test_2019_axes_and_k_as_constant_inputs():
     """nGraph's ops of 2019 also hold reduction axes, TopK's k and LRN's axes as a Constant
     input; its readers used the attribute."""
