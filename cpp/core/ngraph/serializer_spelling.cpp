@@ -110,7 +110,6 @@ void enum_from_number(Value& v, const std::vector<std::string>& names, const std
   v = Value::string(names[static_cast<size_t>(i)]);
 }
 
-
 // nGraph's op version: "op_version" (v0.26) or "type_info" {"name", "version"} (later).
 // Ours are nGraph's v0 ops; its v1 Softmax (one "softmax_axis") is our Softmax over that axis.
 void op_version(const std::string& op, Value& obj, const Fail& fail) {
@@ -266,8 +265,7 @@ bool from_ngraph(const std::string& op, json::Value& obj, const std::vector<std:
     theirs_used = true;
   }
   // nGraph v0.20-v0.25 write {"type": t, "axis": a} as "autob", v0.26 as "auto_broadcast"
-  // (ours is a string there).
-  // ngraph writes both for numpy broadcasting, so that either reader finds it.
+  // (ours is a string there); ngraph writes both, equal, so that either version reads it.
   Value* ab = member(obj, "auto_broadcast");
   if (ab && !ab->is(Kind::object)) ab = nullptr;
   if (Value* autob = member(obj, "autob")) {

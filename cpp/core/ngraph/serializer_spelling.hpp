@@ -32,9 +32,13 @@ using Fail = std::function<void(const json::Value* at, const std::string& messag
 // `obj`, an op's object in either spelling, in ours: nGraph's keys renamed, its enum numbers
 // turned into names, and the attributes nGraph's writer leaves out when they have their
 // default value (auto_broadcast "none", ...) added when the op visits them (`visited`).
-// Keys nGraph writes that carry nothing for us (Parameter's "cacheable", "pad_type" 0 ...)
-// are dropped; values we cannot honour fail through `fail`. Returns whether the object used
-// nGraph's keys (its outputs are then numbered as nGraph's).
+// Keys nGraph writes that carry nothing for us (Parameter's "cacheable", "pad_type" 0, the
+// output types its writers of 2017-18 recorded, "op_version" 0 ...) are dropped, and the
+// formats of its earlier versions (a Parameter's "value_type", Softmax v1, BatchNorm's
+// "training", MaxPool without padding ...) read as its readers of v0.18-v0.26 read them (see
+// docs/cpp.md); values we cannot honour (a dynamic shape, another op version) fail through
+// `fail`. Returns whether the object used nGraph's keys (its outputs are then numbered as
+// nGraph's).
 bool from_ngraph(const std::string& op, json::Value& obj, const std::vector<std::string>& visited,
                  const Fail& fail);
 
