@@ -36,26 +36,34 @@ def _parameters_of(nodes: Sequence[Node]) -> list[Node]:
     return found
 
 
+def function_of(graph: Any, what: str) -> Function:
+    """The Function of a Function or a Computation, or of the graph computing a node (or a
+    list of nodes) from the parameters they depend on (`what`: the caller, for errors)."""
+    if isinstance(graph, Computation):
+        return graph.function
+    if isinstance(graph, Function):
+        return graph
+    if isinstance(graph, Node) or (isinstance(graph, Sequence) and not isinstance(graph, str)):
+        nodes = [graph] if isinstance(graph, Node) else list(graph)
+        for i, n in enumerate(nodes):
+            if not isinstance(n, Node):
+                raise TypeError(f"{what}: expected a Function, a Computation, a Node or a list "
+                                f"of Nodes; item {i} is a {type(n).__name__}")
+        results = [n for n in nodes if n.get_output_size() > 0]
+        sinks = [n for n in nodes if n.get_output_size() == 0]
+        name = nodes[0].name if isinstance(graph, Node) else ""
+        return _ngraph.make_function(results, _parameters_of(nodes), [], sinks, name)
+    raise TypeError(f"{what}: expected a Function, a Computation, a Node or a list of Nodes, "
+                    f"got {type(graph).__name__}")
+
+
 def serialize(node_or_function: Node | Sequence[Node] | Function | Computation,
               indent: int = 0) -> str:
     """JSON text of a Function (or a Computation's), or of the graph computing a node (or
     list of nodes) from the parameters it depends on, in the order it reaches them.
     ``indent`` > 0 writes one member per line. Variable updates belong to a computation:
     serialize the computation."""
-    if isinstance(node_or_function, Computation):
-        node_or_function = node_or_function.function
-    if isinstance(node_or_function, Function):
-        function = node_or_function
-    else:
-        nodes = [node_or_function] if isinstance(node_or_function, Node) else list(node_or_function)
-        for i, n in enumerate(nodes):
-            if not isinstance(n, Node):
-                raise TypeError(f"serialize: expected a Function, a Node or a list of Nodes; "
-                                f"item {i} is a {type(n).__name__}")
-        results = [n for n in nodes if n.get_output_size() > 0]
-        sinks = [n for n in nodes if n.get_output_size() == 0]
-        name = nodes[0].name if isinstance(node_or_function, Node) else ""
-        function = _ngraph.make_function(results, _parameters_of(nodes), [], sinks, name)
+    function = function_of(node_or_function, "serialize")
     if isinstance(indent, bool) or not isinstance(indent, int) or indent < 0:
         raise ValueError(f"serialize: indent must be an integer >= 0, got {indent!r}")
     return _ngraph.serialize(function, indent)

@@ -1060,25 +1060,9 @@ EXPORTED_OPS = sorted(_HANDLERS) + ["Parameter", "Result"]
 
 
 def _as_function(graph: Any) -> Function:
-    from ngraph.runtime import Computation  # noqa: PLC0415
-    from ngraph.serializer import _parameters_of  # noqa: PLC0415
+    from ngraph.serializer import function_of  # noqa: PLC0415
 
-    if isinstance(graph, Computation):
-        return graph.function
-    if isinstance(graph, Function):
-        return graph
-    if isinstance(graph, Node) or (isinstance(graph, Sequence) and not isinstance(graph, str)):
-        nodes = [graph] if isinstance(graph, Node) else list(graph)
-        for i, n in enumerate(nodes):
-            if not isinstance(n, Node):
-                raise TypeError(f"export: expected a Function, a Computation, a Node or a list "
-                                f"of Nodes; item {i} is a {type(n).__name__}")
-        results = [n for n in nodes if n.get_output_size() > 0]
-        sinks = [n for n in nodes if n.get_output_size() == 0]
-        name = nodes[0].name if isinstance(graph, Node) else ""
-        return _ngraph.make_function(results, _parameters_of(nodes), [], sinks, name)
-    raise TypeError(f"export: expected a Function, a Computation, a Node or a list of Nodes, "
-                    f"got {type(graph).__name__}")
+    return function_of(graph, "export")
 
 
 def export(function_or_computation: Any, path: str | os.PathLike | None,

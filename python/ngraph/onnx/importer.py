@@ -172,13 +172,8 @@ def _load_external_data(proto: onnx.ModelProto, folder: str) -> None:
 def tensor_value(t: onnx.TensorProto, where: str) -> np.ndarray:
     """The array of a TensorProto, checking its claimed size against its data."""
     dtype = onnx_dtype(t.data_type, where)
-    dims = list(t.dims)
-    if any(d < 0 for d in dims):
-        raise ONNXError(f"{where}: negative dimension in {dims}")
+    dims = _checked_shape(list(t.dims), where)
     count = int(np.prod(dims, dtype=object)) if dims else 1
-    if count > _MAX_ELEMENTS:
-        raise ONNXError(f"{where}: shape {dims} claims {count} elements, more than ngraph "
-                        "accepts")
     if t.data_location == onnx.TensorProto.EXTERNAL:
         raise ONNXError(f"{where}: its data is in an external file; pass the model's path "
                         "(not a ModelProto or bytes) so that ngraph can read it")

@@ -16,6 +16,7 @@ pytest.importorskip("onnx")
 
 import ngraph as ng  # noqa: E402
 from ngraph.onnx import import_onnx_graph  # noqa: E402
+from torch_models import GPT  # noqa: E402
 
 nn = torch.nn
 F = torch.nn.functional
@@ -41,33 +42,6 @@ class CNN(nn.Module):
 
     def forward(self, x):
         return self.f(x)
-
-
-class Transformer(nn.Module):
-    """A two-block causal transformer over tokens (the GPT of the transformer issue, small)."""
-
-    def __init__(self, vocab=20, ctx=8, width=16, heads=2):
-        super().__init__()
-        self.heads = heads
-        self.wte, self.wpe = nn.Embedding(vocab, width), nn.Embedding(ctx, width)
-        self.blocks = nn.ModuleList(nn.ModuleDict(dict(
-            ln1=nn.LayerNorm(width), qkv=nn.Linear(width, 3 * width),
-            proj=nn.Linear(width, width), ln2=nn.LayerNorm(width),
-            fc=nn.Linear(width, 4 * width), fc2=nn.Linear(4 * width, width))) for _ in range(2))
-        self.ln = nn.LayerNorm(width)
-
-    def forward(self, idx):
-        b, t = idx.shape
-        x = self.wte(idx) + self.wpe(torch.arange(t))
-        for blk in self.blocks:
-            c = x.shape[-1]
-            q, k, v = blk["qkv"](blk["ln1"](x)).split(c, 2)
-            q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2)
-                       for z in (q, k, v))
-            a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            x = x + blk["proj"](a.transpose(1, 2).reshape(b, t, c))
-            x = x + blk["fc2"](F.gelu(blk["fc"](blk["ln2"](x))))
-        return self.ln(x) @ self.wte.weight.T
 
 
 def _batches(kind, dtype, n=STEPS):
@@ -125,7 +99,8 @@ def _ngraph_losses(data, batches, lr, backend="CPU"):
 @pytest.mark.parametrize("kind", ["mlp", "cnn", "transformer"])
 def test_training_matches_pytorch(kind, dtype):
     torch.manual_seed(0)
-    model = {"mlp": MLP, "cnn": CNN, "transformer": Transformer}[kind]()
+    model = {"mlp": MLP, "cnn": CNN, "transformer": lambda: GPT(
+        vocab=20, ctx=8, width=16, heads=2, dropout=0.0)}[kind]()
     model = model.to(torch.float64 if dtype == np.float64 else torch.float32).train()
     batches = _batches(kind, dtype)
     data = _export(model, batches[0][0])  # exported before training: the initial weights

@@ -17,6 +17,7 @@ pytest.importorskip("onnx")
 
 import ngraph as ng  # noqa: E402
 from ngraph.onnx import import_onnx_model  # noqa: E402
+from torch_models import GPT  # noqa: E402
 
 nn = torch.nn
 F = torch.nn.functional
@@ -86,34 +87,6 @@ def resnet18():
 
 def resnet50():
     return ResNet([3, 4, 6, 3], True), torch.randn(2, 3, 64, 64)
-
-
-class GPT(nn.Module):
-    """The transformer tutorial's GPT (docs/tutorial-gpt.md), small."""
-
-    def __init__(self, vocab=50, ctx=16, width=32, heads=4, layers=2):
-        super().__init__()
-        self.heads = heads
-        self.wte, self.wpe = nn.Embedding(vocab, width), nn.Embedding(ctx, width)
-        self.blocks = nn.ModuleList(nn.ModuleDict(dict(
-            ln1=nn.LayerNorm(width), qkv=nn.Linear(width, 3 * width),
-            proj=nn.Linear(width, width), ln2=nn.LayerNorm(width),
-            fc=nn.Linear(width, 4 * width), fc2=nn.Linear(4 * width, width)))
-            for _ in range(layers))
-        self.ln, self.drop = nn.LayerNorm(width), nn.Dropout(0.1)
-
-    def forward(self, idx):
-        b, t = idx.shape
-        x = self.drop(self.wte(idx) + self.wpe(torch.arange(t)))
-        for blk in self.blocks:
-            c = x.shape[-1]
-            q, k, v = blk["qkv"](blk["ln1"](x)).split(c, 2)
-            q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2)
-                       for z in (q, k, v))
-            a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            x = x + self.drop(blk["proj"](a.transpose(1, 2).reshape(b, t, c)))
-            x = x + self.drop(blk["fc2"](F.gelu(blk["fc"](blk["ln2"](x)))))
-        return self.ln(x) @ self.wte.weight.T
 
 
 def gpt():
