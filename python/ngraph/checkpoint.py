@@ -102,8 +102,8 @@ def _entry(section: str, index: int) -> str:
 def save(path: str | os.PathLike, variables: Variables, optimizer=None,
          metadata: Mapping[str, Any] | None = None) -> None:
     """Writes `variables` (a list of named variables, or a dict name -> variable), the
-    state of `optimizer` (its ``state_variables``: momentum buffers, Adam's moments and
-    step count) and `metadata` (a JSON-able dict, e.g. the epoch) to the file `path`,
+    state of `optimizer` (its ``state_variables``: its step count, momentum buffers, Adam's
+    moments) and `metadata` (a JSON-able dict, e.g. the epoch) to the file `path`,
     atomically. In a distributed run call it on one rank (e.g. rank 0)."""
     path = os.fspath(path)
     named = {"variables": _named(variables, "variables"),
@@ -330,6 +330,11 @@ def load(path: str | os.PathLike, variables: Variables | None = None, optimizer=
                 f"{path}: holds optimizer state {_short(lacking)} that the {saved_type} passed "
                 "does not have; build the training step (optimizer.updates(...)) for the same "
                 "named variables before loading, so its state exists")
+        # State added to an optimizer after files were written (SGD's step count) may be
+        # absent: those variables keep their values.
+        optional = set(getattr(optimizer, "_optional_state", ()))
+        wanted_state = {n: v for n, v in wanted_state.items()
+                        if n in arrays["optimizer"] or n not in optional}
         _match(path, "optimizer state", arrays["optimizer"], wanted_state, strict)
     for section, targets in (("variables", wanted), ("optimizer", wanted_state)):
         for name, v in targets.items():

@@ -36,12 +36,16 @@ def log_softmax(logits: NodeInput, axis: int = -1, name: str | None = None) -> N
 
 def softmax_cross_entropy(
     logits: NodeInput, labels: NodeInput, axis: int = -1, reduction: str = "mean",
-    name: str | None = None,
+    name: str | None = None, label_smoothing: float = 0.0,
 ) -> Node:
     """Cross-entropy between softmax(logits) and the labels, computed from logits without
     overflow. `labels` are class indices (an integer node/array with logits' shape minus
     `axis`) or a distribution (one-hot or soft, logits' shape). reduction: 'mean' (over the
-    batch), 'sum' or 'none'."""
+    batch), 'sum' or 'none'. `label_smoothing` ε in [0, 1] mixes the target with the uniform
+    distribution, as PyTorch's: (1 - ε) * target + ε / classes."""
+    if isinstance(label_smoothing, bool) or not 0 <= label_smoothing <= 1:
+        raise UserInputError(f"[softmax_cross_entropy] label_smoothing must be in [0, 1], got "
+                             f"{label_smoothing!r}")
     logits = as_node(logits)
     shape = logits.shape
     rank = len(shape)
@@ -62,6 +66,9 @@ def softmax_cross_entropy(
     else:
         raise UserInputError(f"[softmax_cross_entropy] labels shape {labels.shape} matches neither "
                          f"logits shape {shape} nor it without axis {axis}")
+    if label_smoothing:
+        eps = float(label_smoothing)
+        target = target * (1 - eps) + eps / shape[axis]
     per_example = ops.negative(ops.sum(target * logp, [axis]))
     return _reduce(per_example, reduction, "softmax_cross_entropy", name)
 

@@ -15,6 +15,7 @@ from ngraph import ops
 from ngraph._ngraph import Node, Variable
 from ngraph.autodiff import gradients
 from ngraph.exceptions import NgraphTypeError, UserInputError
+from ngraph.schedules import Schedule
 
 Updates = list  # list[tuple[Variable, Node]]
 
@@ -33,11 +34,24 @@ def variable(initial_value, dtype=None, name: str | None = None) -> Variable:
 
 
 class Optimizer:
-    """Base class: `updates(loss, variables)` returns (variable, new value) pairs."""
+    """Base class: `updates(loss, variables)` returns (variable, new value) pairs.
+
+    Every optimizer counts its steps in ``opt.step`` (a float32 scalar variable, 0 before the
+    first update, saved with the optimizer's state); a schedule of ``ng.schedules`` given as
+    `learning_rate` is computed from it in the compiled step."""
+
+    #: Prefix of the names of the optimizer's own variables (``<prefix>/step``).
+    _prefix = "optimizer"
+    #: Names of state variables that checkpoints written before they existed lack; loading
+    #: such a file leaves them as they are (SGD's step count, added after its momentum).
+    _optional_state: tuple[str, ...] = ()
 
     def __init__(self, learning_rate) -> None:
-        # A float, or a node (e.g. a scalar ng.variable) for schedules set between calls.
-        if isinstance(learning_rate, Node):
+        # A float; a node (e.g. a scalar ng.variable) for schedules set between calls; or an
+        # ng.schedules schedule, computed in the graph from the step count.
+        if isinstance(learning_rate, Schedule):
+            self.learning_rate = learning_rate
+        elif isinstance(learning_rate, Node):
             if learning_rate.shape != []:
                 raise UserInputError(f"learning_rate must be a scalar node, got shape "
                                  f"{learning_rate.shape}")
@@ -46,10 +60,15 @@ class Optimizer:
             if not learning_rate > 0:
                 raise UserInputError(f"learning_rate must be > 0, got {learning_rate}")
             self.learning_rate = float(learning_rate)
-        #: The optimizer's own variables (momentum buffers, moments, step count), for
+        #: The optimizer's own variables (step count, momentum buffers, moments), for
         #: checkpoints.
         self.state_variables: list[Variable] = []
         self._slots: dict = {}
+        self._lr_nodes: dict = {}
+        #: The number of updates applied so far (t of the schedules; float32, exact to 2**24).
+        self.step = variable(np.float32(0), name=f"{self._prefix}/step")
+        self.state_variables.append(self.step)
+        self._t = self.step + np.float32(1)
 
     def updates(self, loss: Node, variables: Sequence[Variable],
                 grads: Sequence[Node] | None = None) -> Updates:
@@ -65,23 +84,46 @@ class Optimizer:
         elif len(grads) != len(variables):
             raise UserInputError(f"[{type(self).__name__}] got {len(grads)} gradients for "
                              f"{len(variables)} variables")
-        out: Updates = []
+        # The step count's update first: the CPU backend schedules it before the variables'
+        # fused update kernels, which must come last to update their variables in place
+        # (and to shard the update over a node's ranks).
+        out: Updates = list(self._step_updates())
         for v, g in zip(variables, grads):
             out.extend(self._update(v, g))
-        out.extend(self._step_updates())
         return out
 
     def _update(self, v: Variable, g: Node) -> Updates:
         raise NotImplementedError
 
     def _step_updates(self) -> Updates:
-        return []
+        return [(self.step, self._t)]
+
+    def learning_rate_node(self, dtype=np.float32) -> Node:
+        """The learning rate of the current step as a scalar node of `dtype` (a schedule's
+        value at the step count): return it from the training step to log it."""
+        from ngraph.utils import to_dtype
+
+        dtype = np.dtype(to_dtype(dtype))
+        node = self._lr_nodes.get(dtype)
+        if node is None:
+            lr = self.learning_rate
+            if isinstance(lr, Schedule):
+                t = self.step if dtype == np.float32 else ops.convert(self.step, dtype)
+                node = lr(t)
+            elif isinstance(lr, Node):
+                node = lr if lr.dtype == dtype else ops.convert(lr, dtype)
+            else:
+                node = ops.constant(lr, dtype)
+            self._lr_nodes[dtype] = node
+        return node
 
     def _lr(self, v: Variable):
-        """The learning rate in v's dtype."""
+        """The learning rate in v's dtype: a float stays a float (folded into the update)."""
         lr = self.learning_rate
-        if isinstance(lr, Node) and lr.dtype != v.dtype:
-            return ops.convert(lr, v.dtype)
+        if isinstance(lr, Node) and lr.dtype == v.dtype:
+            return lr
+        if isinstance(lr, (Node, Schedule)):
+            return self.learning_rate_node(v.dtype)
         return lr
 
     def _slot(self, v: Variable, what: str) -> Variable:
@@ -99,6 +141,9 @@ class SGD(Optimizer):
     """Stochastic gradient descent, optionally with (Nesterov) momentum and L2 weight decay,
     as in PyTorch: g += weight_decay * w; buf = momentum * buf + g;
     w -= lr * (g + momentum * buf if nesterov else buf)."""
+
+    _prefix = "sgd"
+    _optional_state = ("sgd/step",)
 
     def __init__(self, learning_rate: float = 0.01, momentum: float = 0.0,
                  nesterov: bool = False, weight_decay: float = 0.0) -> None:
@@ -128,6 +173,8 @@ class SGD(Optimizer):
 class Adam(Optimizer):
     """Adam (Kingma and Ba), with bias correction folded into the step size."""
 
+    _prefix = "adam"
+
     def __init__(self, learning_rate: float = 1e-3, beta1: float = 0.9, beta2: float = 0.999,
                  epsilon: float = 1e-8) -> None:
         super().__init__(learning_rate)
@@ -135,9 +182,6 @@ class Adam(Optimizer):
             if not 0 <= b < 1:
                 raise UserInputError(f"{name} must be in [0, 1), got {b}")
         self.beta1, self.beta2, self.epsilon = float(beta1), float(beta2), float(epsilon)
-        self.step = variable(np.float32(0), name="adam/step")
-        self.state_variables.append(self.step)
-        self._t = self.step + np.float32(1)
 
     def _update(self, v: Variable, g: Node) -> Updates:
         b1, b2 = self.beta1, self.beta2
@@ -151,9 +195,6 @@ class Adam(Optimizer):
         step = new_m * (corr * self._lr(v)) / (ops.sqrt(new_s) + self.epsilon)
         return [(m, new_m), (s, new_s), (v, v - step)]
 
-    def _step_updates(self) -> Updates:
-        return [(self.step, self._t)]
-
 
 class AdamW(Optimizer):
     """AdamW (Loshchilov and Hutter), PyTorch's formula: with t the step count,
@@ -161,6 +202,8 @@ class AdamW(Optimizer):
     v = b2 v + (1 - b2) g^2; w -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
     Variables in `no_decay` (biases, layer-norm gains, as GPT training leaves them) are not
     decayed."""
+
+    _prefix = "adamw"
 
     def __init__(self, learning_rate=1e-3, beta1: float = 0.9, beta2: float = 0.999,
                  epsilon: float = 1e-8, weight_decay: float = 0.01,
@@ -176,9 +219,6 @@ class AdamW(Optimizer):
         self.beta1, self.beta2, self.epsilon = float(beta1), float(beta2), float(epsilon)
         self.weight_decay = float(weight_decay)
         self._no_decay = {v.get_instance_id() for v in no_decay}
-        self.step = variable(np.float32(0), name="adamw/step")
-        self.state_variables.append(self.step)
-        self._t = self.step + np.float32(1)
 
     def _update(self, v: Variable, g: Node) -> Updates:
         if v.dtype not in (np.float32, np.float64):
@@ -198,5 +238,128 @@ class AdamW(Optimizer):
             decayed = v * (1 - lr * self.weight_decay)
         return [(m, new_m), (s, new_s), (v, decayed - step)]
 
-    def _step_updates(self) -> Updates:
-        return [(self.step, self._t)]
+
+def _norm(x: Node) -> Node:
+    """The L2 norm of the whole tensor `x`, a scalar node of its dtype."""
+    return ops.sqrt(ops.sum(x * x))
+
+
+def _ratio(num: Node, den: Node, w_norm: Node, other_norm: Node) -> Node:
+    """num / den, and 1 where `w_norm` or `other_norm` is 0 (the other branch's 0 / 0 is
+    not selected)."""
+    zero = ops.constant(0, num.dtype)
+    nonzero = ops.logical_and(ops.greater(w_norm, zero), ops.greater(other_norm, zero))
+    return ops.select(nonzero, num / den, ops.constant(1, num.dtype))
+
+
+def _default_exclude(v: Variable) -> bool:
+    return len(v.shape) <= 1
+
+
+class _LayerwiseOptimizer(Optimizer):
+    """LARS and LAMB: per-variable trust ratios; `exclude(v)` says which variables take
+    ratio 1 and no weight decay (default: rank <= 1, i.e. biases and normalisation scales
+    and shifts)."""
+
+    def __init__(self, learning_rate, weight_decay: float, exclude) -> None:
+        super().__init__(learning_rate)
+        name = type(self).__name__
+        if not weight_decay >= 0:
+            raise UserInputError(f"[{name}] weight_decay must be >= 0, got {weight_decay}")
+        if exclude is not None and not callable(exclude):
+            raise NgraphTypeError(f"[{name}] exclude must be a predicate on a variable (or "
+                                  f"None), got {type(exclude).__name__}")
+        self.weight_decay = float(weight_decay)
+        self.exclude = _default_exclude if exclude is None else exclude
+
+    def _check(self, v: Variable) -> bool:
+        """Whether v is excluded; refuses dtypes other than f32 and f64."""
+        if v.dtype not in (np.float32, np.float64):
+            raise NgraphTypeError(f"[{type(self).__name__}] variable {v.name} is {v.dtype}; "
+                                  f"{type(self).__name__} updates f32 and f64 variables")
+        return bool(self.exclude(v))
+
+
+class LARS(_LayerwiseOptimizer):
+    """LARS (You, Gitman and Ginsburg, arXiv 1708.03888, Algorithm 1), per variable w with
+    gradient g: local = trust_coefficient * |w| / (|g| + weight_decay * |w| + eps), 1 where
+    |w| or |g| is 0 (whole-tensor L2 norms); v = momentum * v + lr * local *
+    (g + weight_decay * w); w -= v. Excluded variables (`exclude(w)`, default: rank <= 1)
+    take local = 1 and no weight decay."""
+
+    _prefix = "lars"
+
+    def __init__(self, learning_rate, momentum: float = 0.9, weight_decay: float = 0.0,
+                 trust_coefficient: float = 0.001, eps: float = 1e-9, exclude=None) -> None:
+        super().__init__(learning_rate, weight_decay, exclude)
+        if not momentum >= 0:
+            raise UserInputError(f"[LARS] momentum must be >= 0, got {momentum}")
+        if not trust_coefficient > 0:
+            raise UserInputError(f"[LARS] trust_coefficient must be > 0, got "
+                                 f"{trust_coefficient}")
+        if not eps >= 0:
+            raise UserInputError(f"[LARS] eps must be >= 0, got {eps}")
+        self.momentum = float(momentum)
+        self.trust_coefficient = float(trust_coefficient)
+        self.eps = float(eps)
+
+    def _update(self, v: Variable, g: Node) -> Updates:
+        excluded = self._check(v)
+        lr = self._lr(v)
+        if excluded:
+            step = g * lr
+        else:
+            w_norm, g_norm = _norm(v), _norm(g)
+            den = g_norm + self.eps
+            if self.weight_decay:
+                den = den + w_norm * self.weight_decay
+            local = _ratio(w_norm * self.trust_coefficient, den, w_norm, g_norm)
+            if self.weight_decay:
+                g = g + v * self.weight_decay
+            step = g * (local * lr)
+        if self.momentum == 0:
+            return [(v, v - step)]
+        buf = self._slot(v, "momentum")
+        new_buf = buf * self.momentum + step
+        return [(buf, new_buf), (v, v - new_buf)]
+
+
+class LAMB(_LayerwiseOptimizer):
+    """LAMB (You et al., arXiv 1904.00962, Algorithm 2), per variable w with gradient g and
+    t the step count + 1: m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
+    r = (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps) + weight_decay * w;
+    w -= lr * (|w| / |r|) * r, the ratio 1 where |w| or |r| is 0 (whole-tensor L2 norms).
+    Excluded variables (`exclude(w)`, default: rank <= 1) take ratio 1 and no weight
+    decay."""
+
+    _prefix = "lamb"
+
+    def __init__(self, learning_rate, beta1: float = 0.9, beta2: float = 0.999,
+                 eps: float = 1e-6, weight_decay: float = 0.0, exclude=None) -> None:
+        super().__init__(learning_rate, weight_decay, exclude)
+        for name, b in (("beta1", beta1), ("beta2", beta2)):
+            if not 0 <= b < 1:
+                raise UserInputError(f"[LAMB] {name} must be in [0, 1), got {b}")
+        if not eps >= 0:
+            raise UserInputError(f"[LAMB] eps must be >= 0, got {eps}")
+        self.beta1, self.beta2, self.eps = float(beta1), float(beta2), float(eps)
+
+    def _update(self, v: Variable, g: Node) -> Updates:
+        excluded = self._check(v)
+        b1, b2 = self.beta1, self.beta2
+        m, s = self._slot(v, "m"), self._slot(v, "v")
+        new_m = m * b1 + g * (1 - b1)
+        new_s = s * b2 + g * g * (1 - b2)
+        t = self._t if v.dtype == np.float32 else ops.convert(self._t, v.dtype)
+        m_hat = new_m / (1 - ops.power(ops.constant(b1, v.dtype), t))
+        s_hat = new_s / (1 - ops.power(ops.constant(b2, v.dtype), t))
+        r = m_hat / (ops.sqrt(s_hat) + self.eps)
+        lr = self._lr(v)
+        if excluded:
+            step = r * lr
+        else:
+            if self.weight_decay:
+                r = r + v * self.weight_decay
+            w_norm, r_norm = _norm(v), _norm(r)
+            step = r * (_ratio(w_norm, r_norm, w_norm, r_norm) * lr)
+        return [(m, new_m), (s, new_s), (v, v - step)]

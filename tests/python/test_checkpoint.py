@@ -338,3 +338,44 @@ def test_header_checksum_must_match_the_entry(tmp_path):
     with pytest.raises(ng.CheckpointError, match=r"ck\.npz: b fails its checksum \(CRC-32 "
                                                  r"[0-9a-f]{8} in the archive"):
         ng.load(path)
+
+
+@pytest.mark.parametrize("momentum", [0.0, 0.9])
+def test_sgd_checkpoints_written_before_sgd_counted_steps_still_load(tmp_path, momentum):
+    """SGD's step count (sgd/step, for learning-rate schedules) came after files were
+    written without it: such a file loads, strict, and the count is left as it is (0)."""
+    path = tmp_path / "old.npz"
+    a, old = model(0), ng.optimizers.SGD(0.01, momentum=momentum)
+    step_a = train_step(a, old)
+    for _ in range(2):
+        step_a(X)
+    # The file's layout before: the optimizer's state without the step count.
+    old.state_variables = [v for v in old.state_variables if v.name != "sgd/step"]
+    ng.save(path, a, old)
+    header = json.loads(zipfile.ZipFile(path).read("checkpoint.json"))
+    assert [e["name"] for e in header["optimizer"]] == (
+        ["W/momentum", "b/momentum"] if momentum else [])
+
+    b, new = model(1), ng.optimizers.SGD(0.01, momentum=momentum)
+    step_b = train_step(b, new)
+    ck = ng.load(path, b, new)
+    assert "sgd/step" not in ck.optimizer and new.step.get_value() == 0
+    for name, value in values(a).items():
+        np.testing.assert_array_equal(values(b)[name], value)
+    # It trains on exactly as the run that wrote it.
+    step_a(X)
+    step_b(X)
+    for name, value in values(a).items():
+        np.testing.assert_array_equal(values(b)[name], value)
+    # A new file has the count; only SGD's may be missing (an Adam file without
+    # adam/step is refused).
+    ng.save(path, b, new)
+    assert ng.load(path).optimizer["sgd/step"] == 1
+    written = ng.optimizers.Adam(0.01)
+    train_step(a, written)
+    written.state_variables = [v for v in written.state_variables if v.name != "adam/step"]
+    ng.save(path, a, written)
+    adam = ng.optimizers.Adam(0.01)
+    train_step(a, adam)
+    with pytest.raises(ng.CheckpointError, match=r"no value for optimizer state \['adam/step'\]"):
+        ng.load(path, a, adam)

@@ -436,7 +436,9 @@ def test_optimizer_state_lives_in_variables():
     assert any(v.same_node(opt.step) for v in updated)
     assert len(updates) == 4  # m, v, w, step
     sgd = ng.optimizers.SGD(0.1, momentum=0.5).updates(loss, [w])
-    assert len(sgd) == 2 and sgd[0][0].name.endswith("momentum")
+    # the step count every optimizer keeps (for schedules), the momentum buffer, w
+    assert len(sgd) == 3 and sgd[1][0].name.endswith("momentum")
+    assert sgd[0][0].name == "sgd/step"
 
 
 def test_optimizer_with_given_gradients():
