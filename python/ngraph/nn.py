@@ -150,13 +150,21 @@ class Conv2d(Module):
 class BatchNorm2d(Module):
     """Batch normalisation over N, H, W per channel. Training: batch statistics, and the
     running statistics move by `momentum` towards them (the variance unbiased, as in
-    PyTorch); evaluation: the running statistics."""
+    PyTorch); evaluation: the running statistics.
+
+    sync=True (synchronized batch norm, PyTorch's SyncBatchNorm): in training, the batch
+    statistics are those of the combined batch of every rank of `comm` (default: the
+    default communicator), computed in the graph with allreduces; the ranks' batches may
+    differ in size. The gradient is exact (autodiff differentiates through the allreduces),
+    and the running statistics, moved by the global mean and unbiased variance, are the same
+    on every rank. Evaluation mode is unchanged. On one rank it equals sync=False."""
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1, *,
-                 name: str = "bn") -> None:
+                 name: str = "bn", sync: bool = False, comm=None) -> None:
         super().__init__()
         c = num_features
         self.eps, self.momentum = float(eps), float(momentum)
+        self.sync, self.comm = bool(sync), comm
         self.gamma = variable(np.ones(c, np.float32), name=f"{name}.gamma")
         self.beta = variable(np.zeros(c, np.float32), name=f"{name}.beta")
         self.running_mean = variable(np.zeros(c, np.float32), name=f"{name}.running_mean")
@@ -172,16 +180,53 @@ class BatchNorm2d(Module):
         if not self.training:
             return ops.batch_norm(self.eps, self.gamma, self.beta, x, self.running_mean,
                                   self.running_var)
-        bn = ops.batch_norm(self.eps, self.gamma, self.beta, x)
-        y, batch_mean, batch_var = bn[0], bn[1], bn[2]
-        n = int(np.prod(x.shape)) // x.shape[1]
+        if self.sync:
+            y, batch_mean, unbiased = self._sync_statistics(x)
+        else:
+            bn = ops.batch_norm(self.eps, self.gamma, self.beta, x)
+            y, batch_mean, batch_var = bn[0], bn[1], bn[2]
+            n = int(np.prod(x.shape)) // x.shape[1]
+            unbiased = batch_var * (n / max(n - 1, 1))
         m = self.momentum
-        unbiased = batch_var * (n / max(n - 1, 1))
         self._updates = [
             (self.running_mean, self.running_mean * (1 - m) + ops.stop_gradient(batch_mean) * m),
             (self.running_var, self.running_var * (1 - m) + ops.stop_gradient(unbiased) * m),
         ]
         return y
+
+    def _sync_statistics(self, x):
+        """The output normalized by the statistics of every rank's batch, the global mean
+        and the global unbiased variance.
+
+        Two rounds, not one allreduce of the sum and the sum of squares: E[x^2] - E[x]^2
+        cancels catastrophically in float32 when |mean| >> std. First the per-channel sums
+        and this rank's element count (one allreduce: the count travels as an extra entry,
+        so uneven batches work) give the global mean; then the sums of squared deviations
+        from that global mean are allreduced, a sum of non-negative terms from centred data.
+        The normalization itself is batch_norm in inference form with the global mean and
+        biased variance as inputs: its gradient w.r.t. them, and AllReduce's (an allreduce
+        of the incoming gradient), make autodiff's gradient the exact one of the
+        composition. Both rounds' allreduces are sums, so the CPU backend's allreduce fusion
+        may bucket them with independent ones (the second depends on the first, so they
+        are two collectives)."""
+        from ngraph.distributed import allreduce  # noqa: PLC0415
+
+        x = as_node(x)
+        c = x.shape[1]
+        axes = [0, *range(2, len(x.shape))]
+        count = int(np.prod(x.shape)) // c  # this rank's elements per channel
+        local = ops.concat([ops.sum(x, axes),
+                            ops.constant(np.array([count]), x.dtype)], 0)
+        total = allreduce(local, "sum", comm=self.comm)
+        n = ops.slice(total, [c], [c + 1])  # the count over every rank, shape [1]
+        mean = ops.slice(total, [0], [c]) / n
+        centred = x - ops.broadcast_to(ops.reshape(mean, [c] + [1] * (len(x.shape) - 2)),
+                                       x.shape)
+        squares = allreduce(ops.sum(centred * centred, axes), "sum", comm=self.comm)
+        var = squares / n  # biased: the normalization's
+        unbiased = squares / ops.maximum(n - 1.0, ops.constant(1.0, x.dtype))
+        y = ops.batch_norm(self.eps, self.gamma, self.beta, x, mean, var)
+        return y, mean, unbiased
 
 
 class ReLU(Module):

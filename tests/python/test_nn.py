@@ -151,6 +151,33 @@ def test_batchnorm_training_uses_batch_statistics_and_updates_running_ones():
         rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("shape", [(6, 3, 5, 4), (7, 3)], ids=["nchw", "nc"])
+def test_sync_batchnorm_on_one_process_equals_batchnorm(shape):
+    """sync=True builds its statistics with allreduces (identities in one process): its
+    output, gradients (x, gamma, beta, through an upstream layer) and running statistics
+    equal sync=False's, over two steps; evaluation mode is the same layer."""
+    rng = np.random.default_rng(5)
+    xs = [(rng.standard_normal(shape) * 3 + 4).astype(np.float32) for _ in range(2)]
+    dy = rng.standard_normal(shape).astype(np.float32)
+    results = []
+    for sync in (False, True):
+        bn = ng.nn.BatchNorm2d(3, momentum=0.3, name="bn", sync=sync)
+        bn.gamma.set_value(np.array([1.5, 0.5, 2.0], np.float32))
+        bn.beta.set_value(np.array([0.1, -0.2, 0.3], np.float32))
+        p = ng.parameter(shape, np.float32)
+        d = ng.parameter(shape, np.float32)
+        y = bn(ng.tanh(p))
+        grads = ng.gradients(ng.sum(y * d), [p, bn.gamma, bn.beta])
+        step = RUNTIME.computation([y, *grads], p, d, updates=bn.state_updates())
+        out = [v for x in xs for v in step(x, dy)]
+        out += [bn.running_mean.get_value(), bn.running_var.get_value()]
+        bn.eval()
+        out += RUNTIME.computation(bn(p), p)(xs[0])
+        results.append(out)
+    for a, b in zip(*results):
+        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-5 * np.abs(a).max())
+
+
 def test_small_cnn_learns():
     """A few SGD steps on a fixed batch reduce the loss a lot (the gradients are right)."""
     rng = np.random.default_rng(0)
