@@ -322,9 +322,9 @@ class _Importer:
         self.proto = proto
         self.trainable = bool(trainable) if isinstance(trainable, bool) else True
         if isinstance(trainable, bool):
-            self.is_weight = _looks_like_weight if trainable else (lambda name, value: False)
+            rule = _looks_like_weight if trainable else (lambda name, value: False)
         elif callable(trainable):
-            self.is_weight = lambda name, value: bool(trainable(name, value))
+            rule = trainable
         else:
             try:
                 names = {str(n) for n in trainable}
@@ -332,7 +332,9 @@ class _Importer:
                 raise ONNXError(f"trainable= is a {type(trainable).__name__}: give True/False, "
                                 "initializer names or a predicate(name, array)") from None
             self.trainable_names = names
-            self.is_weight = lambda name, value: name in names
+            rule = lambda name, value: name in names  # noqa: E731
+        self._weight_rule = rule
+        self._weights: dict[str, bool] = {}  # initializer name → the rule's answer, once
         self.shapes = dict(shapes)
         self.training = training
         self.bound = dict(bound)
@@ -504,6 +506,17 @@ class _Importer:
         return _checked_shape(shape, where), dtype
 
     # -- values
+    def is_weight(self, name: str, value: np.ndarray) -> bool:
+        """Whether `trainable` makes the initializer `name` a variable (asked once per name:
+        the default rule reads the whole array)."""
+        if name not in self._weights:
+            try:
+                self._weights[name] = bool(self._weight_rule(name, value))
+            except Exception as e:  # a user's predicate
+                raise ONNXError(f"trainable= raised {type(e).__name__} for initializer "
+                                f"{name!r}: {e}") from e
+        return self._weights[name]
+
     def input_source(self, name: str) -> str | None:
         """The graph input that the value `name` is computed from (through any ops but
         Shape and Size, which read no values), or None."""
