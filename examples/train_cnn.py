@@ -38,6 +38,11 @@ class CNN:
         else:
             self.module = ng.nn.small_cnn(10, width=args.width, seed=args.seed)
             self.description = f"CNN conv{args.width}-pool-conv{2 * args.width}-pool-128-10"
+        if args.sync_bn:  # batch statistics over every rank's part of the batch
+            for m in self.module.modules():
+                if isinstance(m, ng.nn.BatchNorm2d):
+                    m.sync = True
+            self.description += " (SyncBN)"
         self.params = self.module.parameters()
         self.buffers = self.module.buffers()
 
@@ -68,19 +73,24 @@ def parse_args(argv=None):
         "Data-parallel MNIST/Fashion-MNIST CNN training with ngraph "
         "(run under mpirun for several ranks).",
         epochs=10,
-        default_lrs={"sgd": 0.1, "momentum": 0.05, "adam": 0.001},
+        default_lrs={"sgd": 0.1, "momentum": 0.05, "adam": 0.001, "lars": 1.0, "lamb": 0.005},
         batch_size=64,
         weight_decay=5e-4,
         output_dir="out/train_cnn",
     )
     p.add_argument("--model", choices=["small", "lenet5"], default="small", help="the network")
     p.add_argument("--width", type=int, default=32, help="filters of the small CNN's first block")
+    p.add_argument("--sync-bn", action="store_true",
+                   help="synchronized batch norm: batch statistics over all ranks' examples "
+                        "of each step (ng.nn.BatchNorm2d(sync=True))")
     p.add_argument("--augment", action="store_true",
                    help="random flips and shifts of the training images (off by default: it "
                         "slows convergence within 10 epochs)")
     args = train_mnist.check_args(p, argv)
     if args.width <= 0:
         p.error("--width must be positive")
+    if args.sync_bn and args.model == "lenet5":
+        p.error("--sync-bn: LeNet-5 has no batch normalization (use --model small)")
     return args
 
 

@@ -50,7 +50,17 @@ def build_parser(
     p.add_argument("--epochs", type=int, default=5, help="passes over the training set")
     p.add_argument(
         "--batch-size", type=int, default=128,
-        help="global batch size, split across the ranks (a multiple of their number)"
+        help="global batch size of one step, split across the ranks (a multiple of their "
+        "number); with --accumulate, of each micro-batch"
+    )
+    p.add_argument(
+        "--accumulate", type=int, default=None,
+        help="micro-batches of --batch-size summed into each update (gradient accumulation: "
+        "one allreduce and update per K steps; default 1)", metavar="K",
+    )
+    p.add_argument(
+        "--global-batch", type=int, default=None,
+        help="examples per update: --accumulate is GLOBAL_BATCH / --batch-size",
     )
     default_lrs = defaults.pop("default_lrs", DEFAULT_LR)
     p.add_argument(
@@ -63,15 +73,21 @@ def build_parser(
     )
     p.add_argument(
         "--optimizer",
-        choices=["sgd", "momentum", "adam"],
+        choices=["sgd", "momentum", "adam", "lars", "lamb"],
         default="momentum",
-        help="sgd, sgd with momentum 0.9, or adam",
+        help="sgd, sgd with momentum 0.9, adam, lars (momentum 0.9, trust coefficient "
+        "0.001) or lamb",
     )
     p.add_argument(
         "--schedule",
-        choices=["cosine", "constant"],
+        choices=["cosine", "constant", "poly"],
         default="cosine",
-        help="learning rate per epoch: cosine decay from --lr, or constant",
+        help="learning rate: cosine decay from --lr per epoch, constant, or polynomial "
+        "decay (power 2) to 0 per update",
+    )
+    p.add_argument(
+        "--warmup-epochs", type=float, default=0.0,
+        help="linear warm-up of the learning rate over this many epochs' updates",
     )
     p.add_argument(
         "--data-dir",
@@ -80,7 +96,7 @@ def build_parser(
     )
     p.add_argument("--seed", type=int, default=0, help="seed of initial weights and shuffling")
     p.add_argument("--weight-decay", type=float, default=0.0,
-                   help="L2 weight decay (sgd and momentum)")
+                   help="L2 weight decay (sgd, momentum, lars and lamb)")
     p.add_argument(
         "--hidden", default="600", help="hidden layer sizes, comma-separated (e.g. 512,512)"
     )
@@ -114,7 +130,7 @@ def build_parser(
 
 
 #: --lr when it is not given, by --optimizer (train_cnn.py passes its own).
-DEFAULT_LR = {"sgd": 0.1, "momentum": 0.05, "adam": 0.001}
+DEFAULT_LR = {"sgd": 0.1, "momentum": 0.05, "adam": 0.001, "lars": 1.0, "lamb": 0.005}
 
 
 class UsageError(Exception):
@@ -130,9 +146,23 @@ def check_args(p, argv=None):
         p.error(f"--hidden must be comma-separated integers, got {args.hidden!r}")
     if any(h <= 0 for h in args.hidden):
         p.error("--hidden sizes must be positive")
-    for name in ("epochs", "batch_size"):
-        if getattr(args, name) <= 0:
+    for name in ("epochs", "batch_size", "accumulate", "global_batch"):
+        if getattr(args, name) is not None and getattr(args, name) <= 0:
             p.error(f"--{name.replace('_', '-')} must be positive")
+    if args.global_batch is not None:
+        k, rest = divmod(args.global_batch, args.batch_size)
+        if rest or not k:
+            p.error(f"--global-batch {args.global_batch} must be a multiple of --batch-size "
+                    f"{args.batch_size}")
+        if args.accumulate is not None and args.accumulate != k:
+            p.error(f"--accumulate {args.accumulate} disagrees with --global-batch "
+                    f"{args.global_batch} / --batch-size {args.batch_size} = {k}")
+        args.accumulate = k
+    if args.accumulate is None:
+        args.accumulate = 1
+    args.global_batch = args.batch_size * args.accumulate
+    if not (math.isfinite(args.warmup_epochs) and args.warmup_epochs >= 0):
+        p.error(f"--warmup-epochs must be >= 0, got {args.warmup_epochs}")
     if getattr(args, "lr", None) is None:
         args.lr = args.default_lrs[args.optimizer]
     if not (math.isfinite(args.lr) and args.lr > 0):
@@ -140,7 +170,7 @@ def check_args(p, argv=None):
     if not (math.isfinite(args.weight_decay) and args.weight_decay >= 0):
         p.error(f"--weight-decay must be >= 0, got {args.weight_decay}")
     if args.weight_decay and args.optimizer == "adam":
-        p.error("--weight-decay applies to sgd and momentum, not adam")
+        p.error("--weight-decay applies to sgd, momentum, lars and lamb, not adam")
     for name in ("max_train", "stop_after"):
         if getattr(args, name) < 0:
             p.error(f"--{name.replace('_', '-')} must be >= 0, got {getattr(args, name)}")
@@ -216,11 +246,46 @@ class MLP:
         return h
 
 
-def learning_rate(args, epoch: int) -> float:
-    """The learning rate of `epoch` (0-based): cosine decay over the run, or constant."""
-    if args.schedule == "constant":
-        return args.lr
-    return args.lr * 0.5 * (1 + np.cos(np.pi * epoch / args.epochs))
+def epoch_plan(per_rank: int, local_batch: int, accumulate: int, size: int):
+    """The steps of an epoch on each rank: (start, stop) in the rank's sample indices, the
+    examples of the update the step belongs to on all ranks, and whether it is the update's
+    last (k-th) micro-batch. The last update may have fewer or smaller micro-batches."""
+    bounds = list(range(0, per_rank, local_batch)) + [per_rank]
+    calls = list(zip(bounds[:-1], bounds[1:]))
+    plan = []
+    for u in range(0, len(calls), accumulate):
+        group = calls[u:u + accumulate]
+        examples = (group[-1][1] - group[0][0]) * size
+        plan += [(lo, hi, examples, j == len(group) - 1) for j, (lo, hi) in enumerate(group)]
+    return plan
+
+
+def schedule_text(args) -> str:
+    warmup = f", {args.warmup_epochs:g} warm-up epochs" if args.warmup_epochs else ""
+    return args.schedule + warmup
+
+
+def batch_text(args) -> str:
+    if args.accumulate == 1:
+        return str(args.batch_size)
+    return f"{args.global_batch} ({args.accumulate} accumulated micro-batches of " \
+           f"{args.batch_size})"
+
+
+def learning_rate(args, updates_per_epoch: int):
+    """The learning rate as an ng.schedules schedule of the update count, computed in the
+    compiled step: --schedule cosine (per epoch: lr * (1 + cos(pi * epoch / epochs)) / 2),
+    constant, or poly (per update, power 2, to 0 at the end), then --warmup-epochs of
+    linear warm-up."""
+    s = ng.schedules
+    if args.schedule == "cosine":
+        schedule = s.per_epoch(s.cosine(args.lr, args.epochs), updates_per_epoch)
+    elif args.schedule == "poly":
+        schedule = s.poly(args.lr, args.epochs * updates_per_epoch, power=2.0)
+    else:
+        schedule = args.lr
+    warmup = round(args.warmup_epochs * updates_per_epoch)
+    return s.warmup(schedule, warmup) if warmup else schedule
 
 
 def make_optimizer(name: str, lr, weight_decay: float = 0.0):
@@ -228,8 +293,12 @@ def make_optimizer(name: str, lr, weight_decay: float = 0.0):
         return ng.optimizers.SGD(lr, weight_decay=weight_decay)
     if name == "momentum":
         return ng.optimizers.SGD(lr, momentum=0.9, weight_decay=weight_decay)
+    if name == "lars":
+        return ng.optimizers.LARS(lr, momentum=0.9, weight_decay=weight_decay)
+    if name == "lamb":
+        return ng.optimizers.LAMB(lr, weight_decay=weight_decay)
     if weight_decay:
-        raise UsageError("--weight-decay applies to sgd and momentum, not adam")
+        raise UsageError("--weight-decay applies to sgd, momentum, lars and lamb, not adam")
     return ng.optimizers.Adam(lr)
 
 
@@ -237,22 +306,36 @@ class Trainer:
     """Compiles one training step per local batch size (the full one, and the last partial
     one): the loss is each rank's summed cross-entropy over the global batch size, so the
     in-graph AllReduce sum of the gradients is exactly the gradient of the global batch's
-    mean loss, however the batch is split."""
+    mean loss, however the batch is split.
 
-    def __init__(self, model: MLP, optimizer, comm):
+    With `accumulate` k > 1 an update takes k micro-batches: the first k - 1 steps add their
+    gradients (and loss) into ng.optimizers.GradientAccumulator buffers without
+    communicating; the k-th allreduces the sums once and updates. Batch norm's running
+    statistics move locally in between and are averaged over the ranks in the k-th step,
+    which equals averaging them every step (the moving average is linear)."""
+
+    def __init__(self, model: MLP, optimizer, comm, accumulate: int = 1):
         self.model, self.optimizer, self.comm = model, optimizer, comm
         self.runtime = ng.runtime()
+        self.accumulator = None
+        if accumulate > 1:
+            self.accumulator = ng.optimizers.GradientAccumulator(
+                [*model.params, np.zeros((), np.float32)])
         self._steps = {}
         self._evals = {}
 
-    def prepare(self, local_batch: int, global_batch: int):
-        key = (local_batch, global_batch)
+    def prepare(self, local_batch: int, global_batch: int, final: bool = True):
+        key = (local_batch, global_batch, final)
         if key not in self._steps:
-            self._steps[key] = self._compile_step(local_batch, global_batch)
+            self._steps[key] = self._compile_step(local_batch, global_batch, final)
         return self._steps[key]
 
-    def step(self, x: np.ndarray, y: np.ndarray, global_batch: int) -> float:
-        return float(self.prepare(len(x), global_batch)(x, y)[0])
+    def step(self, x: np.ndarray, y: np.ndarray, global_batch: int, final: bool = True):
+        """One step on this rank's part of a (micro-)batch; `global_batch` is the examples of
+        the whole update on all ranks. Returns the update's mean loss over all ranks when
+        `final` (an update is made), else None."""
+        out = self.prepare(len(x), global_batch, final)(x, y)
+        return float(out[0]) if final else None
 
     def gradient_allreduce(self) -> str:
         """How the compiled steps sum the gradients across ranks."""
@@ -262,12 +345,18 @@ class Trainer:
         over = "oneCCL" if ng.distributed.backend() == "ccl" else "MPI"
         return f"in shared memory ({regions[0]})" if regions else f"over {over}"
 
-    def _compile_step(self, local_batch: int, global_batch: int):
+    def _compile_step(self, local_batch: int, global_batch: int, final: bool):
         x = ng.parameter([local_batch, *self.model.input_shape], name="x")
         y = ng.parameter([local_batch], np.int64, name="y")
         logits = self.model(x, training=True)
         local_loss = ng.softmax_cross_entropy(logits, y, reduction="sum") / float(global_batch)
         grads = ng.gradients(local_loss, self.model.params)
+        acc = self.accumulator
+        if acc is not None:
+            if not final:  # a micro-batch: sums in place, nothing sent
+                updates = acc.add([*grads, local_loss]) + list(self.model.state_updates())
+                return self.runtime.computation(local_loss, x, y, updates=updates)
+            *grads, local_loss = acc.total([*grads, local_loss])
         # The in-graph AllReduce: the global batch's gradient, on every rank.
         grads = [ng.allreduce(g, "sum", comm=self.comm) for g in grads]
         loss = ng.allreduce(local_loss, "sum", comm=self.comm)
@@ -277,6 +366,8 @@ class Trainer:
         for var, value in self.model.state_updates():
             mean = ng.allreduce(value, "mean", comm=self.comm) if self.comm.size > 1 else value
             updates.append((var, mean))
+        if acc is not None:
+            updates += acc.reset()
         return self.runtime.computation(loss, x, y, updates=updates)
 
     def correct(self, x: np.ndarray, y: np.ndarray) -> int:
@@ -415,6 +506,11 @@ def config(args):
         "data_dir": os.path.abspath(args.data_dir),
         "max_train": args.max_train,
         "augment": getattr(args, "augment", None),
+        # Settings added later: only when not their default, so older checkpoints resume.
+        **{k: v for k, v, default in (("accumulate", args.accumulate, 1),
+                                      ("warmup_epochs", args.warmup_epochs, 0.0),
+                                      ("sync_bn", getattr(args, "sync_bn", False), False))
+           if v != default},
     }
 
 
@@ -511,14 +607,18 @@ def train(args, make_model=None, augment=None) -> dict:
     model = make_model(args) if make_model else MLP([784, *args.hidden, 10], args.seed)
     x_train = x_train.reshape(-1, *model.input_shape)
     x_test = x_test.reshape(-1, *model.input_shape)
-    lr = ng.variable(np.float32(args.lr), name="learning_rate")  # set each epoch
-    optimizer = make_optimizer(args.optimizer, lr, args.weight_decay)
-    trainer = Trainer(model, optimizer, comm)
     sampler = ng.data.DistributedSampler(len(x_train), rank, size, seed=args.seed)
-    n, steps = len(x_train), -(-len(sampler) // local_batch)
-    # Build every step shape once so the optimizer state exists before a resume restores it.
-    for b in sorted({min(local_batch, len(sampler)), len(sampler) % local_batch} - {0}):
-        trainer.prepare(b, b * size)
+    n = len(x_train)
+    plan = epoch_plan(len(sampler), local_batch, args.accumulate, size)
+    updates_per_epoch = sum(final for *_, final in plan)
+    optimizer = make_optimizer(args.optimizer, learning_rate(args, updates_per_epoch),
+                               args.weight_decay)
+    trainer = Trainer(model, optimizer, comm, args.accumulate)
+    # Build every updating step shape once so the optimizer state exists before a resume
+    # restores it.
+    for lo, hi, global_batch, final in plan:
+        if final:
+            trainer.prepare(hi - lo, global_batch)
     variables = model.params + list(model.buffers)
     path = checkpoint_path(args.output_dir)
 
@@ -528,6 +628,8 @@ def train(args, make_model=None, augment=None) -> dict:
             if args.resume:
                 start_epoch, history = resume_point(path, args)
                 ng.load(path, variables, optimizer)
+                # The schedules' update count (checkpoints before it existed lack it).
+                optimizer.step.set_value(np.float32(start_epoch * updates_per_epoch))
             os.makedirs(args.output_dir, exist_ok=True)
         except OSError as e:
             error = UsageError(f"--output-dir {args.output_dir}: cannot create it ({e})")
@@ -553,8 +655,8 @@ def train(args, make_model=None, augment=None) -> dict:
         log(
             f"ngraph {ng.__version__}: {size} rank(s) ({ng.distributed.backend()}), "
             f"{model.description}, "
-            f"{args.optimizer} lr {args.lr:g} ({args.schedule}), global batch "
-            f"{args.batch_size}, {n} training / {len(x_test)} test examples from "
+            f"{args.optimizer} lr {args.lr:g} ({schedule_text(args)}), global batch "
+            f"{batch_text(args)}, {n} training / {len(x_test)} test examples from "
             f"{args.data_dir}"
         )
         log("settings: " + json.dumps({**config(args), "epochs": args.epochs}), echo=False)
@@ -568,20 +670,22 @@ def train(args, make_model=None, augment=None) -> dict:
     for epoch in range(start_epoch, last_epoch):
         sampler.set_epoch(epoch)
         mine = sampler.indices()
-        lr.set_value(np.float32(learning_rate(args, epoch)))
         t0 = time.perf_counter()
-        loss_sum = 0.0
-        for i in range(steps):
-            batch = mine[i * local_batch : (i + 1) * local_batch]
-            global_batch = len(batch) * size
+        loss_sum, update = 0.0, 0
+        for i, (lo, hi, global_batch, final) in enumerate(plan):
+            batch = mine[lo:hi]
             x = x_train[batch]
-            if augment is not None:
+            if augment is not None:  # placed in the step's batch of all ranks
                 rng = np.random.default_rng([args.seed, epoch, i])
-                x = augment(x, rng, np.arange(rank, global_batch, size), global_batch)
-            loss = trainer.step(x, y_train[batch], global_batch)
+                total = len(batch) * size
+                x = augment(x, rng, np.arange(rank, total, size), total)
+            loss = trainer.step(x, y_train[batch], global_batch, final)
+            if not final:
+                continue
             loss_sum += loss * global_batch
-            done = min((i + 1) * args.batch_size, sampler.total_size)
-            if i % 20 == 0 or i == steps - 1:
+            update += 1
+            done = min(hi * size, sampler.total_size)
+            if (update - 1) % max(1, 20 // args.accumulate) == 0 or hi == len(mine):
                 progress.update(epoch + 1, args.epochs, done, sampler.total_size, loss,
                                 done / (time.perf_counter() - t0))
         epoch_time = time.perf_counter() - t0

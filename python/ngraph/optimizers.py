@@ -363,3 +363,64 @@ class LAMB(_LayerwiseOptimizer):
             w_norm, r_norm = _norm(v), _norm(r)
             step = r * (_ratio(w_norm, r_norm, w_norm, r_norm) * lr)
         return [(m, new_m), (s, new_s), (v, v - step)]
+
+
+class GradientAccumulator:
+    """Sums values over micro-batches in variables, for a batch larger than one call takes.
+
+    Make it once with the variables (or any arrays/nodes) whose gradients it sums; then
+    compile two steps from the same micro-batch graph (gradients `grads` of a loss scaled
+    for the whole accumulated batch, e.g. its sum divided by the global batch size)::
+
+        acc = ng.optimizers.GradientAccumulator(params)
+        micro = rt.computation(loss, x, y, updates=acc.add(grads))
+        total = [ng.allreduce(g, "sum") for g in acc.total(grads)]
+        final = rt.computation(loss, x, y,
+                               updates=opt.updates(loss, params, grads=total) + acc.reset())
+
+    and call `micro` for the first k - 1 micro-batches and `final` for the k-th: `add`
+    adds each micro-batch's values into the buffers in place, without communicating;
+    `total` is buffer + the k-th micro-batch's values, summed across ranks once by the
+    final step's allreduce, which then updates and clears the buffers. The result equals
+    one step on the k micro-batches together (up to the order of the float sums).
+    """
+
+    def __init__(self, like: Sequence, name: str = "accumulated") -> None:
+        self.buffers: list[Variable] = []
+        for i, x in enumerate(like):
+            shape, dtype = getattr(x, "shape", None), getattr(x, "dtype", None)
+            if shape is None or dtype is None:
+                raise NgraphTypeError(f"[GradientAccumulator] like[{i}] ({x!r}) has no shape "
+                                      "and dtype: pass variables, nodes or arrays")
+            label = getattr(x, "name", "") or f"value{i}"
+            self.buffers.append(variable(np.zeros(tuple(shape), np.dtype(dtype)),
+                                         name=f"{label}/{name}"))
+
+    def _check(self, values: Sequence[Node], what: str) -> list:
+        values = list(values)
+        if len(values) != len(self.buffers):
+            raise UserInputError(f"[GradientAccumulator.{what}] got {len(values)} values for "
+                                 f"{len(self.buffers)} buffers")
+        for i, (b, v) in enumerate(zip(self.buffers, values)):
+            if not isinstance(v, Node):
+                raise NgraphTypeError(f"[GradientAccumulator.{what}] values[{i}] is a "
+                                      f"{type(v).__name__}, not a node")
+            if list(v.shape) != list(b.shape) or v.dtype != b.dtype:
+                raise UserInputError(f"[GradientAccumulator.{what}] values[{i}] is {v.dtype} "
+                                     f"{list(v.shape)}; buffer {b.name} is {b.dtype} "
+                                     f"{list(b.shape)}")
+        return values
+
+    def add(self, values: Sequence[Node]) -> Updates:
+        """Update pairs adding `values` into the buffers (a micro-batch's step)."""
+        return [(b, b + v) for b, v in zip(self.buffers, self._check(values, "add"))]
+
+    def total(self, values: Sequence[Node]) -> list:
+        """The buffers plus `values`: the sums over the micro-batches, the last one's
+        `values` included (read in the final step)."""
+        return [b + v for b, v in zip(self.buffers, self._check(values, "total"))]
+
+    def reset(self) -> Updates:
+        """Update pairs setting the buffers to zero (with the final step's update)."""
+        return [(b, ops.broadcast(ops.constant(0, b.dtype), list(b.shape)))
+                for b in self.buffers]

@@ -22,7 +22,7 @@ from ngraph import ops
 from ngraph._ngraph import Node
 from ngraph.exceptions import NgraphTypeError, UserInputError
 
-__all__ = ["Schedule", "poly", "cosine", "step", "warmup"]
+__all__ = ["Schedule", "poly", "cosine", "step", "warmup", "per_epoch"]
 
 
 class _Graph:
@@ -157,6 +157,22 @@ class _Warmup(Schedule):
         return f"warmup({self.schedule!r}, {self.steps})"
 
 
+class _PerEpoch(Schedule):
+    def __init__(self, schedule, steps_per_epoch):
+        if not isinstance(schedule, Schedule):
+            raise NgraphTypeError(f"[per_epoch] schedule must be an ng.schedules schedule, got "
+                                  f"{type(schedule).__name__}")
+        self.schedule = schedule
+        self.steps_per_epoch = _count(steps_per_epoch, "steps_per_epoch", "per_epoch")
+
+    def _value(self, t, xp):
+        # floor of an exact integer quotient is exact in float32 while t < 2**24.
+        return self.schedule._value(xp.floor(t / float(self.steps_per_epoch)), xp)
+
+    def __repr__(self):
+        return f"per_epoch({self.schedule!r}, {self.steps_per_epoch})"
+
+
 def poly(lr0: float, total_steps: int, power: float = 2.0, end: float = 0.0) -> Schedule:
     """Polynomial decay: (lr0 - end) * (1 - min(t, total_steps) / total_steps)**power + end."""
     return _Poly(lr0, total_steps, power, end)
@@ -176,3 +192,10 @@ def warmup(schedule: Schedule | float, steps: int) -> Schedule:
     """Linear warm-up: schedule(t) * (t + 1) / steps for t < steps, then schedule(t).
     `schedule` may be a float (a constant learning rate after the warm-up)."""
     return _Warmup(schedule, steps)
+
+
+def per_epoch(schedule: Schedule, steps_per_epoch: int) -> Schedule:
+    """`schedule` counted in epochs: its value at floor(t / steps_per_epoch), constant within
+    an epoch (as a PyTorch scheduler stepped once per epoch). Its steps are epochs:
+    ``per_epoch(cosine(0.1, 10), 469)`` decays over 10 epochs of 469 updates."""
+    return _PerEpoch(schedule, steps_per_epoch)

@@ -1,7 +1,7 @@
 """Large-batch training: LARS and LAMB against NumPy step by step (zero-norm weights and
 gradients included, f32 and f64), learning-rate schedules computed in the compiled step from
-the optimizer's step count (every t, every optimizer, through a checkpoint) and label
-smoothing against PyTorch."""
+the optimizer's step count (every t, every optimizer, through a checkpoint), gradient
+accumulation against one big batch, and label smoothing against PyTorch."""
 
 from __future__ import annotations
 
@@ -210,6 +210,9 @@ def numpy_schedules(t):
         * ((t + 1) / 3 if t < 3 else 1.0),
         "warmup-constant": 0.4 * ((t + 1) / 5 if t < 5 else 1.0),
         "warmup-step": 0.4 * 0.5 ** (t // 4) * ((t + 1) / 6 if t < 6 else 1.0),
+        "per-epoch-cosine": 0.4 * (1 + math.cos(math.pi * min(t // 3, 4) / 4)) / 2,
+        "warmup-per-epoch-poly": 0.4 * (1 - min(t // 2, 5) / 5) ** 2.0
+        * ((t + 1) / 4 if t < 4 else 1.0),
     }
 
 
@@ -222,6 +225,9 @@ SCHEDULES = {
     "warmup-cosine": lambda: ng.schedules.warmup(ng.schedules.cosine(0.4, 10), 3),
     "warmup-constant": lambda: ng.schedules.warmup(0.4, 5),
     "warmup-step": lambda: ng.schedules.warmup(ng.schedules.step(0.4, 4, 0.5), 6),
+    "per-epoch-cosine": lambda: ng.schedules.per_epoch(ng.schedules.cosine(0.4, 4), 3),
+    "warmup-per-epoch-poly": lambda: ng.schedules.warmup(
+        ng.schedules.per_epoch(ng.schedules.poly(0.4, 5), 2), 4),
 }
 
 
@@ -344,10 +350,103 @@ def test_schedule_argument_errors():
         ng.schedules.step(0.1, 2.5, 0.5)
     with pytest.raises(ng.UserInputError, match="steps"):
         ng.schedules.warmup(0.1, 0)
+    with pytest.raises(ng.UserInputError, match="steps_per_epoch"):
+        ng.schedules.per_epoch(ng.schedules.cosine(0.1, 10), 0)
+    with pytest.raises(ng.NgraphTypeError, match=r"\[per_epoch\] schedule must be"):
+        ng.schedules.per_epoch(0.1, 10)
     with pytest.raises(ng.UserInputError, match="step must be"):
         ng.schedules.cosine(0.1, 10)(-1)
     with pytest.raises(ng.NgraphTypeError, match="scalar float node"):
         ng.schedules.cosine(0.1, 10)(ng.constant(np.int32(3)))
+
+
+# ------------------------------------------------------------------- gradient accumulation
+
+
+def mlp_loss(params, x, y, examples):
+    """A 2-layer MLP's summed cross-entropy over `x` divided by the examples of the whole
+    update, so gradients summed over micro-batches are those of the update's mean loss."""
+    h = ng.relu(ng.dot(x, params[0]) + params[1])
+    logits = ng.dot(h, params[2]) + params[3]
+    return ng.softmax_cross_entropy(logits, y, reduction="sum") / float(examples)
+
+
+def mlp(dtype, seed=1):
+    rng = np.random.default_rng(seed)
+    shapes = {"W1": (7, 9), "b1": (9,), "W2": (9, 4), "b2": (4,)}
+    return {n: (rng.standard_normal(s) * 0.5).astype(dtype) for n, s in shapes.items()}
+
+
+ACCUMULATED = {
+    "SGD-momentum": lambda: ng.optimizers.SGD(0.3, momentum=0.9, weight_decay=0.01),
+    "LARS": lambda: ng.optimizers.LARS(ng.schedules.warmup(ng.schedules.poly(2.0, 6), 2),
+                                       weight_decay=0.01, trust_coefficient=0.02),
+    "LAMB": lambda: ng.optimizers.LAMB(0.05, weight_decay=0.01),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("name", sorted(ACCUMULATED))
+def test_gradient_accumulation_equals_one_big_batch(name, dtype):
+    """Micro-batches of 5, 3 and 4 examples (the last one in the final step) make the same
+    updates and losses as one step on the 12 examples together, over 4 updates; the buffers
+    are zero after every update."""
+    sizes, total = [5, 3, 4], 12
+    init = mlp(dtype)
+    rng = np.random.default_rng(2)
+    xs = rng.standard_normal((4, total, 7)).astype(dtype)
+    ys = rng.integers(0, 4, (4, total))
+    rt = ng.runtime()
+
+    big_params = [ng.variable(v.copy(), name=n) for n, v in init.items()]
+    x, y = ng.parameter([total, 7], dtype), ng.parameter([total], np.int64)
+    loss = mlp_loss(big_params, x, y, total)
+    big = rt.computation(loss, x, y, updates=ACCUMULATED[name]().updates(loss, big_params))
+
+    params = [ng.variable(v.copy(), name=n) for n, v in init.items()]
+    acc = ng.optimizers.GradientAccumulator([*params, np.zeros((), dtype)])
+    opt = ACCUMULATED[name]()
+    steps = {}
+    for i, m in enumerate(sizes):
+        xm, ym = ng.parameter([m, 7], dtype), ng.parameter([m], np.int64)
+        lm = mlp_loss(params, xm, ym, total)
+        values = [*ng.gradients(lm, params), lm]
+        if i < len(sizes) - 1:
+            steps[m] = rt.computation(lm, xm, ym, updates=acc.add(values))
+        else:
+            *g, lsum = acc.total(values)
+            steps[m] = rt.computation(lsum, xm, ym,
+                                      updates=opt.updates(lsum, params, grads=g) + acc.reset())
+    tol = RTOL[dtype]
+    for u in range(4):
+        (want,) = big(xs[u], ys[u])
+        start = 0
+        for m in sizes:
+            (got,) = steps[m](xs[u, start:start + m], ys[u, start:start + m])
+            start += m
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+        for a, b in zip(params, big_params):
+            np.testing.assert_allclose(a.get_value(), b.get_value(), rtol=tol * 10,
+                                       atol=tol * 10, err_msg=f"{a.name} after update {u}")
+        assert all(not np.any(b.get_value()) for b in acc.buffers)
+    assert opt.step.get_value() == 4
+
+
+def test_gradient_accumulator_errors():
+    w = ng.variable(np.zeros((2, 3), np.float32), name="w")
+    acc = ng.optimizers.GradientAccumulator([w])
+    assert acc.buffers[0].name == "w/accumulated" and acc.buffers[0].shape == [2, 3]
+    with pytest.raises(ng.UserInputError, match=r"\[GradientAccumulator.add\] got 2 values"):
+        acc.add([w, w])
+    with pytest.raises(ng.UserInputError, match=r"values\[0\] is float32 \[3\]; buffer "
+                                                r"w/accumulated is float32 \[2, 3\]"):
+        acc.total([ng.constant(np.zeros(3, np.float32))])
+    with pytest.raises(ng.UserInputError, match="float64"):
+        acc.add([ng.constant(np.zeros((2, 3)))])
+    with pytest.raises(ng.NgraphTypeError, match=r"values\[0\] is a ndarray, not a node"):
+        acc.add([np.zeros((2, 3), np.float32)])
+    with pytest.raises(ng.NgraphTypeError, match=r"like\[1\] \(3\) has no shape"):
+        ng.optimizers.GradientAccumulator([w, 3])
 
 
 # ------------------------------------------------------------------------ label smoothing

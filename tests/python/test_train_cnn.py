@@ -30,7 +30,8 @@ def run(tmp, args, ranks=0, timeout=1200):
 def test_help_lists_the_options():
     out = subprocess.run([sys.executable, str(SCRIPT), "--help"], capture_output=True, text=True,
                          timeout=60, env=launch_env()).stdout
-    for opt in ["--model", "--width", "--epochs", "--batch-size", "--resume", "--data-dir"]:
+    for opt in ["--model", "--width", "--epochs", "--batch-size", "--resume", "--data-dir",
+                "--accumulate", "--global-batch", "--warmup-epochs", "--sync-bn"]:
         assert opt in out
 
 
@@ -57,6 +58,62 @@ def test_two_ranks_train_like_one(tmp_path, model, augment):
         if "running" in k:  # each rank's batch statistics differ from the whole batch's
             continue
         np.testing.assert_allclose(b[k], a[k], rtol=tol, atol=tol, err_msg=k)
+
+
+@needs_mnist
+@needs_mpi
+def test_accumulated_micro_batches_train_like_the_big_batch(tmp_path):
+    """--accumulate 4 of batch 16 (1 rank) and --global-batch 64 of batch 32 (2 ranks) end
+    with the weights and optimizer state of batch 64 (LeNet-5, no batch norm: LARS, poly
+    schedule with warm-up; 1,000 examples so the last update is partial)."""
+    common = ["--data-dir", SHARED_MNIST, "--max-train", 1000, "--epochs", 2,
+              "--model", "lenet5", "--optimizer", "lars", "--lr", 2, "--weight-decay", 1e-4,
+              "--schedule", "poly", "--warmup-epochs", 0.5]
+    run(tmp_path, [*common, "--batch-size", 64, "--output-dir", tmp_path / "big"])
+    run(tmp_path, [*common, "--batch-size", 16, "--accumulate", 4, "--output-dir",
+                   tmp_path / "acc"])
+    run(tmp_path, [*common, "--batch-size", 32, "--global-batch", 64, "--output-dir",
+                   tmp_path / "two"], ranks=2)
+    big = weights(tmp_path / "big")
+    assert big["opt/lars/step"] == 2 * 16  # 16 updates per epoch, the last of 40 examples
+    for other in ("acc", "two"):
+        got = weights(tmp_path / other)
+        assert got.keys() == big.keys()
+        for k in big:
+            np.testing.assert_allclose(got[k], big[k], rtol=1e-4, atol=2e-5,
+                                       err_msg=f"{other}: {k}")
+    log = (tmp_path / "two" / "train.log").read_text()
+    assert "global batch 64 (2 accumulated micro-batches of 32)" in log
+    assert "lars lr 2 (poly, 0.5 warm-up epochs)" in log
+    hist = [summary(tmp_path / d)["history"] for d in ("big", "acc", "two")]
+    for h in hist[1:]:  # the epochs' mean losses: the updates' losses, not a micro-batch's
+        np.testing.assert_allclose([e["train_loss"] for e in h],
+                                   [e["train_loss"] for e in hist[0]], rtol=1e-4)
+
+
+@needs_mnist
+@needs_mpi
+def test_sync_bn_two_ranks_equal_one_rank(tmp_path):
+    """--sync-bn: 2 ranks with 32 examples each normalize by the statistics of all 64, so
+    they end with the weights and running statistics of 1 rank with batch 64 (compare the
+    loose tolerance of test_two_ranks_train_like_one without it)."""
+    common = ["--data-dir", SHARED_MNIST, "--max-train", 256, "--batch-size", 64, "--epochs", 1,
+              "--width", 8, "--lr", 0.02, "--optimizer", "sgd"]
+    run(tmp_path, [*common, "--output-dir", tmp_path / "one"])
+    run(tmp_path, [*common, "--sync-bn", "--output-dir", tmp_path / "two"], ranks=2)
+    a, b = weights(tmp_path / "one"), weights(tmp_path / "two")
+    assert a.keys() == b.keys() and any("running_var" in k for k in a)
+    for k in a:
+        np.testing.assert_allclose(b[k], a[k], rtol=2e-4, atol=2e-5, err_msg=k)
+    assert "(SyncBN)" in (tmp_path / "two" / "train.log").read_text()
+
+
+def test_sync_bn_needs_batch_norm(tmp_path):
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--model", "lenet5", "--sync-bn"],
+                          capture_output=True, text=True, timeout=60, env=launch_env(),
+                          cwd=tmp_path)
+    assert proc.returncode == 2 and "--sync-bn: LeNet-5 has no batch normalization" in (
+        proc.stderr), proc.stderr
 
 
 @needs_mnist

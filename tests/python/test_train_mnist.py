@@ -148,7 +148,13 @@ def test_resume_from_a_corrupt_checkpoint(tmp_path):
 
 @pytest.mark.parametrize("args,message", [
     (["--optimizer", "adam", "--weight-decay", 0.1],
-     "--weight-decay applies to sgd and momentum, not adam"),
+     "--weight-decay applies to sgd, momentum, lars and lamb, not adam"),
+    (["--batch-size", 64, "--global-batch", 100],
+     "--global-batch 100 must be a multiple of --batch-size 64"),
+    (["--batch-size", 64, "--global-batch", 256, "--accumulate", 2],
+     "--accumulate 2 disagrees with --global-batch 256 / --batch-size 64 = 4"),
+    (["--accumulate", 0], "--accumulate must be positive"),
+    (["--warmup-epochs", -1], "--warmup-epochs must be >= 0, got -1.0"),
     (["--lr", "nan"], "--lr must be a positive number, got nan"),
     (["--lr", -1], "--lr must be a positive number, got -1.0"),
     (["--weight-decay", -1], "--weight-decay must be >= 0, got -1.0"),

@@ -96,3 +96,49 @@ def test_layerwise_optimizer_over_ranks_matches_one_process(world, comm, name):
                                           p)(v.get_value())
         np.testing.assert_array_equal(hi, v.get_value())
         np.testing.assert_array_equal(lo, v.get_value())
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_gradient_accumulation_over_ranks_equals_the_global_batch(world, comm, dtype):
+    """Each rank's shard split into 3 micro-batches: two steps that only add into the
+    GradientAccumulator (no collective), then one that allreduces the sums and updates with
+    LARS. Equals the NumPy LARS step on the whole global batch; the loss returned is the
+    global batch's."""
+    r, n = comm.rank, comm.size
+    micro = 3
+    if B % (n * micro):
+        pytest.skip(f"batch {B} does not split into {micro} micro-batches over {n} ranks")
+    xs, ts, w0, b0 = data(5)
+    m = B // n // micro
+    W = ng.variable(w0.astype(dtype), name="W")
+    bias = ng.variable(b0.astype(dtype), name="bias")
+    x = ng.parameter([m, D], dtype)
+    t = ng.parameter([m, K], dtype)
+    e = ng.dot(x, W) + bias - t
+    loss = ng.sum(e * e * 0.5) / float(B)
+    grads = ng.gradients(loss, [W, bias])
+    acc = ng.optimizers.GradientAccumulator([W, bias, loss])
+    add = ng.runtime().computation(loss, x, t, updates=acc.add([*grads, loss]))
+    *total, total_loss = [ng.allreduce(v, "sum") for v in acc.total([*grads, loss])]
+    lr = ng.schedules.warmup(ng.schedules.poly(0.5, 6), 2)
+    opt = ng.optimizers.LARS(lr, momentum=0.9, weight_decay=0.01, trust_coefficient=0.1)
+    final = ng.runtime().computation(
+        total_loss, x, t, updates=opt.updates(loss, [W, bias], grads=total) + acc.reset())
+
+    ref = [w0.copy(), b0.copy()]
+    bufs = [np.zeros_like(v) for v in ref]
+    tol = dict(rtol=1e-10, atol=1e-12) if dtype == np.float64 else dict(rtol=2e-5, atol=1e-6)
+    for k in range(4):
+        mine_x, mine_t = np.split(xs, n)[r].astype(dtype), np.split(ts, n)[r].astype(dtype)
+        for j in range(micro - 1):
+            add(mine_x[j * m:(j + 1) * m], mine_t[j * m:(j + 1) * m])
+        (got_loss,) = final(mine_x[-m:], mine_t[-m:])
+        e_ref = xs @ ref[0] + ref[1] - ts
+        np.testing.assert_allclose(got_loss, 0.5 * (e_ref * e_ref).sum() / B, **tol)
+        for i, g in enumerate(numpy_grads(xs, ts, *ref)):
+            ref[i], bufs[i] = numpy_lars(ref[i], g, bufs[i], lr(k), 0.9, 0.01, 0.1, 1e-9,
+                                         ref[i].ndim <= 1)
+        np.testing.assert_allclose(W.get_value(), ref[0], **tol)
+        np.testing.assert_allclose(bias.get_value(), ref[1], **tol)
+        for buf in acc.buffers:  # cleared by the final step
+            assert not np.any(buf.get_value())
