@@ -138,6 +138,15 @@ class UsageError(Exception):
     the checkpoint): main prints it on one line and exits with status 2, as argparse does."""
 
 
+class Diverged(Exception):
+    """The loss became inf or nan: every rank stops (the loss is the allreduced one, the same
+    on every rank), main prints one line and exits with status 3; nothing more is written."""
+
+
+#: The exit status of a run stopped because the loss diverged.
+DIVERGED_STATUS = 3
+
+
 def check_args(p, argv=None):
     args = p.parse_args(argv)
     try:
@@ -286,6 +295,13 @@ def learning_rate(args, updates_per_epoch: int):
         schedule = args.lr
     warmup = round(args.warmup_epochs * updates_per_epoch)
     return s.warmup(schedule, warmup) if warmup else schedule
+
+
+def rate_of(optimizer) -> float:
+    """The learning rate of the optimizer's last update."""
+    lr = optimizer.learning_rate
+    t = max(float(optimizer.step.get_value()) - 1, 0.0)
+    return float(lr(t)) if isinstance(lr, ng.schedules.Schedule) else float(lr)
 
 
 def make_optimizer(name: str, lr, weight_decay: float = 0.0):
@@ -682,6 +698,11 @@ def train(args, make_model=None, augment=None) -> dict:
             loss = trainer.step(x, y_train[batch], global_batch, final)
             if not final:
                 continue
+            if not math.isfinite(loss):
+                raise Diverged(
+                    f"training diverged: the loss is {loss} at update {update + 1} of epoch "
+                    f"{epoch + 1} (learning rate {rate_of(optimizer):.4g}); lower --lr or "
+                    "lengthen --warmup-epochs")
             loss_sum += loss * global_batch
             update += 1
             done = min(hi * size, sampler.total_size)
@@ -699,6 +720,7 @@ def train(args, make_model=None, augment=None) -> dict:
                 "train_loss": loss_sum / sampler.total_size,
                 "test_accuracy": acc,
                 "epoch_time_s": epoch_time,
+                "elapsed_s": time.perf_counter() - t_start,  # the evaluations included
             }
         )
         if lead:
@@ -707,9 +729,15 @@ def train(args, make_model=None, augment=None) -> dict:
                 f"test accuracy {100 * acc:.2f}%, {epoch_time:.2f} s, "
                 f"{sampler.total_size / epoch_time:,.0f} samples/s"
             )
-            ng.save(path, variables, optimizer,
-                    metadata={"epoch": epoch + 1, "history": history, "settings": config(args)})
-            written = ["checkpoint.npz"]
+            try:
+                ng.save(path, variables, optimizer, metadata={
+                    "epoch": epoch + 1, "history": history, "settings": config(args)})
+                written = ["checkpoint.npz"]
+            except ng.CheckpointError as e:
+                error = e
+        # Rank 0's failure to write the checkpoint ends every rank now, not at a timeout.
+        if size > 1 or error is not None:
+            agree_or_raise(error if lead else None, comm)
     wall = time.perf_counter() - t_start
     summary = {
         "ranks": size,
@@ -717,6 +745,7 @@ def train(args, make_model=None, augment=None) -> dict:
         "test_accuracy": history[-1]["test_accuracy"],
         "wall_time_s": wall,
         "throughput_samples_per_s": trained / train_time,
+        "updates": int(optimizer.step.get_value()),
         "gradient_allreduce": trainer.gradient_allreduce(),
         "history": history,
     }
@@ -750,6 +779,10 @@ def run(args, make_model=None, augment=None) -> int:
     except (UsageError, ng.DatasetError, ng.CheckpointError) as e:
         print(f"{os.path.basename(sys.argv[0])}: error: {e}", file=sys.stderr)
         return 2
+    except Diverged as e:
+        if ng.distributed.rank() == 0:
+            print(f"{os.path.basename(sys.argv[0])}: error: {e}", file=sys.stderr)
+        return DIVERGED_STATUS
     return 0
 
 

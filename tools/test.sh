@@ -73,6 +73,7 @@ echo "== benchmarks (smoke)"
 "$py" bench/run_all.py --smoke >/dev/null
 "$py" bench/isa.py --smoke >/dev/null
 "$py" bench/convert.py --smoke >/dev/null
+"$py" bench/large_batch.py --smoke >/dev/null
 
 # The sanitizer job (issue 14): AddressSanitizer + UndefinedBehaviorSanitizer on every C++
 # suite and a Python run (one process and under mpirun), ThreadSanitizer on the threading

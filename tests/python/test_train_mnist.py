@@ -264,3 +264,43 @@ def test_two_ranks_resume_errors_end_every_rank(tmp_path):
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert "--batch-size 63 (the global batch) must be a multiple of the number of ranks (2)" in (
         proc.stderr)
+
+
+@needs_mnist
+@pytest.mark.parametrize("ranks", [0, 2])
+def test_a_diverging_run_stops_on_every_rank(tmp_path, ranks):
+    """A learning rate far too large: the (allreduced) loss becomes nan, every rank stops at
+    the same update with exit status 3 and one line naming the update and the rate, and no
+    checkpoint of nan weights is written."""
+    if ranks and MPIRUN is None:
+        pytest.skip("mpirun is not installed")
+    cmd = [sys.executable, str(SCRIPT), "--quiet", "--no-plot", "--data-dir", str(SHARED_MNIST),
+           "--max-train", "2048", "--epochs", "3", "--hidden", "64", "--batch-size", "64",
+           "--lr", "1e4", "--schedule", "constant", "--output-dir", str(tmp_path / "o")]
+    if ranks:
+        cmd = [MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", str(ranks), *cmd]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                          env=launch_env(NGRAPH_DIST_TIMEOUT="120"))
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if "error:" in line]
+    assert len(errors) == 1 and "training diverged: the loss is" in errors[0], proc.stderr
+    assert "(learning rate 1e+04); lower --lr or lengthen --warmup-epochs" in errors[0]
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "o" / "checkpoint.npz").exists()
+
+
+@needs_mnist
+@needs_mpi
+def test_a_checkpoint_rank_0_cannot_write_ends_every_rank(tmp_path):
+    """Rank 0 fails to write the epoch's checkpoint (the path is a directory): both ranks
+    stop at once with status 2, not after the collective timeout."""
+    (tmp_path / "o" / "checkpoint.npz").mkdir(parents=True)
+    cmd = [MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", "2", sys.executable,
+           str(SCRIPT), "--quiet", "--no-plot", "--data-dir", str(SHARED_MNIST), "--max-train",
+           "256", "--epochs", "2", "--hidden", "16", "--output-dir", str(tmp_path / "o")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                          env=launch_env(NGRAPH_DIST_TIMEOUT="600"))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "checkpoint.npz: is a directory" in proc.stderr
+    assert "stopped: rank 0 reported an error" in proc.stderr
+    assert "timed out" not in proc.stderr and "Traceback" not in proc.stderr
