@@ -112,11 +112,13 @@ def report(data, plot_path=None, target=None):
     base_acc = accuracy(base) if base else None
     print(f"\n{data['cpu']}; {data['ranks']} ranks, {data['epochs']} epochs, small CNN width "
           f"{data['width']}, {data['micro']} examples per rank per step\n")
-    print("| global batch | updates | SGD + linear scaling + warm-up: lr, accuracy | "
-          "LARS + warm-up + poly: lr, accuracy | LARS - baseline |")
-    print("|---:|---:|---|---|---:|")
+    print("| global batch | updates | SGD, linear scaling: lr, accuracy | SGD, best lr tried | "
+          "LARS, best lr tried | LARS - baseline |")
+    print("|---:|---:|---|---|---|---:|")
     for b in batches:
-        cells = []
+        linear = [r for r in runs if r["method"] == "sgd" and r["batch"] == b
+                  and abs(r["lr"] - sgd_lr(b)) < 1e-9]
+        cells = ["-" if not linear else result(linear[0])]
         for method in ("sgd", "lars"):
             r = best(runs, method, b)
             cells.append("-" if r is None else result(r))
@@ -124,7 +126,7 @@ def report(data, plot_path=None, target=None):
         delta = "-" if lars is None or base_acc is None else \
             f"{100 * (accuracy(lars) - base_acc):+.2f}"
         updates = b and -(-data["examples"] // b) * data["epochs"]
-        print(f"| {b:,} | {updates} | {cells[0]} | {cells[1]} | {delta} |")
+        print(f"| {b:,} | {updates} | {cells[0]} | {cells[1]} | {cells[2]} | {delta} |")
     tuned = [r for r in runs if len([s for s in runs if s["method"] == r["method"]
                                      and s["batch"] == r["batch"]]) > 1]
     if tuned:
@@ -168,40 +170,50 @@ def draw(data, path, base_acc):
         return
     runs = data["runs"]
     batches = sorted({r["batch"] for r in runs})
-    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4.2))
-    for method, label, color in (("sgd", "SGD + linear scaling + warm-up", "tab:red"),
-                                 ("lars", "LARS + warm-up + poly", "tab:blue")):
-        pts = [(bb, best(runs, method, bb)) for bb in batches]
+    trained = [100 * accuracy(r) for r in runs if accuracy(r) > 0.5]
+    lo, hi = min(trained) - 1.5, max(trained) + 0.8
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4.4))
+    lines = (("SGD, linear scaling + warm-up + poly", "tab:red", "-",
+              lambda bb: next((r for r in runs if r["method"] == "sgd" and r["batch"] == bb
+                               and abs(r["lr"] - sgd_lr(bb)) < 1e-9), None)),
+             ("SGD, best learning rate tried", "tab:orange", "--",
+              lambda bb: best(runs, "sgd", bb)),
+             ("LARS + warm-up + poly, best learning rate tried", "tab:blue", "-",
+              lambda bb: best(runs, "lars", bb)))
+    for label, color, style, pick in lines:
+        pts = [(bb, pick(bb)) for bb in batches]
         pts = [(bb, r) for bb, r in pts if r is not None]
-        a.plot([bb for bb, _ in pts], [100 * accuracy(r) for _, r in pts],
-               marker="o", color=color, label=label)
-        for bb, r in pts:
-            if "diverged" in r["summary"]:
-                a.annotate("diverged", (bb, 10), textcoords="offset points", xytext=(0, 6),
-                           ha="center", fontsize=8, color=color)
-        big = best(runs, method, batches[-1])
-        if big and "diverged" not in big["summary"]:
-            h = big["summary"]["history"]
-            b.plot([e["epoch"] for e in h], [100 * e["test_accuracy"] for e in h], color=color,
-                   label=f"{label}, batch {batches[-1]:,}")
-    base = best(runs, "sgd", batches[0])
-    if base:
-        h = base["summary"]["history"]
-        b.plot([e["epoch"] for e in h], [100 * e["test_accuracy"] for e in h], color="gray",
-               linestyle="--", label=f"SGD, batch {batches[0]}")
+        # A run that failed (diverged, or stuck at chance) is drawn at the bottom edge.
+        ys = [100 * accuracy(r) if accuracy(r) > 0.5 else lo for _, r in pts]
+        a.plot([bb for bb, _ in pts], ys, marker="o", color=color, linestyle=style,
+               label=label)
+        for (bb, _), y in zip(pts, ys):
+            if y == lo:
+                a.annotate("failed (chance)", (bb, lo), textcoords="offset points",
+                           xytext=(0, 8), ha="center", fontsize=7, color=color)
     if base_acc is not None:
         a.axhline(100 * base_acc - 1, color="gray", linestyle=":", label="baseline - 1 point")
     a.set_xscale("log", base=2)
     a.set_xticks(batches, [f"{bb:,}" for bb in batches])
+    a.set_ylim(lo - 0.3, hi)
     a.set(xlabel="global batch", ylabel="test accuracy (%)",
           title=f"after {data['epochs']} epochs")
+    curves = [(best(runs, "sgd", batches[0]), f"SGD, batch {batches[0]:,}", "gray", "--"),
+              (best(runs, "lars", batches[-1]), f"LARS, batch {batches[-1]:,}", "tab:blue", "-"),
+              (best(runs, "sgd", batches[-1]), f"SGD (best), batch {batches[-1]:,}",
+               "tab:orange", "-")]
+    for r, label, color, style in curves:
+        if r is not None and "history" in r["summary"]:
+            h = r["summary"]["history"]
+            b.plot([e["epoch"] for e in h], [100 * e["test_accuracy"] for e in h], color=color,
+                   linestyle=style, label=f"{label} (lr {r['lr']:g})")
+    b.set_ylim(80, hi)
     b.set(xlabel="epoch", ylabel="test accuracy (%)", title="test accuracy per epoch")
-    b.set_ylim(70, None)
     for ax in (a, b):
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    fig.suptitle(f"Small CNN (width {data['width']}) on Fashion-MNIST, {data['ranks']} ranks; "
-                 f"{data['cpu']}", fontsize=9)
+        ax.legend(fontsize=7, loc="lower left" if ax is a else "lower right")
+    fig.suptitle(f"Small CNN (width {data['width']}) on Fashion-MNIST, {data['ranks']} ranks, "
+                 f"{data['epochs']} epochs at every batch; {data['cpu']}", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -231,11 +243,11 @@ def main(argv=None) -> int:
     p.add_argument("--width", type=int, default=32, help="the small CNN's first width")
     p.add_argument("--micro", type=int, default=128, help="examples per rank per step")
     p.add_argument("--batches", default="256,1024,4096,8192", help="global batches")
-    p.add_argument("--lars-lrs", default="5,10", help="LARS learning rates tried per batch")
+    p.add_argument("--lars-lrs", default="10,20", help="LARS learning rates tried per batch")
     p.add_argument("--sgd-lrs", default="",
                    help=f"SGD learning rates tried per batch (default: {SGD_LR_256} x batch / "
                         "256, linear scaling)")
-    p.add_argument("--warmup", type=float, default=2.0, help="warm-up epochs")
+    p.add_argument("--warmup", type=float, default=5.0, help="warm-up epochs")
     p.add_argument("--weight-decay", type=float, default=5e-4)
     p.add_argument("--max-train", type=int, default=0)
     p.add_argument("--target", type=float, default=None,

@@ -333,10 +333,8 @@ class Trainer:
     def __init__(self, model: MLP, optimizer, comm, accumulate: int = 1):
         self.model, self.optimizer, self.comm = model, optimizer, comm
         self.runtime = ng.runtime()
-        self.accumulator = None
-        if accumulate > 1:
-            self.accumulator = ng.optimizers.GradientAccumulator(
-                [*model.params, np.zeros((), np.float32)])
+        self.accumulate = accumulate
+        self.accumulator = None  # made with the first step: the loss's dtype is the model's
         self._steps = {}
         self._evals = {}
 
@@ -367,6 +365,8 @@ class Trainer:
         logits = self.model(x, training=True)
         local_loss = ng.softmax_cross_entropy(logits, y, reduction="sum") / float(global_batch)
         grads = ng.gradients(local_loss, self.model.params)
+        if self.accumulate > 1 and self.accumulator is None:
+            self.accumulator = ng.optimizers.GradientAccumulator([*self.model.params, local_loss])
         acc = self.accumulator
         if acc is not None:
             if not final:  # a micro-batch: sums in place, nothing sent
