@@ -397,9 +397,14 @@ class Trainer:
             updates += acc.reset()
         return self.runtime.computation(loss, x, y, updates=updates)
 
-    def correct(self, x: np.ndarray, y: np.ndarray) -> int:
-        """Correctly classified examples of (x, y) summed over all ranks."""
-        n = len(x)
+    def correct(self, x: np.ndarray, y: np.ndarray, length: int | None = None) -> int:
+        """Correctly classified examples of (x, y) summed over all ranks. With `length`, this
+        rank's examples are padded to it with labels -1, which never count: every rank runs
+        the same computation even where the test set does not divide over the ranks."""
+        n = len(x) if length is None else length
+        if n > len(x):
+            x = np.concatenate([x, np.zeros((n - len(x), *x.shape[1:]), x.dtype)])
+            y = np.concatenate([y, np.full(n - len(y), -1, y.dtype)])
         if n not in self._evals:
             xp = ng.parameter([n, *self.model.input_shape], name="x")
             yp = ng.parameter([n], np.int64, name="y")
@@ -782,7 +787,8 @@ def train(args, make_model=None, augment=None) -> dict:
         train_time += epoch_time
         trained += sampler.total_size
         check_same_weights(every, agreement)
-        acc = trainer.correct(x_test[test_part], y_test[test_part]) / len(x_test)
+        acc = trainer.correct(x_test[test_part], y_test[test_part],
+                              -(-len(x_test) // size)) / len(x_test)
         history.append(
             {
                 "epoch": epoch + 1,
