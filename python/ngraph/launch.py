@@ -119,6 +119,9 @@ MPIRUN_OPTIONS: dict[str, int] = {
 }
 
 
+SIGKILL_TIMEOUT = "odls_base_sigkill_timeout"
+
+
 class UsageError(Exception):
     """A bad option: printed on one line, exit status 2."""
 
@@ -471,7 +474,16 @@ class Job:
                 f.writelines(f"{h} slots={s}\n" for h, s in launch.layout)
             cmd += ["--hostfile", hostfile]
         cmd += ["-np", str(launch.world), "-x", elastic.CHECKPOINT_DIR_ENV, "-x",
-                elastic.RESTART_ENV, *options.mpi_args, *options.command]
+                elastic.RESTART_ENV]
+        if SIGKILL_TIMEOUT not in options.mpi_args:
+            # When a rank ends (a failure, or every rank stopping with 75 or 76), mpirun
+            # aborts the job: SIGTERM to every rank, SIGKILL after this many seconds (default
+            # 1). Under the launcher the ranks turn SIGTERM into a stop request, and the
+            # grace only delayed the relaunch (measured: 1 s on one host, 2-4 s across
+            # hosts): 0 ends them at once. The ranks that stop write their checkpoint before
+            # any of them exits (MPI_Finalize waits for every rank).
+            cmd += ["--mca", SIGKILL_TIMEOUT, "0"]
+        cmd += [*options.mpi_args, *options.command]
         env = dict(os.environ)
         env[elastic.CHECKPOINT_DIR_ENV] = d
         env[elastic.RESTART_ENV] = str(launch.number)
@@ -520,6 +532,14 @@ class Job:
             except ProcessLookupError:
                 pass
 
+    def kill(self) -> None:
+        """SIGKILL to mpirun's process group (mpirun and the ranks it started here; the
+        other hosts' daemons end theirs when they lose mpirun)."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
 
 def _die_with_parent() -> None:
     """mpirun gets SIGTERM if the launcher dies (Linux), so no job outlives it."""
@@ -541,6 +561,7 @@ class Launcher:
         self.gone_since_lost: set[str] = set()  # lost hosts discovery stopped listing
         self.stop_signal: int | None = None
         self.stop_count = 0
+        self._wake = threading.Event()  # set by the signal handler: the loops react at once
         self.discovered: list[tuple[str, int]] | None = None
         self._last_discovery = 0.0
 
@@ -562,6 +583,8 @@ class Launcher:
         names = {h for h, _ in hosts}
         for h in list(self.excluded):
             if h not in names:
+                if h not in self.gone_since_lost:
+                    self.log(f"host {h} (lost) is no longer listed by the discovery script")
                 self.gone_since_lost.add(h)
             elif h in self.gone_since_lost:  # listed again after it was gone: a new host
                 del self.excluded[h]
@@ -643,10 +666,8 @@ class Launcher:
     def _sleep(self, seconds: float, deadline: float) -> bool:
         """Sleeps, waking for a stop signal; True when one came."""
         end = min(time.monotonic() + seconds, deadline)
-        while time.monotonic() < end:
-            if self.stop_signal is not None:
-                return True
-            time.sleep(0.1)
+        while time.monotonic() < end and self.stop_signal is None:
+            self._wake.wait(min(0.5, max(0.0, end - time.monotonic())))
         return self.stop_signal is not None
 
     # --------------------------------------------------------------- signals
@@ -654,6 +675,7 @@ class Launcher:
     def _on_signal(self, signum, frame) -> None:
         self.stop_signal = signum
         self.stop_count += 1
+        self._wake.set()
 
     # --------------------------------------------------------------- the loop
 
@@ -665,7 +687,7 @@ class Launcher:
                  f"-np {o.np or 'from discovery'}, --min-np {o.min_np}, --max-np "
                  f"{o.max_np or 'no limit'}, --max-restarts {o.max_restarts}")
         failures, number, reason = 0, 0, "first launch"
-        failed_at: float | None = None
+        ended: tuple[float, str] | None = None
         while True:
             try:
                 got = self.wait_for_hosts(first=number == 0)
@@ -682,7 +704,7 @@ class Launcher:
                 f"{h}:{s}" for h, s in layout)
             self.log(f"launch {number} ({reason}): {world} rank(s) on {where}; resuming "
                      f"{checkpoint_text(o.checkpoint_dir)}")
-            status, output, resized = self.watch(Job(o, launch), failed_at)
+            status, output, resized = self.watch(Job(o, launch), ended)
             if self.stop_signal is not None:
                 name = signal.Signals(self.stop_signal).name
                 if status == 0:
@@ -693,7 +715,8 @@ class Launcher:
                          + f"; exit {PREEMPTED} (run the same command to continue)")
                 return PREEMPTED
             number += 1
-            failed_at = None
+            ended = (time.time(), {RESIZE: "the stop to resize", PREEMPTED: "the preemption"}
+                     .get(status, "the failure"))
             if status == 0:
                 self.log(f"the job finished: exit 0 ({number} launch(es), {failures} "
                          "restart(s) after failures)")
@@ -710,8 +733,6 @@ class Launcher:
                 self.log(f"the job exited {status} (a usage error or a diverged run: a "
                          f"relaunch would not help): exit {status}")
                 return status
-            failed_at = time.time()
-            why = exit_reason(status, output)
             lost, line = lost_hosts(output, layout)
             used = {h for h, _ in layout or []}
             lost = [h for h in lost if h in used]
@@ -723,29 +744,33 @@ class Launcher:
                 self.excluded[h] = time.monotonic()
                 self.gone_since_lost.discard(h)
             failures += 1
-            lost_text = f"lost host(s) {', '.join(lost)} ({line}); " if lost else ""
+            why = (f"lost host(s) {', '.join(lost)}: {line} (mpirun exit {status})" if lost
+                   else exit_reason(status, output))
             if failures > o.max_restarts:
                 self.log(f"giving up: the job failed {failures} time(s), more than "
-                         f"--max-restarts {o.max_restarts}; last failure: {lost_text}{why}")
+                         f"--max-restarts {o.max_restarts}; the last failure: {why}")
                 return GAVE_UP
-            reason = (f"restart {failures}/{o.max_restarts} after a failure: {lost_text}{why}")
-            self.log(f"the job failed: {lost_text}{why}")
+            reason = f"restart {failures}/{o.max_restarts} after a failure: {why}"
+            self.log(f"the job failed: {why}")
 
-    def watch(self, job: Job, failed_at: float | None) -> tuple[int, str, bool]:
+    def watch(self, job: Job, ended: tuple[float, str] | None) -> tuple[int, str, bool]:
         """Waits for the job, forwarding stop signals and asking it to grow when more hosts
-        are usable; returns (mpirun's status, its output's tail, whether we asked to resize)."""
+        are usable; returns (mpirun's status, its output's tail, whether we asked to resize).
+        `ended`: when and why the previous job ended (for the log)."""
         o = self.o
         stop_sent_at: float | None = None
+        kill_at: float | None = None
         stop_seen = 0
         resized = False
         ready = False
-        next_discovery = time.monotonic() + o.discovery_interval
+        next_discovery = time.monotonic()  # the first check as soon as the job trains
         while job.proc.poll() is None:
-            time.sleep(0.1)
-            if not ready and job.ready() is not None:
+            self._wake.wait(0.1)
+            self._wake.clear()
+            r = None if ready else job.ready()
+            if r is not None:
                 ready = True
-                r = job.ready()
-                since = f", {time.time() - failed_at:.1f} s after the failure" if failed_at else ""
+                since = f", {time.time() - ended[0]:.1f} s after {ended[1]}" if ended else ""
                 self.log(f"launch {job.launch.number}: training on {r['world_size']} rank(s) "
                          f"from epoch {r['epoch'] + 1}, example {r['position']} "
                          f"({time.time() - job.started:.1f} s after mpirun started{since})")
@@ -756,16 +781,18 @@ class Launcher:
                     self.log(f"{name}: asking the job to write a checkpoint and stop (SIGUSR1)")
                     job.signal(signal.SIGUSR1)
                     stop_sent_at = time.monotonic()
+                    kill_at = stop_sent_at + o.stop_timeout
                 else:
                     why = "again" if stop_sent_at is not None else "before the job trains"
                     self.log(f"{name} {why}: ending the job now (SIGTERM to mpirun)")
                     job.signal(signal.SIGTERM)
-                    stop_sent_at = stop_sent_at or time.monotonic() - o.stop_timeout + 10
-            if stop_sent_at is not None and time.monotonic() - stop_sent_at > o.stop_timeout:
-                self.log(f"the job did not stop within --stop-timeout {o.stop_timeout:g} s: "
-                         "killing it")
-                job.signal(signal.SIGKILL)
-                stop_sent_at = time.monotonic() + 1e9
+                    stop_sent_at = stop_sent_at or time.monotonic()
+                    kill_at = min(kill_at or float("inf"), time.monotonic() + 10)
+            if kill_at is not None and time.monotonic() > kill_at:
+                self.log("the job did not stop in time (--stop-timeout "
+                         f"{o.stop_timeout:g} s, or 10 s after SIGTERM): killing it")
+                job.kill()
+                kill_at = float("inf")
             if (ready and not resized and stop_sent_at is None
                     and time.monotonic() >= next_discovery):
                 next_discovery = time.monotonic() + o.discovery_interval
@@ -779,7 +806,10 @@ class Launcher:
                                  "grow (SIGUSR2)")
                         job.signal(signal.SIGUSR2)
                         resized = True
-        return job.proc.wait(), job.output(), resized
+        status = job.proc.wait()
+        self.log(f"mpirun exited with status {status} ({time.time() - job.started:.1f} s after "
+                 "it started)")
+        return status, job.output(), resized
 
 
 def main(argv: list[str] | None = None) -> int:
