@@ -28,6 +28,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -303,6 +304,10 @@ def parse_args(argv: list[str]) -> Options:
         if key in values:
             setattr(o, key, _seconds(values[key], option))
     o.mpirun = values.get("mpirun", "mpirun")
+    if shutil.which(o.mpirun) is None:
+        raise UsageError(f"--mpirun {o.mpirun}: not found or not executable"
+                         + (" (install Open MPI: apt-get install openmpi-bin)"
+                            if "mpirun" not in values else ""))
     given = [opt for key, opt in (("hosts", "--hosts"), ("hostfile", "--hostfile"),
                                   ("discovery", "--host-discovery-script")) if key in values]
     if len(given) > 1:
@@ -339,9 +344,10 @@ def parse_args(argv: list[str]) -> Options:
         o.max_np = max(o.np, o.min_np)
     if o.np is not None and o.min_np > o.np:
         raise UsageError(f"--min-np {o.min_np} is more than -np {o.np}")
-    if o.max_np is not None and o.max_np < max(o.min_np, o.np or 0):
-        raise UsageError(f"--max-np {o.max_np} is less than "
-                         + (f"-np {o.np}" if o.np and o.np > o.min_np else f"--min-np {o.min_np}"))
+    if o.max_np is not None and o.np is not None and o.max_np < o.np:
+        raise UsageError(f"--max-np {o.max_np} is less than -np {o.np}")
+    if o.max_np is not None and o.max_np < o.min_np:
+        raise UsageError(f"--max-np {o.max_np} is less than --min-np {o.min_np}")
     return o
 
 
@@ -402,6 +408,9 @@ def exit_reason(status: int, output: str) -> str:
         m = re.search(pattern, output, re.M)
         if m:
             return f"{m.group(0).strip()[:300]} (mpirun exit {status})"
+    m = re.search(r"Process name: \[\[\d+,\d+\],(\d+)\]\s*\n\s*Exit code:\s*(\d+)", output)
+    if m:
+        return f"rank {m.group(1)} exited with status {m.group(2)} (mpirun exit {status})"
     if status < 0:
         return f"mpirun ended by signal {-status}"
     return f"mpirun exit {status}"
