@@ -12,7 +12,8 @@ from the last complete checkpoint; this module is the script's half:
   a :class:`ngraph.data.DistributedSampler` splits the rest over any number of ranks) and the
   state of random generators.
 - Stop requests: SIGTERM or SIGUSR1 (preemption) and SIGUSR2 (the launcher wants to resize
-  the job) set a flag on the rank that gets them; :meth:`State.stop_requested`, called after
+  the job) set a flag on the rank that gets them (handlers installed by a State made under
+  the launcher, or by :func:`install_signal_handlers`); :meth:`State.stop_requested`, called after
   each update on every rank, agrees on it with one small allreduce, so every rank stops after
   the same update and rank 0 writes one consistent checkpoint. The script then exits with
   :data:`PREEMPTED` or :data:`RESIZE` (raise :class:`Stop`).
@@ -147,9 +148,9 @@ def _on_signal(signum, frame) -> None:
 def install_signal_handlers() -> None:
     """SIGTERM and SIGUSR1 request preemption, SIGUSR2 resizing (see :func:`request`).
     Call it from the main thread, on every rank, before the job may be signalled (a
-    :class:`State` does it when made). Under ``mpirun``, SIGUSR1 and SIGUSR2 sent to mpirun
-    reach every rank; SIGTERM sent to mpirun (Open MPI 4.1) is followed by SIGKILL a second
-    later: send it to the launcher, which turns it into SIGUSR1."""
+    :class:`State` made under the launcher does it). Under ``mpirun``, SIGUSR1 and SIGUSR2
+    sent to mpirun reach every rank; SIGTERM sent to mpirun (Open MPI 4.1) is followed by
+    SIGKILL a second later: send it to the launcher, which turns it into SIGUSR1."""
     for sig in (signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2):
         if sig in _handled:
             continue
@@ -325,8 +326,10 @@ class State:
 
     ``epoch`` is the epoch in progress (or next), ``position`` the examples of its order
     already trained (0 at an epoch's start); ``metadata`` is the caller's JSON-able dict
-    (history, settings), saved and restored along. Making a State installs the stop signals'
-    handlers (:func:`install_signal_handlers`).
+    (history, settings), saved and restored along. When the script runs elastically
+    (:func:`enabled`), making a State installs the stop signals' handlers
+    (:func:`install_signal_handlers`); elsewhere SIGTERM keeps its usual meaning unless you
+    install them.
     """
 
     def __init__(self, variables: Sequence | Mapping, optimizer=None, sampler=None,
@@ -355,7 +358,8 @@ class State:
         self.restored: dict | None = None
         self._calls = 0
         self._ready = False
-        install_signal_handlers()
+        if enabled():
+            install_signal_handlers()
 
     # ----------------------------------------------------------------------- saving
 
@@ -509,8 +513,11 @@ class State:
             pass  # only the launcher's signals and its log depend on it
 
     def stop(self, status: int) -> Stop:
-        """Saves the checkpoint and returns the :class:`Stop` to raise (collective)."""
+        """Saves the checkpoint and returns the :class:`Stop` to raise (collective). The
+        request is answered: this rank's pending request is cleared."""
+        global _requested
         self.save()
+        _requested = 0
         what = "preempted" if status == PREEMPTED else "stopped to resize the job"
         return Stop(status, f"{what}: checkpoint written at epoch {self.epoch + 1}, "
                             f"{self.position} examples into it ({self.path})")

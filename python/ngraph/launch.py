@@ -773,9 +773,11 @@ class Launcher:
         resized = False
         ready = False
         next_discovery = time.monotonic()  # the first check as soon as the job trains
-        while job.proc.poll() is None:
-            self._wake.wait(0.1)
-            self._wake.clear()
+        while True:
+            running = job.proc.poll() is None
+            if running:
+                self._wake.wait(0.1)
+                self._wake.clear()
             r = None if ready else job.ready()
             if r is not None:
                 ready = True
@@ -783,6 +785,8 @@ class Launcher:
                 self.log(f"launch {job.launch.number}: training on {r['world_size']} rank(s) "
                          f"from epoch {r['epoch'] + 1}, example {r['position']} "
                          f"({time.time() - job.started:.1f} s after mpirun started{since})")
+            if not running:  # (a job that ended at once may have trained: logged above)
+                break
             if self.stop_signal is not None and self.stop_count > stop_seen:
                 stop_seen = self.stop_count
                 name = signal.Signals(self.stop_signal).name

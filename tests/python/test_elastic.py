@@ -240,3 +240,15 @@ def test_bad_environment_and_arguments(monkeypatch):
         ng.elastic.State(variables, opt, path="x.npz", check_every=0)
     with pytest.raises(ng.NgraphTypeError, match=r"rngs\['r'\] is a int"):
         ng.elastic.State(variables, opt, path="x.npz", rngs={"r": 3})
+
+
+def test_signals_are_handled_only_when_elastic(tmp_path, monkeypatch):
+    """Without the launcher (no $NGRAPH_ELASTIC_CHECKPOINT_DIR) a State leaves SIGTERM alone;
+    under it, SIGTERM becomes a stop request."""
+    before = signal.getsignal(signal.SIGTERM)
+    variables, opt, _ = model()
+    ng.elastic.State(variables, opt, path=tmp_path / "c.npz")
+    assert signal.getsignal(signal.SIGTERM) is before
+    monkeypatch.setenv(ng.elastic.CHECKPOINT_DIR_ENV, str(tmp_path))
+    ng.elastic.State(variables, opt)
+    assert signal.getsignal(signal.SIGTERM) is ng.elastic._on_signal
