@@ -69,8 +69,9 @@ options:
                         an executable that prints the hosts available now, one 'host:slots'
                         a line (as Horovod's); run before every launch and every
                         --discovery-interval seconds while the job runs
-  --min-np N            fewest ranks to run on (default: -np); with fewer slots the
-                        launcher waits for discovery up to --wait-timeout, else gives up
+  --min-np N            fewest ranks to run on (default: -np; 1 with discovery and no
+                        -np); with fewer slots the launcher waits for discovery up to
+                        --wait-timeout, else gives up
   --max-np N            most ranks to grow to (default: -np; with discovery and no -np:
                         no limit)
   --max-restarts N      relaunches after failures before giving up (default 3); stops to
@@ -133,6 +134,10 @@ class _Help(Exception):
 
 class _Stopped(Exception):
     """SIGTERM or SIGINT came while the launcher waited for hosts."""
+
+
+class _GiveUp(Exception):
+    """The launcher cannot go on (logged, exit status 1)."""
 
 
 # ------------------------------------------------------------------------------ options
@@ -550,13 +555,22 @@ class Job:
             pass
 
 
+def _load_prctl():
+    """libc's prctl, loaded here in the parent: the child only calls it (no dlopen after
+    fork in a process with threads)."""
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # not Linux
+        return None
+
+
+_PRCTL = _load_prctl()
+
+
 def _die_with_parent() -> None:
     """mpirun gets SIGTERM if the launcher dies (Linux), so no job outlives it."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+    if _PRCTL is not None:
+        _PRCTL(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
 
 
 # -------------------------------------------------------------------------- launcher
@@ -572,7 +586,6 @@ class Launcher:
         self.stop_count = 0
         self._wake = threading.Event()  # set by the signal handler: the loops react at once
         self.discovered: list[tuple[str, int]] | None = None
-        self._last_discovery = 0.0
 
     # --------------------------------------------------------------- hosts
 
@@ -586,7 +599,7 @@ class Launcher:
             hosts = parse_host_lines(r.stdout, f"--host-discovery-script {o.discovery} output")
         except (OSError, subprocess.TimeoutExpired, RuntimeError, UsageError) as e:
             if self.discovered is None:
-                raise UsageError(f"--host-discovery-script {o.discovery} failed: {e}") from None
+                raise _GiveUp(f"--host-discovery-script {o.discovery} failed: {e}") from None
             self.log(f"host discovery failed ({e}); keeping the last list")
             return self.discovered
         names = {h for h, _ in hosts}
@@ -600,14 +613,14 @@ class Launcher:
                 self.gone_since_lost.discard(h)
                 self.log(f"host {h} is listed again by the discovery script: using it again")
         self.discovered = hosts
-        self._last_discovery = time.monotonic()
         return hosts
 
-    def hosts(self, discover: bool = True) -> list[tuple[str, int]] | None:
-        """The usable hosts now, in order (None: this machine, no hosts named)."""
+    def hosts(self) -> list[tuple[str, int]] | None:
+        """The usable hosts now, in order (None: this machine, no hosts named); runs the
+        discovery script when there is one."""
         o = self.o
         if o.discovery is not None:
-            hosts = self.discover() if discover or self.discovered is None else self.discovered
+            hosts = self.discover()
         elif o.hosts is not None:
             hosts = o.hosts
         else:
@@ -704,6 +717,9 @@ class Launcher:
                 self.log(f"stopped by {signal.Signals(self.stop_signal).name} while waiting "
                          f"for hosts: exit {PREEMPTED} (run the same command to continue)")
                 return PREEMPTED
+            except _GiveUp as e:
+                self.log(f"giving up: {e}")
+                return GAVE_UP
             if got is None:
                 return GAVE_UP
             hosts, world = got

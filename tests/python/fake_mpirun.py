@@ -44,7 +44,7 @@ def main() -> int:
         hostfile = None
     record = {"args": args, "np": int(args[args.index("-np") + 1]), "hostfile": hostfile,
               "restart": os.environ.get("NGRAPH_ELASTIC_RESTART"),
-              "dir": os.environ.get("NGRAPH_ELASTIC_CHECKPOINT_DIR")}
+              "dir": os.environ.get("NGRAPH_ELASTIC_CHECKPOINT_DIR"), "pid": os.getpid()}
     with open(calls_path, "a") as f:
         f.write(json.dumps(record) + "\n")
     action = plan[min(k, len(plan) - 1)]

