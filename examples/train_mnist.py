@@ -16,6 +16,11 @@ weights, optimizer state, epoch, history, settings; --resume continues from it, 
 --epochs extends a run), train.log (the settings and a line per epoch), summary.json and,
 where matplotlib is installed, training.png (pip install 'ngraph[plot]').
 
+Under ``python -m ngraph.launch`` (elastic training: docs/distributed.md) the checkpoint goes
+to the launcher's --checkpoint-dir instead, after every epoch and when the job is asked to stop
+(SIGTERM or SIGUSR1: preemption, exit status 75; SIGUSR2: resize, 76), and a relaunch
+continues from it, mid-epoch and on another number of ranks (--elastic-batch).
+
 By default it trains on Fashion-MNIST from Debian's dataset-fashion-mnist package
 (/usr/share/datasets/fashion-mnist). A directory with only the 10k test split (like the
 MNIST digits in ../shared/data/mnist) is split 8k/2k into train and test.
