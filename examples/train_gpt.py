@@ -286,18 +286,26 @@ def train(args) -> dict:
         raise UsageError(f"--batch-size {args.batch_size} (the global batch) must be a multiple "
                          f"of the number of ranks ({size})")
     local = args.batch_size // size
+    # Under python -m ngraph.launch the checkpoint lives in the launcher's directory, and the
+    # run continues from it (its epoch and step) on however many ranks this launch has: the
+    # global batch stays --batch-size (each rank's part follows the world size).
+    elastic = ng.elastic.enabled()
+    path = ng.elastic.checkpoint_path() if elastic else checkpoint_path(args.output_dir)
+    saved = ng.elastic.saved_metadata(path, comm) if elastic else None
+    if saved is not None:
+        train_mnist.check_settings(saved, path, args, config(args), "elastic resume",
+                                   "another --checkpoint-dir for the launcher")
     model = Model(args, len(corpus.vocab))
     lr = ng.variable(np.float32(args.lr), name="learning_rate")  # set every step
     optimizer = ng.optimizers.AdamW(lr, beta1=0.9, beta2=0.95, weight_decay=args.weight_decay,
                                     no_decay=model.module.no_decay_parameters())
     trainer = Trainer(model, optimizer, comm, local, args.batch_size, args.context)
     variables = model.params
-    path = checkpoint_path(args.output_dir)
 
-    start_epoch, history, rng_step, error = 0, [], 0, None
+    start_epoch, start_step, history, partial, rng_step, error = 0, 0, [], {}, 0, None
     if lead:
         try:
-            if args.resume:
+            if args.resume and not elastic:
                 start_epoch, history, rng_step = resume_point(path, args)
                 ng.load(path, variables, optimizer)
             os.makedirs(args.output_dir, exist_ok=True)
@@ -306,11 +314,21 @@ def train(args) -> dict:
         except (UsageError, ng.CheckpointError) as e:
             error = e
     agree_or_raise(error, comm)
-    if size > 1:
-        start_epoch, rng_step = broadcast_int(start_epoch, comm), broadcast_int(rng_step, comm)
-    trainer.step.rng_step = rng_step  # the dropout masks continue where the run stopped
     every = variables + optimizer.state_variables
-    ng.distributed.broadcast_variables(every, root=0, comm=comm)
+    state = None
+    if elastic:  # the dropout masks' position is saved with the State
+        state = ng.elastic.State(variables, optimizer, rngs={"dropout": trainer.step},
+                                 comm=comm, path=path)
+        if state.restore(saved):
+            start_epoch, start_step = state.epoch, state.position // args.batch_size
+            history = state.metadata.get("history", [])
+            partial = state.metadata.get("partial") or {}
+    else:
+        if size > 1:
+            start_epoch = broadcast_int(start_epoch, comm)
+            rng_step = broadcast_int(rng_step, comm)
+        trainer.step.rng_step = rng_step  # the dropout masks continue where the run stopped
+        ng.distributed.broadcast_variables(every, root=0, comm=comm)
     agreement = Agreement(len(every), comm)
     check_same_weights(every, agreement)
 
@@ -333,16 +351,25 @@ def train(args) -> dict:
             f"{args.data_dir}; AdamW lr {args.lr:g}, global batch {args.batch_size} x "
             f"{args.context}; bigram model: {bigram:.3f} bits/char")
         log("settings: " + json.dumps({**config(args), "epochs": args.epochs}), echo=False)
-        if args.resume:
+        if elastic:
+            r = state.restored
+            log(f"elastic: launch {ng.elastic.restart()} on {size} rank(s); " + (
+                f"no checkpoint in {os.path.dirname(path)}: training from the start"
+                if r is None else f"resumed from {path} in epoch {start_epoch + 1} at step "
+                f"{start_step} of {args.steps_per_epoch} (written by {r['world_size']} "
+                "rank(s))"))
+        elif args.resume:
             log(f"resumed from {path} after epoch {start_epoch}")
 
     t_start = time.perf_counter()
     train_time = 0.0
     trained = 0
     for epoch in range(start_epoch, last_epoch):
+        first = start_step if epoch == start_epoch else 0  # steps trained before a restart
         t0 = time.perf_counter()
-        loss_sum = 0.0
-        for i in range(args.steps_per_epoch):
+        loss_sum = partial.get("loss_sum", 0.0) if first else 0.0
+        earlier_time = partial.get("time_s", 0.0) if first else 0.0
+        for i in range(first, args.steps_per_epoch):
             step = epoch * args.steps_per_epoch + i
             lr.set_value(np.float32(learning_rate(args, step)))
             rng = np.random.default_rng([args.seed, epoch, i])
@@ -356,10 +383,20 @@ def train(args) -> dict:
             if i % 10 == 0 or i == args.steps_per_epoch - 1:
                 progress.update(epoch + 1, args.epochs, done,
                                 args.steps_per_epoch * tokens_per_step, loss,
-                                done / (time.perf_counter() - t0))
-        epoch_time = time.perf_counter() - t0
-        train_time += epoch_time
-        trained += args.steps_per_epoch * tokens_per_step
+                                (done - first * tokens_per_step) / (time.perf_counter() - t0))
+            if state is not None and i + 1 < args.steps_per_epoch:  # (the end: below)
+                state.epoch, state.position = epoch, (i + 1) * args.batch_size
+                status = state.stop_requested()  # the same on every rank
+                if status:
+                    state.metadata = {
+                        "epoch": epoch, "history": history, "settings": config(args),
+                        "vocabulary": corpus.vocab.chars,
+                        "partial": {"loss_sum": loss_sum,
+                                    "time_s": earlier_time + time.perf_counter() - t0}}
+                    raise state.stop(status)
+        epoch_time = earlier_time + time.perf_counter() - t0
+        train_time += time.perf_counter() - t0
+        trained += (args.steps_per_epoch - first) * tokens_per_step
         check_same_weights(every, agreement)
         val = trainer.validation_loss_sum(val_x[part], val_y[part],
                                           -(-len(val_x) // size)) / val_x.size
@@ -372,10 +409,17 @@ def train(args) -> dict:
             log(f"epoch {epoch + 1}/{args.epochs}: training loss {h['train_loss']:.4f}, "
                 f"validation loss {val:.4f} ({h['val_bits_per_char']:.3f} bits/char; bigram "
                 f"{bigram:.3f}), {epoch_time:.1f} s, {h['tokens_per_s']:,.0f} tokens/s")
-            ng.save(path, variables, optimizer,
-                    metadata={"epoch": epoch + 1, "history": history, "settings": config(args),
-                              "rng_step": trainer.step.rng_step,
-                              "vocabulary": corpus.vocab.chars})
+        metadata = {"epoch": epoch + 1, "history": history, "settings": config(args),
+                    "rng_step": trainer.step.rng_step, "vocabulary": corpus.vocab.chars}
+        if state is not None:  # every rank: the save is collective
+            state.epoch, state.position, state.metadata = epoch + 1, 0, metadata
+            state.save()
+            status = state.stop_requested() if epoch + 1 < last_epoch else 0
+            if status:
+                raise ng.elastic.Stop(status, f"stopped after epoch {epoch + 1}: checkpoint "
+                                              f"written ({path})")
+        elif lead:
+            ng.save(path, variables, optimizer, metadata=metadata)
     wall = time.perf_counter() - t_start
     summary = {"ranks": size, "epochs": args.epochs, "val_loss": history[-1]["val_loss"],
                "val_bits_per_char": history[-1]["val_bits_per_char"],
@@ -383,7 +427,7 @@ def train(args) -> dict:
                "tokens_per_s": trained / train_time, "history": history}
     written = []
     if lead:
-        written = ["checkpoint.npz"]
+        written = [] if elastic else ["checkpoint.npz"]
         if args.sample_chars:
             prompt = corpus.vocab.encode(args.prompt) if args.prompt else corpus.train[:1]
             ids = ng.nn.generate(model.module, prompt, args.sample_chars, args.temperature,
@@ -419,6 +463,11 @@ def main(argv=None) -> int:
     except (UsageError, ng.DatasetError, ng.CheckpointError) as e:
         print(f"{os.path.basename(sys.argv[0])}: error: {e}", file=sys.stderr)
         return 2
+    except ng.elastic.Stop as e:  # preempted or resized: the checkpoint is written
+        if ng.distributed.rank() == 0:
+            print(f"{os.path.basename(sys.argv[0])}: {e}; exit status {e.status}",
+                  file=sys.stderr, flush=True)
+        return e.status
     return 0
 
 

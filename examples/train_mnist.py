@@ -16,6 +16,11 @@ weights, optimizer state, epoch, history, settings; --resume continues from it, 
 --epochs extends a run), train.log (the settings and a line per epoch), summary.json and,
 where matplotlib is installed, training.png (pip install 'ngraph[plot]').
 
+Under ``python -m ngraph.launch`` (elastic training: docs/distributed.md) the checkpoint goes
+to the launcher's --checkpoint-dir instead, after every epoch and when the job is asked to stop
+(SIGTERM or SIGUSR1: preemption, exit status 75; SIGUSR2: resize, 76), and a relaunch
+continues from it, mid-epoch and on another number of ranks (--elastic-batch).
+
 By default it trains on Fashion-MNIST from Debian's dataset-fashion-mnist package
 (/usr/share/datasets/fashion-mnist). A directory with only the 10k test split (like the
 MNIST digits in ../shared/data/mnist) is split 8k/2k into train and test.
@@ -122,6 +127,13 @@ def build_parser(
         choices=["mpi", "ccl"],
         default=None,
         help="communicator backend: Open MPI or oneCCL (default: $NGRAPH_DIST_BACKEND, else mpi)",
+    )
+    p.add_argument(
+        "--elastic-batch", choices=list(ng.elastic.POLICIES), default="global",
+        help="under python -m ngraph.launch, when the job runs on another number of ranks "
+        "than at first: keep the global batch and learning rate (each rank's part changes), "
+        "keep them through gradient accumulation (each rank's part stays), or keep each "
+        "rank's part and scale the learning rate with the global batch (see ng.elastic)",
     )
     p.add_argument("--no-plot", action="store_true", help="do not write the PNG")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -274,25 +286,29 @@ def schedule_text(args) -> str:
     return args.schedule + warmup
 
 
-def batch_text(args) -> str:
-    if args.accumulate == 1:
-        return str(args.batch_size)
-    return f"{args.global_batch} ({args.accumulate} accumulated micro-batches of " \
-           f"{args.batch_size})"
+def batch_text(args, batch: int | None = None, accumulate: int | None = None) -> str:
+    """The global batch as the log shows it (`batch`, `accumulate`: this run's, when a
+    launch on another number of ranks changed them)."""
+    batch = args.batch_size if batch is None else batch
+    accumulate = args.accumulate if accumulate is None else accumulate
+    if accumulate == 1:
+        return str(batch)
+    return f"{batch * accumulate} ({accumulate} accumulated micro-batches of {batch})"
 
 
-def learning_rate(args, updates_per_epoch: int):
+def learning_rate(args, updates_per_epoch: int, scale: float = 1.0):
     """The learning rate as an ng.schedules schedule of the update count, computed in the
     compiled step: --schedule cosine (per epoch: lr * (1 + cos(pi * epoch / epochs)) / 2),
     constant, or poly (per update, power 2, to 0 at the end), then --warmup-epochs of
-    linear warm-up."""
+    linear warm-up; --lr times `scale` (--elastic-batch scale-lr)."""
     s = ng.schedules
+    lr = args.lr * scale
     if args.schedule == "cosine":
-        schedule = s.per_epoch(s.cosine(args.lr, args.epochs), updates_per_epoch)
+        schedule = s.per_epoch(s.cosine(lr, args.epochs), updates_per_epoch)
     elif args.schedule == "poly":
-        schedule = s.poly(args.lr, args.epochs * updates_per_epoch, power=2.0)
+        schedule = s.poly(lr, args.epochs * updates_per_epoch, power=2.0)
     else:
-        schedule = args.lr
+        schedule = lr
     warmup = round(args.warmup_epochs * updates_per_epoch)
     return s.warmup(schedule, warmup) if warmup else schedule
 
@@ -386,9 +402,14 @@ class Trainer:
             updates += acc.reset()
         return self.runtime.computation(loss, x, y, updates=updates)
 
-    def correct(self, x: np.ndarray, y: np.ndarray) -> int:
-        """Correctly classified examples of (x, y) summed over all ranks."""
-        n = len(x)
+    def correct(self, x: np.ndarray, y: np.ndarray, length: int | None = None) -> int:
+        """Correctly classified examples of (x, y) summed over all ranks. With `length`, this
+        rank's examples are padded to it with labels -1, which never count: every rank runs
+        the same computation even where the test set does not divide over the ranks."""
+        n = len(x) if length is None else length
+        if n > len(x):
+            x = np.concatenate([x, np.zeros((n - len(x), *x.shape[1:]), x.dtype)])
+            y = np.concatenate([y, np.full(n - len(y), -1, y.dtype)])
         if n not in self._evals:
             xp = ng.parameter([n, *self.model.input_shape], name="x")
             yp = ng.parameter([n], np.int64, name="y")
@@ -525,7 +546,8 @@ def config(args):
         # Settings added later: only when not their default, so older checkpoints resume.
         **{k: v for k, v, default in (("accumulate", args.accumulate, 1),
                                       ("warmup_epochs", args.warmup_epochs, 0.0),
-                                      ("sync_bn", getattr(args, "sync_bn", False), False))
+                                      ("sync_bn", getattr(args, "sync_bn", False), False),
+                                      ("elastic_batch", args.elastic_batch, "global"))
            if v != default},
     }
 
@@ -542,17 +564,23 @@ def checkpoint_metadata(path: str, args, settings: dict) -> dict:
         raise UsageError(f"--resume: no checkpoint at {path} (run once without --resume, or "
                          "pass the --output-dir of the run to continue)")
     meta = ng.load(path).metadata
+    check_settings(meta, path, args, settings)
+    return meta
+
+
+def check_settings(meta: dict, path: str, args, settings: dict,
+                   what: str = "--resume", other: str = "another --output-dir") -> None:
+    """Raises UsageError when the checkpoint's metadata `meta` does not fit this run."""
     saved = meta.get("settings", {})
     differ = [f"{option(k)} {saved.get(k)!r} there, {v!r} here"
               for k, v in settings.items() if saved.get(k) != v]
     if differ:
-        raise UsageError(f"--resume: {path} was written with other settings: "
-                         + "; ".join(differ) + " (pass the same, or another --output-dir)")
+        raise UsageError(f"{what}: {path} was written with other settings: "
+                         + "; ".join(differ) + f" (pass the same, or {other})")
     epoch = int(meta["epoch"])
     if args.epochs < epoch:
-        raise UsageError(f"--resume: {path} has already trained {epoch} epochs, more than "
+        raise UsageError(f"{what}: {path} has already trained {epoch} epochs, more than "
                          f"--epochs {args.epochs}")
-    return meta
 
 
 def resume_point(path: str, args):
@@ -610,38 +638,62 @@ def train(args, make_model=None, augment=None) -> dict:
     """Trains `make_model(args)` (default: the MLP of --hidden) as the module docstring says.
     `augment(images, rng, positions, total)`, if given, transforms this rank's part of each
     global batch: `positions` are its images' places in the global batch of `total`, and
-    `rng` is seeded by (seed, epoch, batch), so every rank count sees the same images."""
+    `rng` is seeded by (seed, epoch, batch), so every rank count sees the same images.
+
+    Under python -m ngraph.launch (``ng.elastic.enabled()``) the checkpoint lives in the
+    launcher's checkpoint directory and the run continues from it when it is there: from
+    its epoch and position in the epoch, on however many ranks this launch has
+    (--elastic-batch says how the batch and learning rate follow). After every update the
+    ranks agree on stop requests (preemption: SIGTERM, SIGUSR1; resizing: SIGUSR2); on one,
+    rank 0 writes the checkpoint and every rank raises ng.elastic.Stop."""
     comm = ng.distributed.init(backend=getattr(args, "backend", None))
     rank, size = comm.rank, comm.size
     lead = rank == 0
+    elastic = ng.elastic.enabled()
     x_train, y_train, x_test, y_test = load_data(args.data_dir, args.max_train)
-    if args.batch_size % size:
-        raise UsageError(f"--batch-size {args.batch_size} (the global batch) must be a multiple "
-                         f"of the number of ranks ({size})")
-    local_batch = args.batch_size // size
+    if elastic:
+        path = ng.elastic.checkpoint_path()
+        saved = ng.elastic.saved_metadata(path, comm)  # rank 0's read, on every rank
+        if saved is not None:
+            check_settings(saved, path, args, config(args), "elastic resume",
+                           "another --checkpoint-dir for the launcher")
+        first_size = saved["elastic"]["original_world_size"] if saved else size
+        try:
+            batches = ng.elastic.batch_plan(args.elastic_batch, args.batch_size, first_size,
+                                            size, args.accumulate)
+        except ng.UserInputError as e:
+            raise UsageError(f"--elastic-batch {args.elastic_batch}: {e}") from None
+        local_batch, accumulate, lr_scale = (batches.local_batch, batches.accumulate,
+                                             batches.lr_scale)
+    else:
+        path = checkpoint_path(args.output_dir)
+        if args.batch_size % size:
+            raise UsageError(f"--batch-size {args.batch_size} (the global batch) must be a "
+                             f"multiple of the number of ranks ({size})")
+        local_batch, accumulate, lr_scale = args.batch_size // size, args.accumulate, 1.0
 
     model = make_model(args) if make_model else MLP([784, *args.hidden, 10], args.seed)
     x_train = x_train.reshape(-1, *model.input_shape)
     x_test = x_test.reshape(-1, *model.input_shape)
     sampler = ng.data.DistributedSampler(len(x_train), rank, size, seed=args.seed)
     n = len(x_train)
-    plan = epoch_plan(len(sampler), local_batch, args.accumulate, size)
+    plan = epoch_plan(len(sampler), local_batch, accumulate, size)  # a whole epoch's
     updates_per_epoch = sum(final for *_, final in plan)
-    optimizer = make_optimizer(args.optimizer, learning_rate(args, updates_per_epoch),
+    optimizer = make_optimizer(args.optimizer, learning_rate(args, updates_per_epoch, lr_scale),
                                args.weight_decay)
-    trainer = Trainer(model, optimizer, comm, args.accumulate)
+    trainer = Trainer(model, optimizer, comm, accumulate)
     # Build every updating step shape once so the optimizer state exists before a resume
     # restores it.
     for lo, hi, global_batch, final in plan:
         if final:
             trainer.prepare(hi - lo, global_batch)
     variables = model.params + list(model.buffers)
-    path = checkpoint_path(args.output_dir)
+    every = variables + optimizer.state_variables
 
-    start_epoch, history, error = 0, [], None
+    start_epoch, position, history, partial, error = 0, 0, [], {}, None
     if lead:
         try:
-            if args.resume:
+            if args.resume and not elastic:
                 start_epoch, history = resume_point(path, args)
                 ng.load(path, variables, optimizer)
                 # The schedules' update count (checkpoints before it existed lack it).
@@ -652,9 +704,20 @@ def train(args, make_model=None, augment=None) -> dict:
         except (UsageError, ng.CheckpointError) as e:
             error = e
     agree_or_raise(error, comm)
-    start_epoch = broadcast_int(start_epoch, comm) if size > 1 else start_epoch
-    every = variables + optimizer.state_variables
-    ng.distributed.broadcast_variables(every, root=0, comm=comm)  # ranks start equal
+    state = None
+    if elastic:
+        state = ng.elastic.State(variables, optimizer, sampler, comm=comm, path=path)
+        if state.restore(saved):  # rank 0 loads; every rank gets its values
+            start_epoch, position = state.epoch, state.position
+            history = state.metadata.get("history", [])
+            partial = state.metadata.get("partial") or {}
+            # The schedules' update count at this world size (the same count as saved
+            # unless the examples per update changed: --elastic-batch scale-lr).
+            optimizer.step.set_value(np.float32(
+                start_epoch * updates_per_epoch + -(-position // batches.update_batch)))
+    else:
+        start_epoch = broadcast_int(start_epoch, comm) if size > 1 else start_epoch
+        ng.distributed.broadcast_variables(every, root=0, comm=comm)  # ranks start equal
     agreement = Agreement(len(every), comm)
     check_same_weights(every, agreement)
 
@@ -671,12 +734,14 @@ def train(args, make_model=None, augment=None) -> dict:
         log(
             f"ngraph {ng.__version__}: {size} rank(s) ({ng.distributed.backend()}), "
             f"{model.description}, "
-            f"{args.optimizer} lr {args.lr:g} ({schedule_text(args)}), global batch "
-            f"{batch_text(args)}, {n} training / {len(x_test)} test examples from "
-            f"{args.data_dir}"
+            f"{args.optimizer} lr {args.lr * lr_scale:g} ({schedule_text(args)}), global batch "
+            f"{batch_text(args, local_batch * size, accumulate)}, {n} training / "
+            f"{len(x_test)} test examples from {args.data_dir}"
         )
         log("settings: " + json.dumps({**config(args), "epochs": args.epochs}), echo=False)
-        if args.resume:
+        if elastic:
+            log(elastic_text(state, path, n, size, args.elastic_batch))
+        elif args.resume:
             log(f"resumed from {path} after epoch {start_epoch}")
 
     t_start = time.perf_counter()
@@ -684,15 +749,20 @@ def train(args, make_model=None, augment=None) -> dict:
     test_part = eval_part(len(x_test), rank, size)
     written = []
     for epoch in range(start_epoch, last_epoch):
-        sampler.set_epoch(epoch)
+        start = position if epoch == start_epoch else 0  # examples trained before a restart
+        sampler.set_epoch(epoch, start)
         mine = sampler.indices()
+        epoch_size = start + sampler.total_size
+        steps = epoch_plan(len(mine), local_batch, accumulate, size) if start else plan
         t0 = time.perf_counter()
-        loss_sum, update = 0.0, 0
-        for i, (lo, hi, global_batch, final) in enumerate(plan):
+        loss_sum, update = (partial.get("loss_sum", 0.0) if start else 0.0), 0
+        earlier_time = partial.get("time_s", 0.0) if start else 0.0
+        first_batch = start // (local_batch * size)  # the global batches before a restart
+        for i, (lo, hi, global_batch, final) in enumerate(steps):
             batch = mine[lo:hi]
             x = x_train[batch]
             if augment is not None:  # placed in the step's batch of all ranks
-                rng = np.random.default_rng([args.seed, epoch, i])
+                rng = np.random.default_rng([args.seed, epoch, first_batch + i])
                 total = len(batch) * size
                 x = augment(x, rng, np.arange(rank, total, size), total)
             loss = trainer.step(x, y_train[batch], global_batch, final)
@@ -705,21 +775,31 @@ def train(args, make_model=None, augment=None) -> dict:
                     "lengthen --warmup-epochs")
             loss_sum += loss * global_batch
             update += 1
-            done = min(hi * size, sampler.total_size)
-            if (update - 1) % max(1, 20 // args.accumulate) == 0 or hi == len(mine):
-                progress.update(epoch + 1, args.epochs, done, sampler.total_size, loss,
-                                done / (time.perf_counter() - t0))
+            done = start + min(hi * size, sampler.total_size)
+            if (update - 1) % max(1, 20 // accumulate) == 0 or hi == len(mine):
+                progress.update(epoch + 1, args.epochs, done, epoch_size, loss,
+                                (done - start) / (time.perf_counter() - t0))
+            if state is not None and hi < len(mine):  # (the epoch's end is checked below)
+                state.epoch, state.position = epoch, done
+                status = state.stop_requested()  # the same on every rank
+                if status:
+                    state.metadata = {
+                        "epoch": epoch, "history": history, "settings": config(args),
+                        "partial": {"loss_sum": loss_sum, "time_s": earlier_time
+                                    + time.perf_counter() - t0}}
+                    raise state.stop(status)
         epoch_time = time.perf_counter() - t0
         train_time += epoch_time
         trained += sampler.total_size
         check_same_weights(every, agreement)
-        acc = trainer.correct(x_test[test_part], y_test[test_part]) / len(x_test)
+        acc = trainer.correct(x_test[test_part], y_test[test_part],
+                              -(-len(x_test) // size)) / len(x_test)
         history.append(
             {
                 "epoch": epoch + 1,
-                "train_loss": loss_sum / sampler.total_size,
+                "train_loss": loss_sum / epoch_size,
                 "test_accuracy": acc,
-                "epoch_time_s": epoch_time,
+                "epoch_time_s": earlier_time + epoch_time,
                 "elapsed_s": time.perf_counter() - t_start,  # the evaluations included
             }
         )
@@ -729,9 +809,18 @@ def train(args, make_model=None, augment=None) -> dict:
                 f"test accuracy {100 * acc:.2f}%, {epoch_time:.2f} s, "
                 f"{sampler.total_size / epoch_time:,.0f} samples/s"
             )
+        metadata = {"epoch": epoch + 1, "history": history, "settings": config(args)}
+        if state is not None:  # every rank: the save is collective
+            state.epoch, state.position, state.metadata = epoch + 1, 0, metadata
+            state.save()
+            status = state.stop_requested() if epoch + 1 < last_epoch else 0
+            if status:
+                raise ng.elastic.Stop(status, f"stopped after epoch {epoch + 1}: checkpoint "
+                                              f"written ({path})")
+            continue
+        if lead:
             try:
-                ng.save(path, variables, optimizer, metadata={
-                    "epoch": epoch + 1, "history": history, "settings": config(args)})
+                ng.save(path, variables, optimizer, metadata=metadata)
                 written = ["checkpoint.npz"]
             except ng.CheckpointError as e:
                 error = e
@@ -765,10 +854,24 @@ def train(args, make_model=None, augment=None) -> dict:
             f"throughput {summary['throughput_samples_per_s']:,.0f} samples/s; gradients "
             f"summed {summary['gradient_allreduce']}"
         )
-        print(f"wrote {', '.join(written)} in {args.output_dir}{plot_note}", flush=True)
+        where = f" (checkpoint: {path})" if elastic else ""
+        print(f"wrote {', '.join(written)} in {args.output_dir}{plot_note}{where}", flush=True)
     summary["written"] = written
     summary["weights"] = {v.name: v.get_value() for v in model.params}
     return summary
+
+
+def elastic_text(state, path: str, n: int, size: int, policy: str) -> str:
+    """The log line of an elastic launch: its number, world size, and where it resumed."""
+    head = (f"elastic: launch {ng.elastic.restart()} on {size} rank(s) (first launch: "
+            f"{state.original_size}; --elastic-batch {policy})")
+    r = state.restored
+    if r is None:
+        return f"{head}; no checkpoint in {os.path.dirname(path)}: training from the start"
+    where = f"after epoch {r['epoch']}" if not r["position"] else (
+        f"in epoch {r['epoch'] + 1}, {r['position']} of {n} examples into it")
+    return (f"{head}; resumed from {path} {where} (update {r['updates']}, written by "
+            f"{r['world_size']} rank(s))")
 
 
 def run(args, make_model=None, augment=None) -> int:
@@ -783,6 +886,11 @@ def run(args, make_model=None, augment=None) -> int:
         if ng.distributed.rank() == 0:
             print(f"{os.path.basename(sys.argv[0])}: error: {e}", file=sys.stderr)
         return DIVERGED_STATUS
+    except ng.elastic.Stop as e:  # preempted or resized: the checkpoint is written
+        if ng.distributed.rank() == 0:
+            print(f"{os.path.basename(sys.argv[0])}: {e}; exit status {e.status}",
+                  file=sys.stderr, flush=True)
+        return e.status
     return 0
 
 

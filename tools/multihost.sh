@@ -11,6 +11,8 @@
 #
 #   tools/multihost.sh up ID [HOSTS]        make hosts ngmh-ID-h0 .. h(HOSTS-1) (default 2)
 #   tools/multihost.sh mpirun ID ARGS...    mpirun on host h0 across all hosts, 2 slots each
+#   tools/multihost.sh mpiargs ID           the mpirun options `mpirun` adds (not the hostfile),
+#                                           shell-quoted on one line (for ngraph.launch --mpi-args)
 #   tools/multihost.sh exec ID HOST CMD...  run CMD on a host (h0, h1, ...)
 #   tools/multihost.sh link ID HOST up|down take a host's link up or down
 #   tools/multihost.sh pids ID HOST         processes running on a host
@@ -143,30 +145,41 @@ cmd_agent() {
   enter "$host" /bin/sh -c "$*"
 }
 
+# The mpirun options of a cluster, into the array mpi_options. Open MPI: daemons through the
+# agent, out-of-band and TCP traffic on the bridge only, shared memory (vader) inside a host. TCP
+# keepalive on the daemons' connections, so mpirun notices a host whose link is down within about
+# 5 s (by default only after 300 s + 9 x 20 s: it would wait that long to end the job). -x passes
+# ngraph's settings to every rank.
+set_mpi_options() {
+  local net
+  net=$(subnet "$1")
+  mpi_options=(--allow-run-as-root --mca plm_rsh_agent "$self agent"
+    --mca oob_tcp_if_include "$net.0/24" --mca btl_tcp_if_include "$net.0/24"
+    --mca btl self,vader,tcp
+    --mca oob_tcp_keepalive_time 2 --mca oob_tcp_keepalive_intvl 1 --mca oob_tcp_keepalive_probes 3)
+  for v in $(compgen -e | grep -E '^(NGRAPH_|OMP_NUM_THREADS$|PYTHONPATH$)' || true); do
+    mpi_options+=(-x "$v")
+  done
+}
+
 cmd_mpirun() {
   local id=$1
   shift
   check_id "$id"
-  local hosts net hostfile
+  local hosts hostfile
   hosts=$(hosts_of "$id")
   [[ -n "$hosts" ]] || die "cluster $id is not up; run: $self up $id"
-  net=$(subnet "$id")
   hostfile="$(shm_dir "$id")/hostfile"
   for h in $hosts; do echo "$h slots=2"; done >"$hostfile"
-  # Open MPI: daemons through the agent, out-of-band and TCP traffic on the bridge only, shared
-  # memory (vader) inside a host. TCP keepalive on the daemons' connections, so mpirun notices a
-  # host whose link is down within about 5 s (by default only after 300 s + 9 x 20 s: it would
-  # wait that long to end the job). -x passes ngraph's settings to every rank.
-  local xs=()
-  for v in $(compgen -e | grep -E '^(NGRAPH_|OMP_NUM_THREADS$|PYTHONPATH$)' || true); do
-    xs+=(-x "$v")
-  done
-  enter "$prefix-$id-h0" mpirun --allow-run-as-root --hostfile "$hostfile" \
-    --mca plm_rsh_agent "$self agent" \
-    --mca oob_tcp_if_include "$net.0/24" --mca btl_tcp_if_include "$net.0/24" \
-    --mca btl self,vader,tcp \
-    --mca oob_tcp_keepalive_time 2 --mca oob_tcp_keepalive_intvl 1 --mca oob_tcp_keepalive_probes 3 \
-    "${xs[@]}" "$@"
+  set_mpi_options "$id"
+  enter "$prefix-$id-h0" mpirun --hostfile "$hostfile" "${mpi_options[@]}" "$@"
+}
+
+cmd_mpiargs() {
+  check_id "$1"
+  set_mpi_options "$1"
+  printf '%q ' "${mpi_options[@]}"
+  echo
 }
 
 cmd_link() {
@@ -224,6 +237,6 @@ cmd=${1:-}
 [[ -n "$cmd" ]] || die "usage: see the comment at the top of $self"
 shift
 case "$cmd" in
-  up | down | exec | agent | mpirun | link | pids | shm | clean | check | _inside) "cmd_$cmd" "$@" ;;
+  up | down | exec | agent | mpirun | mpiargs | link | pids | shm | clean | check | _inside) "cmd_$cmd" "$@" ;;
   *) die "unknown command '$cmd' (see the comment at the top of $self)" ;;
 esac

@@ -118,7 +118,7 @@ from ngraph.fused import (
 )
 from ngraph.runtime import Computation, Runtime, backends, runtime
 from ngraph.serializer import deserialize, serialize
-from ngraph import autodiff, checkpoint, data, datasets, losses, optimizers, schedules
+from ngraph import autodiff, checkpoint, data, datasets, elastic, losses, optimizers, schedules
 from ngraph import nn
 from ngraph._ngraph import Variable
 from ngraph.checkpoint import load, save

@@ -30,7 +30,7 @@ from ngraph._ngraph import Variable
 from ngraph.exceptions import CheckpointError, NgraphTypeError
 from ngraph.utils import _NO_BF16, bfloat16
 
-__all__ = ["CheckpointError", "Checkpoint", "save", "load"]
+__all__ = ["CheckpointError", "Checkpoint", "save", "load", "read_metadata"]
 
 FORMAT = "ngraph-checkpoint"
 VERSION = 1
@@ -212,6 +212,27 @@ def _read(path: str, allow_nonfinite: bool) -> tuple[dict, dict[str, dict[str, n
     except OSError as e:
         raise CheckpointError(f"{path}: cannot read the checkpoint ({e})") from None
     return header, out
+
+
+def read_metadata(path: str | os.PathLike) -> dict[str, Any]:
+    """The metadata given to :func:`save`, read from the file's header alone (no array is
+    read or checked: use :func:`load` before trusting the values)."""
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise CheckpointError(f"{path}: no such checkpoint file")
+    try:
+        with zipfile.ZipFile(path) as z:
+            header = json.loads(z.read(_HEADER).decode("utf-8"))
+    except KeyError:
+        raise CheckpointError(f"{path}: not an ngraph checkpoint (no {_HEADER})") from None
+    except (zipfile.BadZipFile, EOFError, zlib.error, UnicodeDecodeError,
+            json.JSONDecodeError) as e:
+        raise CheckpointError(f"{path}: truncated or corrupt checkpoint: "
+                              f"{type(e).__name__}: {e}") from None
+    except OSError as e:
+        raise CheckpointError(f"{path}: cannot read the checkpoint ({e})") from None
+    _check_header(path, header)
+    return header["metadata"]
 
 
 def _check_header(path: str, header) -> None:

@@ -6,6 +6,12 @@ repeating its first indices (or drops the tail with ``drop_last``) to a multiple
 number of ranks, and takes every ``size``-th index starting at its rank. Shards are
 disjoint (apart from the padding), cover the data set and have equal lengths, so every rank
 runs the same number of steps - which synchronous collectives require.
+
+``set_epoch(epoch, start)`` continues an epoch part-way: the first `start` indices of the
+epoch's order were trained already (by any number of ranks), and the rest is split over the
+ranks of this sampler. Since rank r's k-th batch of B/size is its part of the k-th global
+batch of B (a contiguous stretch of the order), a run restarted with another number of ranks
+(ng.elastic) trains the remaining global batches, each sample of the epoch once.
 """
 
 from __future__ import annotations
@@ -64,14 +70,33 @@ class DistributedSampler:
         self.n, self.rank, self.size = n, rank, size
         self.shuffle, self.seed, self.drop_last = bool(shuffle), _int(seed, "seed"), drop_last
         self.epoch = 0
-        #: Examples per rank.
-        self.num_samples = n // size if drop_last else -(-n // size)
-        #: Examples over all ranks per epoch (n, padded or cut to a multiple of size).
-        self.total_size = self.num_samples * size
+        #: Indices of the epoch's order already trained (see set_epoch); 0 for a whole epoch.
+        self.start = 0
+        self._sizes()
 
-    def set_epoch(self, epoch: int) -> None:
-        """Chooses the permutation of the coming epoch (call it before each epoch)."""
-        self.epoch = _int(epoch, "epoch")
+    def _sizes(self) -> None:
+        rest = self.n - self.start
+        #: Examples per rank (of the epoch's rest, after `start`).
+        self.num_samples = rest // self.size if self.drop_last else -(-rest // self.size)
+        #: Examples over all ranks (the rest of the epoch after `start`: n - start, padded or
+        #: cut to a multiple of size).
+        self.total_size = self.num_samples * self.size
+
+    def set_epoch(self, epoch: int, start: int = 0) -> None:
+        """Chooses the permutation of the coming epoch (call it before each epoch).
+
+        start: the number of indices at the head of the epoch's order that were trained
+          already (a run continued part-way through the epoch, maybe by another number of
+          ranks): the shards split the rest, order[start:], as they split a whole epoch.
+          Padding repeats the epoch's first indices, as for start 0, so when `size` divides
+          `start` the shards are the tails of the whole epoch's shards."""
+        epoch = _int(epoch, "epoch")
+        start = _int(start, "start")
+        if not 0 <= start <= self.n:
+            raise UserInputError(f"[DistributedSampler] start must be in [0, n={self.n}], got "
+                                 f"{start}")
+        self.epoch, self.start = epoch, start
+        self._sizes()
 
     def order(self) -> np.ndarray:
         """The epoch's order of all `n` indices, before padding and splitting: the same on
@@ -81,13 +106,14 @@ class DistributedSampler:
         return np.arange(self.n)
 
     def indices(self) -> np.ndarray:
-        """This rank's shard for the current epoch (int64)."""
+        """This rank's shard for the current epoch (after `start`; int64)."""
         order = self.order()
-        if self.total_size > self.n:  # pad by repeating from the start, as often as needed
-            order = np.resize(order, self.total_size)
+        end = self.start + self.total_size
+        if end > self.n:  # pad by repeating from the head, as often as needed
+            order = np.resize(order, end)
         else:
-            order = order[: self.total_size]
-        return order[self.rank :: self.size].astype(np.int64, copy=False)
+            order = order[:end]
+        return order[self.start + self.rank :: self.size].astype(np.int64, copy=False)
 
     def __iter__(self) -> Iterator[int]:
         return iter(self.indices().tolist())
@@ -98,7 +124,7 @@ class DistributedSampler:
     def __repr__(self) -> str:
         return (f"DistributedSampler(n={self.n}, rank={self.rank}, size={self.size}, "
                 f"shuffle={self.shuffle}, seed={self.seed}, drop_last={self.drop_last}, "
-                f"epoch={self.epoch})")
+                f"epoch={self.epoch}" + (f", start={self.start})" if self.start else ")"))
 
 
 def _communicator_rank_size(comm) -> tuple[int, int]:

@@ -79,3 +79,41 @@ def test_two_ranks_beat_a_bigram_model(tmp_path):
     assert s["history"][1]["val_loss"] < s["history"][0]["val_loss"]
     text = (tmp_path / "o" / "sample.txt").read_text()
     assert text.startswith("The ") and len(text) > 300
+
+
+@needs_fortunes
+def test_preempted_mid_epoch_under_elastic_resumes_bitwise(tmp_path):
+    """With $NGRAPH_ELASTIC_CHECKPOINT_DIR (as python -m ngraph.launch sets it), SIGUSR1
+    mid-epoch stops after the current step with a checkpoint there and exit status 75; the
+    same command continues from that step, the dropout masks included, to the weights of a
+    run that never stopped."""
+    import os  # noqa: PLC0415
+    import signal  # noqa: PLC0415
+
+    import ngraph as ng  # noqa: PLC0415
+
+    common = [*map(str, TINY), "--epochs", "2", "--steps-per-epoch", "400", "--dropout", "0.3",
+              "--no-plot"]
+    run(tmp_path, [*common, "--output-dir", tmp_path / "straight"])
+    ck = tmp_path / "ck"
+    env = launch_env(OMP_NUM_THREADS="1", NGRAPH_ELASTIC_CHECKPOINT_DIR=str(ck))
+    cmd = [sys.executable, str(SCRIPT), *common, "--output-dir", str(tmp_path / "out")]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=env)
+    out = []
+    for line in proc.stdout:
+        out.append(line)
+        if line.startswith("epoch 1/2 [") and len(out) < 1000:
+            os.kill(proc.pid, signal.SIGUSR1)
+    assert proc.wait(timeout=300) == 75, "".join(out)
+    e = ng.checkpoint.read_metadata(ck / "checkpoint.npz")["elastic"]
+    assert e["epoch"] == 0 and 0 < e["position"] < 400 * 8, e
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert f"in epoch 1 at step {e['position'] // 8} of 400" in again.stdout
+    a = weights(tmp_path / "straight")
+    ckpt = ng.load(ck / "checkpoint.npz")
+    b = {**ckpt.variables, **{f"opt/{k}": v for k, v in ckpt.optimizer.items()}}
+    assert a.keys() == b.keys()
+    for k in a:
+        np.testing.assert_array_equal(b[k], a[k], err_msg=k)
