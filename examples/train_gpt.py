@@ -412,12 +412,7 @@ def train(args) -> dict:
         metadata = {"epoch": epoch + 1, "history": history, "settings": config(args),
                     "rng_step": trainer.step.rng_step, "vocabulary": corpus.vocab.chars}
         if state is not None:  # every rank: the save is collective
-            state.epoch, state.position, state.metadata = epoch + 1, 0, metadata
-            state.save()
-            status = state.stop_requested() if epoch + 1 < last_epoch else 0
-            if status:
-                raise ng.elastic.Stop(status, f"stopped after epoch {epoch + 1}: checkpoint "
-                                              f"written ({path})")
+            state.end_epoch(epoch + 1, metadata, more=epoch + 1 < last_epoch)
         elif lead:
             ng.save(path, variables, optimizer, metadata=metadata)
     wall = time.perf_counter() - t_start

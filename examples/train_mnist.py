@@ -811,12 +811,7 @@ def train(args, make_model=None, augment=None) -> dict:
             )
         metadata = {"epoch": epoch + 1, "history": history, "settings": config(args)}
         if state is not None:  # every rank: the save is collective
-            state.epoch, state.position, state.metadata = epoch + 1, 0, metadata
-            state.save()
-            status = state.stop_requested() if epoch + 1 < last_epoch else 0
-            if status:
-                raise ng.elastic.Stop(status, f"stopped after epoch {epoch + 1}: checkpoint "
-                                              f"written ({path})")
+            state.end_epoch(epoch + 1, metadata, more=epoch + 1 < last_epoch)
             continue
         if lead:
             try:

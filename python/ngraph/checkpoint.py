@@ -175,6 +175,32 @@ def _fsync_directory(directory: str) -> None:
 # ------------------------------------------------------------------------------ load
 
 
+@contextlib.contextmanager
+def _reading(path: str, size: str = ""):
+    """Turns the errors of reading a checkpoint file into CheckpointErrors naming it."""
+    try:
+        yield
+    except CheckpointError:
+        raise
+    except (zipfile.BadZipFile, EOFError, zlib.error, UnicodeDecodeError,
+            json.JSONDecodeError) as e:
+        raise CheckpointError(f"{path}: truncated or corrupt checkpoint{size}: "
+                              f"{type(e).__name__}: {e}") from None
+    except OSError as e:
+        raise CheckpointError(f"{path}: cannot read the checkpoint ({e})") from None
+
+
+def _header(path: str, z: zipfile.ZipFile) -> dict:
+    """The checked header of an open checkpoint."""
+    try:
+        header = json.loads(z.read(_HEADER).decode("utf-8"))
+    except KeyError:
+        raise CheckpointError(f"{path}: not an ngraph checkpoint (no {_HEADER}; "
+                              "written by another program?)") from None
+    _check_header(path, header)
+    return header
+
+
 def _read(path: str, allow_nonfinite: bool) -> tuple[dict, dict[str, dict[str, np.ndarray]]]:
     """The header and {section: {name: array}}, every array checked against the header."""
     if not os.path.exists(path):
@@ -182,35 +208,21 @@ def _read(path: str, allow_nonfinite: bool) -> tuple[dict, dict[str, dict[str, n
     if os.path.isdir(path):
         raise CheckpointError(f"{path}: is a directory, not a checkpoint file")
     size = os.path.getsize(path)
-    try:
-        with zipfile.ZipFile(path) as z:
-            try:
-                header = json.loads(z.read(_HEADER).decode("utf-8"))
-            except KeyError:
-                raise CheckpointError(f"{path}: not an ngraph checkpoint (no {_HEADER}; "
-                                      "written by another program?)") from None
-            _check_header(path, header)
-            out: dict[str, dict[str, np.ndarray]] = {}
-            for section in ("variables", "optimizer"):
-                out[section] = {}
-                for i, info in enumerate(header[section]):
-                    value = _read_array(path, z, _entry(section, i), info)
-                    if not allow_nonfinite and (value.dtype.kind == "f" or _is_bf16(value.dtype)):
-                        bad = int(np.count_nonzero(~np.isfinite(value)))
-                        if bad:
-                            raise CheckpointError(
-                                f"{path}: {info['name']} holds {bad} NaN or infinite value(s) "
-                                f"of {value.size}; the run that saved it had diverged (pass "
-                                "allow_nonfinite=True to load it anyway)")
-                    out[section][info["name"]] = value
-    except CheckpointError:
-        raise
-    except (zipfile.BadZipFile, EOFError, zlib.error, UnicodeDecodeError,
-            json.JSONDecodeError) as e:
-        raise CheckpointError(f"{path}: truncated or corrupt checkpoint ({size} bytes): "
-                              f"{type(e).__name__}: {e}") from None
-    except OSError as e:
-        raise CheckpointError(f"{path}: cannot read the checkpoint ({e})") from None
+    with _reading(path, f" ({size} bytes)"), zipfile.ZipFile(path) as z:
+        header = _header(path, z)
+        out: dict[str, dict[str, np.ndarray]] = {}
+        for section in ("variables", "optimizer"):
+            out[section] = {}
+            for i, info in enumerate(header[section]):
+                value = _read_array(path, z, _entry(section, i), info)
+                if not allow_nonfinite and (value.dtype.kind == "f" or _is_bf16(value.dtype)):
+                    bad = int(np.count_nonzero(~np.isfinite(value)))
+                    if bad:
+                        raise CheckpointError(
+                            f"{path}: {info['name']} holds {bad} NaN or infinite value(s) "
+                            f"of {value.size}; the run that saved it had diverged (pass "
+                            "allow_nonfinite=True to load it anyway)")
+                out[section][info["name"]] = value
     return header, out
 
 
@@ -220,18 +232,8 @@ def read_metadata(path: str | os.PathLike) -> dict[str, Any]:
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise CheckpointError(f"{path}: no such checkpoint file")
-    try:
-        with zipfile.ZipFile(path) as z:
-            header = json.loads(z.read(_HEADER).decode("utf-8"))
-    except KeyError:
-        raise CheckpointError(f"{path}: not an ngraph checkpoint (no {_HEADER})") from None
-    except (zipfile.BadZipFile, EOFError, zlib.error, UnicodeDecodeError,
-            json.JSONDecodeError) as e:
-        raise CheckpointError(f"{path}: truncated or corrupt checkpoint: "
-                              f"{type(e).__name__}: {e}") from None
-    except OSError as e:
-        raise CheckpointError(f"{path}: cannot read the checkpoint ({e})") from None
-    _check_header(path, header)
+    with _reading(path), zipfile.ZipFile(path) as z:
+        header = _header(path, z)
     return header["metadata"]
 
 

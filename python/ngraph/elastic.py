@@ -512,6 +512,17 @@ class State:
         except OSError:
             pass  # only the launcher's signals and its log depend on it
 
+    def end_epoch(self, epochs_done: int, metadata: dict, more: bool) -> None:
+        """At the end of an epoch, on every rank (collective): saves the checkpoint as
+        `epochs_done` epochs trained with the caller's `metadata`; when `more` epochs follow
+        and a stop was requested, raises the :class:`Stop` to exit with."""
+        self.epoch, self.position, self.metadata = epochs_done, 0, metadata
+        self.save()
+        status = self.stop_requested() if more else 0
+        if status:
+            raise Stop(status, f"stopped after epoch {epochs_done}: checkpoint written "
+                               f"({self.path})")
+
     def stop(self, status: int) -> Stop:
         """Saves the checkpoint and returns the :class:`Stop` to raise (collective). The
         request is answered: this rank's pending request is cleared."""
