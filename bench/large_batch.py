@@ -48,10 +48,10 @@ def configs(args):
                   "--epochs", args.epochs, "--width", args.width, "--schedule", "poly",
                   "--warmup-epochs", args.warmup, "--weight-decay", args.weight_decay,
                   *(["--max-train", args.max_train] if args.max_train else [])]
-        for lr in args.sgd_lrs or [sgd_lr(batch)]:
+        for lr in (args.sgd_lrs or [sgd_lr(batch)]) if "sgd" in args.methods else []:
             runs.append((f"sgd-{batch}-lr{lr:g}", "sgd", batch, lr,
                          [*common, "--optimizer", "momentum", "--lr", lr]))
-        for lr in args.lars_lrs:
+        for lr in args.lars_lrs if "lars" in args.methods else []:
             runs.append((f"lars-{batch}-lr{lr:g}", "lars", batch, lr,
                          [*common, "--optimizer", "lars", "--lr", lr]))
     return runs
@@ -247,6 +247,7 @@ def main(argv=None) -> int:
     p.add_argument("--sgd-lrs", default="",
                    help=f"SGD learning rates tried per batch (default: {SGD_LR_256} x batch / "
                         "256, linear scaling)")
+    p.add_argument("--methods", default="sgd,lars", help="which of sgd and lars to run")
     p.add_argument("--warmup", type=float, default=5.0, help="warm-up epochs")
     p.add_argument("--weight-decay", type=float, default=5e-4)
     p.add_argument("--max-train", type=int, default=0)
@@ -263,6 +264,9 @@ def main(argv=None) -> int:
         args.epochs, args.max_train, args.width, args.batches = 2, 2048, 8, "256,1024"
         args.lars_lrs, args.results, args.plot = "5", None, None
     args.batches = [int(b) for b in args.batches.split(",")]
+    args.methods = set(args.methods.split(","))
+    if not args.methods <= {"sgd", "lars"}:
+        p.error(f"--methods: sgd and/or lars, got {sorted(args.methods)}")
     args.lars_lrs = [float(x) for x in args.lars_lrs.split(",") if x]
     args.sgd_lrs = [float(x) for x in args.sgd_lrs.split(",") if x]
 
