@@ -454,9 +454,18 @@ def check_same_weights(variables, agreement: Agreement) -> None:
         )
 
 
+_BROADCASTS: dict = {}  # id(comm) -> (comm, compiled broadcast): compiled once per communicator
+
+
 def broadcast_int(value: int, comm) -> int:
-    c = ng.constant(np.int64(value))
-    return int(ng.runtime().computation(ng.broadcast_distributed(c, 0, comm=comm))()[0])
+    """Rank 0's `value` on every rank (collective; the agreement check after every epoch
+    calls it, so the broadcast is compiled once)."""
+    entry = _BROADCASTS.get(id(comm))
+    if entry is None or entry[0] is not comm:
+        p = ng.parameter([], np.int64, name="value")
+        entry = (comm, ng.runtime().computation(ng.broadcast_distributed(p, 0, comm=comm), p))
+        _BROADCASTS[id(comm)] = entry
+    return int(entry[1](np.int64(value))[0])
 
 
 
