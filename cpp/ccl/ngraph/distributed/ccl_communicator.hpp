@@ -21,7 +21,7 @@
 namespace ngraph {
 namespace distributed {
 
-class CCLCommunicator : public Communicator {
+class CCLCommunicator : public Communicator, public NodeMemory {
  public:
   // Collective over `mpi`'s ranks. Initialises oneCCL on first use (setting CCL_ATL_TRANSPORT,
   // FI_PROVIDER, CCL_LOCAL_RANK and CCL_LOCAL_SIZE where they are unset; see

@@ -12,11 +12,12 @@
 #include <vector>
 
 #include "ngraph/distributed/communicator.hpp"
+#include "ngraph/distributed/node_memory.hpp"
 
 namespace ngraph {
 namespace distributed {
 
-class MPICommunicator : public Communicator {
+class MPICommunicator : public Communicator, public NodeMemory {
  public:
   // Duplicates `comm` (collective over its ranks, bounded by the timeout), then checks that
   // the settings that must agree across ranks do (see agree_on_settings). MPI must be

@@ -157,11 +157,7 @@ class MPISharedRegion : public SharedRegion {
       throw std::invalid_argument(what + ": mean needs a floating-point type");
     arrive_all(what, "before reducing");  // every rank's inputs are written
     // This rank's piece, on 64-byte boundaries so no two ranks write one cache line.
-    size_t align = std::max<size_t>(1, kLine / es);
-    auto bound = [&](int l) {
-      return l >= m_local_size ? count : count * static_cast<size_t>(l) / m_local_size / align * align;
-    };
-    size_t lo = bound(m_local_rank), hi = bound(m_local_rank + 1);
+    auto [lo, hi] = piece(count, es, m_local_rank, m_local_size);
     switch (type.get_type_enum()) {
       case element::Type_t::f32: reduce<float>(in_offset, out_offset, lo, hi, op, what); break;
       case element::Type_t::f64: reduce<double>(in_offset, out_offset, lo, hi, op, what); break;

@@ -154,62 +154,21 @@ class RequestGroup : public distributed::Request {
   std::vector<std::shared_ptr<distributed::Request>> m_parts;
 };
 
-NGRAPH_CPU_KERNEL("CPUFusedAllReduce", [](KernelContext& ctx) -> Kernel {
-  const Node& node = ctx.node;
-  auto& op = static_cast<const FusedAllReduce&>(node);
-  auto comm = op.get_communicator();
-  element::Type t = op.get_input_element_type(0);
-  auto reduce = op.get_reduce_op();
-  size_t k = op.get_input_size(), es = t.size();
-  std::vector<size_t> offset(k + 1, 0);  // bytes
-  for (size_t i = 0; i < k; ++i) offset[i + 1] = offset[i] + ctx.input(i).bytes();
-  size_t total = offset[k] / es;
-  bool overlap = ctx.overlap();
-  CallState* call = ctx.call_state();
-  bool sharded = ctx.sharded();
-  // Byte ranges of outputs other steps read whole (adjacent members joined): reduced in place.
-  std::vector<std::pair<size_t, size_t>> whole;
-  for (size_t i : ctx.reduced_whole) {
-    if (!whole.empty() && whole.back().first + whole.back().second == offset[i])
-      whole.back().second += offset[i + 1] - offset[i];
-    else
-      whole.emplace_back(offset[i], offset[i + 1] - offset[i]);
-  }
-  std::string what = "[AllReduce] " + std::to_string(total) + " x " + t.get_type_name() + " " +
-                     to_string(reduce) + " in shared memory, summed by the sharded update";
-  return [comm, t, reduce, k, offset, total, es, overlap, call, sharded, whole, what](const void* const* in,
-                                                                                    void* const* out) {
-    auto contiguous = [&](const void* const* p) {
-      for (size_t i = 1; i < k; ++i)
-        if (static_cast<const char*>(p[i]) != static_cast<const char*>(p[0]) + offset[i]) return false;
-      return true;
-    };
-    bool one = contiguous(in) && contiguous(out);
-    if (one && call->collectives_verified) {
-      // Planned into memory the node's ranks share: reduced there, nothing copied.
-      size_t bytes = total * es;
-      if (auto* region = call->shared_region_for(in[0], bytes)) {
-        if (region->contains(out[0], bytes)) {
-          const char* base = region->local();
-          if (sharded && call->is_sharded(region)) {
-            // Every rank's gradients are written: the update kernels sum them piece by piece.
-            region->arrive(what, "before the sharded update");
-            size_t at = static_cast<size_t>(static_cast<const char*>(in[0]) - base);
-            for (const auto& [off, n] : whole) region->allreduce(at + off, at + off, n / es, t, reduce);
-            CallState::SummedWhereRead r{static_cast<const char*>(out[0]), bytes, {},
-                                         reduce == distributed::ReduceOp::mean ? 1.0 / region->local_size() : 1.0,
-                                         region};
-            for (int l = 0; l < region->local_size(); ++l) r.slots.push_back(region->slot(l) + at);
-            call->summed_where_read.push_back(std::move(r));
-            return;
-          }
-          region->allreduce(static_cast<size_t>(static_cast<const char*>(in[0]) - base),
-                            static_cast<size_t>(static_cast<const char*>(out[0]) - base), total, t,
-                            reduce);
-          return;
-        }
-      }
-    }
+// How a fused allreduce runs on the communicator: blocking when nothing overlaps it, else
+// started here and completed by the executable; one collective over each range when the
+// plan laid the tensors out end to end (no copies), else one per tensor (parameters or
+// results placed by the caller; still no copies).
+struct FusedOnCommunicator {
+  std::shared_ptr<distributed::Communicator> comm;
+  element::Type t;
+  distributed::ReduceOp reduce;
+  std::vector<size_t> offset;  // bytes: tensor i is [offset[i], offset[i + 1])
+  bool contiguous, overlap;
+  CallState* call;
+
+  size_t count(size_t i) const { return (offset[i + 1] - offset[i]) / t.size(); }
+  void run(const void* const* in, void* const* out) const {
+    size_t k = offset.size() - 1;
     if (!overlap) {  // nothing to overlap with: complete it here
       // Ranks known to agree: MPI's blocking collective (the fastest), watchdog-guarded.
       bool fast = call->collectives_verified;
@@ -217,26 +176,39 @@ NGRAPH_CPU_KERNEL("CPUFusedAllReduce", [](KernelContext& ctx) -> Kernel {
         if (fast) comm->allreduce_guarded(src, dst, n, t, reduce);
         else comm->allreduce(src, dst, n, t, reduce);
       };
-      if (one) {
-        run(in[0], out[0], total);
-      } else {
-        for (size_t i = 0; i < k; ++i) run(in[i], out[i], (offset[i + 1] - offset[i]) / es);
-      }
+      if (contiguous) run(in[0], out[0], offset[k] / t.size());
+      else
+        for (size_t i = 0; i < k; ++i) run(in[i], out[i], count(i));
       return;
     }
-    std::shared_ptr<distributed::Request> req;
-    if (one) {
-      // The planner laid the tensors out end to end: one collective, no copies.
-      req = comm->start_allreduce(in[0], out[0], total, t, reduce);
-    } else {
-      // Parameters or results (placed by the caller): one collective per tensor, still no
-      // copies.
-      std::vector<std::shared_ptr<distributed::Request>> parts;
-      for (size_t i = 0; i < k; ++i)
-        parts.push_back(comm->start_allreduce(in[i], out[i], (offset[i + 1] - offset[i]) / es, t, reduce));
-      req = std::make_shared<RequestGroup>(std::move(parts));
+    if (contiguous) {
+      call->start_async(comm->start_allreduce(in[0], out[0], offset[k] / t.size(), t, reduce));
+      return;
     }
-    call->start_async(req);
+    std::vector<std::shared_ptr<distributed::Request>> parts;
+    for (size_t i = 0; i < k; ++i) parts.push_back(comm->start_allreduce(in[i], out[i], count(i), t, reduce));
+    call->start_async(std::make_shared<RequestGroup>(std::move(parts)));
+  }
+};
+
+NGRAPH_CPU_KERNEL("CPUFusedAllReduce", [](KernelContext& ctx) -> Kernel {
+  auto& op = static_cast<const FusedAllReduce&>(ctx.node);
+  size_t k = op.get_input_size();
+  FusedOnCommunicator mpi{op.get_communicator(), op.get_input_element_type(0), op.get_reduce_op(),
+                          std::vector<size_t>(k + 1, 0), ctx.collective.contiguous, ctx.overlap(),
+                          ctx.call_state()};
+  for (size_t i = 0; i < k; ++i) mpi.offset[i + 1] = mpi.offset[i] + ctx.input(i).bytes();
+  const CollectiveBuffers& buffers = ctx.collective;
+  if (!buffers.shared) return [mpi](const void* const* in, void* const* out) { mpi.run(in, out); };
+  // Planned into memory the node's ranks share: reduced there, nothing copied, while the
+  // executable has the region and the ranks were checked to agree (else over MPI, in place).
+  auto binding = buffers.shared;
+  size_t in_at = buffers.in_offset, out_at = buffers.out_offset, total = mpi.offset[k] / mpi.t.size();
+  return [mpi, binding, in_at, out_at, total](const void* const* in, void* const* out) {
+    if (binding->region && mpi.call->collectives_verified)
+      binding->region->allreduce(in_at, out_at, total, mpi.t, mpi.reduce);
+    else
+      mpi.run(in, out);
   };
 }, [](LayoutContext& ctx) {
   // Elementwise across ranks, so any layout passes through (zeros in padding stay zero for

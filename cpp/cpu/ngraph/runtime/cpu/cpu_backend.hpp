@@ -1,7 +1,10 @@
 // The CPU backend: compiles a function once into a linear schedule of kernels over planned
 // buffers, then runs it with no graph walk, shape inference or allocation per call. The
-// compiler is the pass pipeline of plan.hpp; the executable materialises its plan (slots,
-// steps, copies, the arena) and runs it.
+// compiler is the pass pipeline of plan.hpp. The executable puts together what the plan
+// becomes: the program (program.hpp: slots, steps, copies, the arena), the runner that runs
+// its steps (runner.hpp), the shared-memory regions and the per-call decision to run the
+// sharded updates (shared_memory.hpp), and the per-call protocol of its collectives
+// (distributed/call.hpp, shared with the INTERPRETER).
 #pragma once
 
 #include <memory>
@@ -16,6 +19,9 @@
 #include "ngraph/runtime/instrument.hpp"
 #include "ngraph/runtime/cpu/kernel.hpp"
 #include "ngraph/runtime/cpu/plan.hpp"
+#include "ngraph/runtime/cpu/program.hpp"
+#include "ngraph/runtime/cpu/runner.hpp"
+#include "ngraph/runtime/cpu/shared_memory.hpp"
 
 namespace ngraph {
 namespace runtime {
@@ -29,11 +35,11 @@ class CPUExecutable : public Executable {
 
   // The optimised function that was scheduled.
   const std::shared_ptr<Function>& get_function() const { return m_function; }
-  size_t get_step_count() const { return m_steps.size(); }
+  size_t get_step_count() const { return m_program->steps().size(); }
   // One line per step: "Add_3 <- Parameter_1, Parameter_2".
   std::vector<std::string> get_schedule() const;
   // Bytes of the intermediate arena, and what the intermediates would need without reuse.
-  size_t get_arena_bytes() const { return m_arena_bytes; }
+  size_t get_arena_bytes() const { return m_program->arena_bytes(); }
   size_t get_unshared_bytes() const { return m_unshared_bytes; }
   const std::vector<BufferAssignment>& get_buffer_assignments() const { return m_assignments; }
   // Reorders the layout pass inserted (where a producer's layout differs from a consumer's).
@@ -55,106 +61,20 @@ class CPUExecutable : public Executable {
   std::vector<double> get_step_seconds() const;
 
  private:
-  enum class SlotKind { arena, constant, input, output, variable_read, variable_write };
-  struct Slot {
-    SlotKind kind;
-    size_t index;  // arena offset, input index or output index
-    const void* constant = nullptr;
-    VariableState* variable = nullptr;
-    int shared = -1;  // an arena value that moves into m_shared[shared] when that is in use
-    size_t shared_offset = 0;
-  };
-  struct Step {
-    std::string name;
-    std::shared_ptr<Node> node;  // for the instrumented path's StepProbe
-    Kernel kernel;
-    std::vector<size_t> in_slots, out_slots;  // out_slots: outputs, then scratch buffers
-    std::vector<const void*> in_ptrs;
-    std::vector<void*> out_ptrs;
-    bool async = false;                // starts a collective that completes later
-    bool updates_variable = false;     // writes a variable's new value (in place or not)
-    std::vector<size_t> waits_before;  // async steps to complete before this one runs
-  };
-  struct Copy {  // a result (or update) whose value no kernel wrote in place
-    size_t from_slot;
-    size_t to_slot;
-    size_t bytes;
-  };
-
-  // Materialising the plan.
-  void make_value_slots(const ExecutionPlan& plan);
-  size_t value_slot(const ExecutionPlan& plan, const Output& v);
-  void make_steps(ExecutionPlan& plan);
-  void make_copies(const ExecutionPlan& plan);
   void summarise(const ExecutionPlan& plan);
-
-  void* slot_ptr(size_t slot, void* const* outputs, const void* const* inputs) const;
-  // Probed: the timeline, the numerics check or profiling is on (one branch per call).
-  template <bool Probed>
-  void run_steps();
-  void begin_probe(unsigned bits);
-  // The numerics check's copy of the variables step `s` overwrites in place, and putting it back.
-  void save_in_place(size_t s);
-  void restore_in_place(size_t s);
-  std::vector<std::vector<char>> m_saved;
-  bool check_collectives();  // true when the ranks are known to agree
-
-  // Fused allreduce buffers (inputs and outputs) placed in memory shared by the node's ranks,
-  // one region per communicator, created in the first call whose collectives were checked.
-  struct SharedPlan {
-    std::shared_ptr<distributed::Communicator> comm;
-    size_t bytes = 0;
-    std::shared_ptr<distributed::SharedRegion> region;
-    char* base = nullptr;  // region->local() while in use
-    // A sharded update's variables and their offsets in the region's common memory.
-    std::vector<std::pair<VariableState*, size_t>> node_shared;  // kept alive by m_updated
-    size_t common = 0;
-    uint64_t compared_versions = ~uint64_t{0};  // the variables' versions when last compared
-  };
-  std::vector<SharedPlan> m_shared;
-  std::vector<distributed::SharedRegion*> m_shared_regions;  // those in use, for CallState
-  bool m_shared_tried = false;
-  bool m_last_sharded = false;
-  std::map<VariableState*, size_t> m_node_shared_plan;  // a sharded update's variable -> m_shared index
-  void setup_shared();
-  void drop_shared();
-  // The regions whose sharded updates this call runs (decided with the other ranks).
-  std::vector<distributed::SharedRegion*> decide_sharded(bool checking);
-  bool share_values(SharedPlan& plan);  // collective: true when every rank's values matched
-  static bool shared_in(const SharedPlan& plan, const VariableState& state, size_t offset);
-  void unshare_from(SharedPlan& plan);
 
   CallState m_call;  // kernels keep a pointer to it: declared before anything that builds them
   std::shared_ptr<Function> m_function;
-  std::vector<CollectiveCheck> m_collective_checks;
-  bool m_checked_once = false;
-  std::string m_check_label;  // "graph 'name'", for disagreement messages
-  std::vector<std::shared_ptr<Node>> m_keep_alive;  // constants referenced by slots
-  std::map<Output, size_t> m_slot_of;               // during materialisation only
-  std::vector<Slot> m_slots;
-  std::vector<Step> m_steps;
-  std::vector<Copy> m_copies;
-  std::vector<std::shared_ptr<VariableState>> m_updated;  // kept alive
-  std::vector<VariableState*> m_committed;  // double-buffered updates, swapped after each call
-  // The layout each variable read or updated is kept in (plan.variable_layouts); null: plain.
-  std::vector<std::pair<VariableState*, std::shared_ptr<const StorageLayout>>> m_variable_layouts;
-  std::shared_ptr<char> m_arena;
-  size_t m_arena_bytes = 0;
+  distributed::DistributedCall m_distributed;  // the per-call protocol of the collectives
+  std::unique_ptr<NodeSharing> m_sharing;      // shared-memory regions, sharded updates
+  std::unique_ptr<Program> m_program;          // slots, steps, copies, arena
+  std::unique_ptr<Runner> m_runner;
   size_t m_unshared_bytes = 0;
   size_t m_reorders = 0;
   std::vector<BufferAssignment> m_assignments;
-  std::mutex m_mutex;
-  std::vector<std::shared_ptr<distributed::Request>> m_pending;  // per step, during a call
-  void* const* m_outputs = nullptr;       // during a call
-  const void* const* m_inputs = nullptr;  // during a call
-  bool m_profiling = false;
-  // The instrumented path's view of the steps and the values read (made on first use).
-  std::vector<std::shared_ptr<const StepProbe>> m_step_probes;
-  std::vector<std::pair<std::string, std::shared_ptr<Node>>> m_sources;  // parameters, variables
-  CallProbe m_probe;
-  bool m_probes_made = false;
   bool m_lightweight = false;
-  std::vector<double> m_step_seconds;
+  bool m_last_sharded = false;
+  std::mutex m_mutex;
 };
 
 // Threads per rank for kernels (oneDNN's OpenMP). Default: $NGRAPH_NUM_THREADS, else

@@ -16,6 +16,7 @@
 #include "ngraph/runtime/cpu/fusion.hpp"
 #include "ngraph/runtime/cpu/kernel.hpp"
 #include "ngraph/runtime/cpu/layout.hpp"
+#include "ngraph/runtime/cpu/sharded_update.hpp"
 
 namespace ngraph {
 namespace runtime {
@@ -131,108 +132,135 @@ void sum_block(T* __restrict d, const std::vector<const T*>& ranks, size_t start
     for (size_t j = 0; j < n; ++j) d[j] = static_cast<T>(d[j] * factor);
 }
 
+// An input a sharded update reads as the sum of every rank's slot (see sharded_update.hpp).
+template <typename T>
+struct SummedRead {
+  size_t input;
+  std::vector<const T*> ranks;
+  double factor;
+};
+
+// FusedElementwise's program, compiled once: runs over a range of the output's elements.
 // Non-scalar inputs share the output's layout (the layout rule passes a blocked layout
 // through only then), so the program runs over the storage elements, padding included.
-// In a sharded update (CallState::summed_where_read) it runs over this rank's piece only,
-// summing the ranks' gradients as it reads them.
 template <typename T>
-Kernel fused_kernel(KernelContext& ctx) {
-  auto& node = static_cast<const FusedElementwise&>(ctx.node);
-  const auto& program = node.get_program();
-  size_t nin = node.get_input_size();
-  size_t total = ctx.output(0).elements();
-  const std::vector<int>& extra = node.get_extra_outputs();
-  // Per input: 0 full, 1 scalar, 2 boolean full, 3 boolean scalar.
-  std::vector<int> kind(nin);
-  for (size_t i = 0; i < nin; ++i)
-    kind[i] = (node.get_input_element_type(i) == element::boolean ? 2 : 0) +
-              (node.get_input_shape(i).empty() ? 1 : 0);
-  size_t nregs = nin + program.size();
-  // Scratch: one block per register (inputs that need converting or splatting, and temps),
-  // planned by the memory planner.
-  size_t scratch = ctx.scratch(nregs * kBlock * sizeof(T));
-  RunInstr<T> run_instr = pick_run_instr<T>();
-  CallState* call = ctx.call_state();
-  bool sharded = ctx.sharded();
-  return [program, extra, nin, total, kind, nregs, scratch, run_instr, call, sharded](const void* const* in,
-                                                                                     void* const* out) {
-    T* s = static_cast<T*>(out[scratch]);
-    struct Summed {
-      size_t input;
-      std::vector<const T*> ranks;
-      double factor;
-    };
-    std::vector<Summed> summed;
-    size_t lo = 0, hi = total;
-    if (sharded && !call->summed_where_read.empty()) {
-      const CallState::SummedWhereRead* any = nullptr;
-      for (size_t i = 0; i < nin; ++i)
-        if (kind[i] == 0)
-          if (const auto* r = call->summed_where_read_for(in[i])) {
-            size_t off = static_cast<size_t>(static_cast<const char*>(in[i]) - r->out);
-            Summed sm{i, {}, r->factor};
-            for (const char* slot : r->slots) sm.ranks.push_back(reinterpret_cast<const T*>(slot + off));
-            summed.push_back(std::move(sm));
-            any = r;
-          }
-      if (any) {  // this rank's piece, on 64-byte boundaries (no cache line written by two ranks)
-        size_t align = std::max<size_t>(1, 64 / sizeof(T));
-        size_t l = static_cast<size_t>(any->region->local_rank()), size = static_cast<size_t>(any->region->local_size());
-        auto bound = [&](size_t q) { return q >= size ? total : total * q / size / align * align; };
-        lo = bound(l);
-        hi = bound(l + 1);
-      }
-    }
+class FusedProgram {
+ public:
+  explicit FusedProgram(KernelContext& ctx) {
+    auto& node = static_cast<const FusedElementwise&>(ctx.node);
+    m_program = node.get_program();
+    m_extra = node.get_extra_outputs();
+    m_nin = node.get_input_size();
+    m_total = ctx.output(0).elements();
+    // Per input: 0 full, 1 scalar, 2 boolean full, 3 boolean scalar.
+    for (size_t i = 0; i < m_nin; ++i)
+      m_kind.push_back((node.get_input_element_type(i) == element::boolean ? 2 : 0) +
+                       (node.get_input_shape(i).empty() ? 1 : 0));
+    m_nregs = m_nin + m_program.size();
+    // Scratch: one block per register (inputs that need converting or splatting, and temps),
+    // planned by the memory planner.
+    m_scratch = ctx.scratch(m_nregs * kBlock * sizeof(T));
+    m_run_instr = pick_run_instr<T>();
+  }
+  size_t total() const { return m_total; }
+
+  // Elements [lo, hi) of every output; the inputs in `summed` are read as sums of slots.
+  void run(const void* const* in, void* const* out, size_t lo, size_t hi,
+           const std::vector<SummedRead<T>>& summed) const {
+    T* s = static_cast<T*>(out[m_scratch]);
     const T* ptr[64];
     std::vector<const T*> heap;
     const T** regs = ptr;
-    if (nregs > 64) {
-      heap.resize(nregs);
+    if (m_nregs > 64) {
+      heap.resize(m_nregs);
       regs = heap.data();
     }
-    T* o = static_cast<T*>(out[0]);
-    // Scalars are splatted once per call.
-    for (size_t i = 0; i < nin; ++i) {
-      if (kind[i] == 1) std::fill(s + i * kBlock, s + (i + 1) * kBlock, *static_cast<const T*>(in[i]));
-      if (kind[i] == 3)
-        std::fill(s + i * kBlock, s + (i + 1) * kBlock, *static_cast<const char*>(in[i]) ? T(1) : T(0));
-    }
+    splat_scalars(in, s);
     for (size_t start = lo; start < hi; start += kBlock) {
       size_t n = std::min(kBlock, hi - start);
-      for (size_t i = 0; i < nin; ++i) {
-        switch (kind[i]) {
-          case 0: regs[i] = static_cast<const T*>(in[i]) + start; break;
-          case 2: {
-            const char* b = static_cast<const char*>(in[i]) + start;
-            T* d = s + i * kBlock;
-            for (size_t j = 0; j < n; ++j) d[j] = b[j] ? T(1) : T(0);
-            regs[i] = d;
-            break;
-          }
-          default: regs[i] = s + i * kBlock; break;
-        }
-      }
+      load_inputs(in, s, regs, start, n);
       for (const auto& sm : summed) {
         T* d = s + sm.input * kBlock;
         sum_block(d, sm.ranks, start, n, sm.factor);
         regs[sm.input] = d;
       }
-      for (size_t k = 0; k < program.size(); ++k) {
-        const auto& ins = program[k];
-        bool last = k + 1 == program.size();
-        T* d = last ? o + start : s + static_cast<size_t>(ins.dst) * kBlock;
-        run_instr(ins, d, ins.a >= 0 ? regs[static_cast<size_t>(ins.a)] : nullptr,
-                     ins.b >= 0 ? regs[static_cast<size_t>(ins.b)] : nullptr,
-                     ins.c >= 0 ? regs[static_cast<size_t>(ins.c)] : nullptr, n);
-        regs[static_cast<size_t>(ins.dst)] = d;
-      }
+      run_block(static_cast<T*>(out[0]) + start, s, regs, n);
       // Extra outputs leave the block's scratch only now, after every read of the block's
       // inputs: an update written into its variable's own buffer (in place) cannot change
       // what a later instruction of the block reads.
-      for (size_t e = 0; e < extra.size(); ++e)
-        std::memcpy(static_cast<T*>(out[e + 1]) + start, regs[static_cast<size_t>(extra[e])],
+      for (size_t e = 0; e < m_extra.size(); ++e)
+        std::memcpy(static_cast<T*>(out[e + 1]) + start, regs[static_cast<size_t>(m_extra[e])],
                     n * sizeof(T));
     }
+  }
+
+ private:
+  // Scalars are splatted once per call.
+  void splat_scalars(const void* const* in, T* s) const {
+    for (size_t i = 0; i < m_nin; ++i) {
+      if (m_kind[i] == 1) std::fill(s + i * kBlock, s + (i + 1) * kBlock, *static_cast<const T*>(in[i]));
+      if (m_kind[i] == 3)
+        std::fill(s + i * kBlock, s + (i + 1) * kBlock, *static_cast<const char*>(in[i]) ? T(1) : T(0));
+    }
+  }
+  void load_inputs(const void* const* in, T* s, const T** regs, size_t start, size_t n) const {
+    for (size_t i = 0; i < m_nin; ++i) {
+      switch (m_kind[i]) {
+        case 0: regs[i] = static_cast<const T*>(in[i]) + start; break;
+        case 2: {
+          const char* b = static_cast<const char*>(in[i]) + start;
+          T* d = s + i * kBlock;
+          for (size_t j = 0; j < n; ++j) d[j] = b[j] ? T(1) : T(0);
+          regs[i] = d;
+          break;
+        }
+        default: regs[i] = s + i * kBlock; break;
+      }
+    }
+  }
+  void run_block(T* o, T* s, const T** regs, size_t n) const {
+    for (size_t k = 0; k < m_program.size(); ++k) {
+      const auto& ins = m_program[k];
+      bool last = k + 1 == m_program.size();
+      T* d = last ? o : s + static_cast<size_t>(ins.dst) * kBlock;
+      m_run_instr(ins, d, ins.a >= 0 ? regs[static_cast<size_t>(ins.a)] : nullptr,
+                  ins.b >= 0 ? regs[static_cast<size_t>(ins.b)] : nullptr,
+                  ins.c >= 0 ? regs[static_cast<size_t>(ins.c)] : nullptr, n);
+      regs[static_cast<size_t>(ins.dst)] = d;
+    }
+  }
+
+  std::vector<FusedElementwise::Instr> m_program;
+  std::vector<int> m_extra;
+  size_t m_nin = 0, m_total = 0, m_nregs = 0, m_scratch = 0;
+  std::vector<int> m_kind;
+  RunInstr<T> m_run_instr = nullptr;
+};
+
+template <typename T>
+Kernel fused_kernel(KernelContext& ctx) {
+  auto program = std::make_shared<const FusedProgram<T>>(ctx);
+  return [program](const void* const* in, void* const* out) {
+    static const std::vector<SummedRead<T>> none;
+    program->run(in, out, 0, program->total(), none);
+  };
+}
+
+// A sharded update's kernel: this rank's piece, summing the ranks' gradients as it reads them.
+template <typename T>
+Kernel sharded_fused_kernel(KernelContext& ctx, std::shared_ptr<const RegionBinding> binding,
+                            std::vector<SummedInput> summed, bool mean) {
+  auto program = std::make_shared<const FusedProgram<T>>(ctx);
+  return [program, binding, summed, mean](const void* const* in, void* const* out) {
+    const RegionBinding& b = *binding;
+    std::vector<SummedRead<T>> reads;
+    for (const auto& input : summed) {
+      SummedRead<T> r{input.input, {}, mean ? 1.0 / b.local_size : 1.0};
+      for (const char* slot : b.slots) r.ranks.push_back(reinterpret_cast<const T*>(slot + input.offset));
+      reads.push_back(std::move(r));
+    }
+    auto piece = distributed::SharedRegion::piece(program->total(), sizeof(T), b.local_rank, b.local_size);
+    program->run(in, out, piece.lo, piece.hi, reads);
   };
 }
 
@@ -244,6 +272,15 @@ NGRAPH_CPU_KERNEL("CPUFusedElementwise", [](KernelContext& ctx) -> Kernel {
 }, elementwise_layout(false));
 
 }  // namespace
+
+Kernel sharded_update_kernel(KernelContext& ctx, std::shared_ptr<const RegionBinding> binding,
+                             std::vector<SummedInput> summed, bool mean) {
+  element::Type t = ctx.node.get_output_element_type(0);
+  if (t == element::f32) return sharded_fused_kernel<float>(ctx, std::move(binding), std::move(summed), mean);
+  if (t == element::f64) return sharded_fused_kernel<double>(ctx, std::move(binding), std::move(summed), mean);
+  ctx.node.fail_type("a sharded update needs f32 or f64, got " + t.get_type_name());
+}
+
 }  // namespace cpu
 }  // namespace runtime
 }  // namespace ngraph

@@ -80,14 +80,10 @@ bool is_structural_op(const std::string& op) {
          op == "Assign" || op == "CPULaidOutConstant";
 }
 
-void CallState::reset(bool verified, const std::vector<distributed::SharedRegion*>* regions,
-                      std::vector<distributed::SharedRegion*> sharded) {
+void CallState::reset(bool verified) {
   m_deferred.clear();
   m_last_started.reset();
-  sharded_regions = std::move(sharded);
-  summed_where_read.clear();
   collectives_verified = verified;
-  shared_regions = regions;
 }
 
 void CallState::finish() { run_deferred(m_deferred); }

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "ngraph/distributed/communicator.hpp"
+#include "ngraph/distributed/node_memory.hpp"
 #include "ngraph/node.hpp"
 #include "ngraph/runtime/cpu/tensor_desc.hpp"
 
@@ -46,44 +46,8 @@ class CallState {
   bool collectives_verified = false;
   // The step random ops draw with in this call (Executable::get_rng_step).
   uint64_t rng_step = 0;
-  // The executable's shared-memory regions in use for this call (gradients planned into
-  // memory the node's ranks share; see SharedRegion). The region holding [p, p + bytes), or
-  // nullptr.
-  const std::vector<distributed::SharedRegion*>* shared_regions = nullptr;
-  distributed::SharedRegion* shared_region_for(const void* p, size_t bytes) const {
-    if (shared_regions)
-      for (auto* r : *shared_regions)
-        if (r->contains(p, bytes)) return r;
-    return nullptr;
-  }
-  // Regions whose sharded updates run in this call (decided by the ranks together, see the
-  // executable): their fused allreduces only arrive, leaving the sums to the update kernels,
-  // which read every rank's gradients at slots[l] + (p - out) for local rank l, add them in
-  // rank order, scale by `factor` (bitwise what SharedRegion::allreduce writes) and update
-  // this rank's piece of the node-shared variables.
-  std::vector<distributed::SharedRegion*> sharded_regions;
-  struct SummedWhereRead {
-    const char* out;
-    size_t bytes;
-    std::vector<const char*> slots;
-    double factor;
-    distributed::SharedRegion* region;
-  };
-  std::vector<SummedWhereRead> summed_where_read;
-  const SummedWhereRead* summed_where_read_for(const void* p) const {
-    auto* c = static_cast<const char*>(p);
-    for (const auto& r : summed_where_read)
-      if (c >= r.out && c < r.out + r.bytes) return &r;
-    return nullptr;
-  }
-  bool is_sharded(const distributed::SharedRegion* r) const {
-    for (auto* s : sharded_regions)
-      if (s == r) return true;
-    return false;
-  }
   // Starts a call: nothing deferred or started.
-  void reset(bool verified, const std::vector<distributed::SharedRegion*>* regions,
-             std::vector<distributed::SharedRegion*> sharded = {});
+  void reset(bool verified);
   // Runs the deferred completions in order; all of them run even if one throws (the first
   // exception is rethrown).
   void finish();
@@ -93,16 +57,37 @@ class CallState {
   std::shared_ptr<distributed::Request> m_last_started;
 };
 
+// The executable's use of one communicator's shared-memory region, as the kernels planned
+// into it see it: filled in when the region is made (in the first call whose collectives were
+// checked) and cleared when it is given up (after a failure, or when shared memory cannot
+// serve the communicator: region stays null and the kernels run their collectives on the
+// communicator).
+struct RegionBinding {
+  distributed::SharedRegion* region = nullptr;
+  char* base = nullptr;               // region->local()
+  std::vector<const char*> slots;     // region->slot(l) for each local rank l
+  int local_rank = 0, local_size = 1;
+};
+
+// Where the plan put a fused allreduce's buffers (pass/collective_placement.cpp and
+// pass/shared_memory_placement.cpp).
+struct CollectiveBuffers {
+  // Inputs laid out end to end, and outputs: one collective over each range.
+  bool contiguous = false;
+  // Both ranges in a region's slot, at these byte offsets (null: in the arena).
+  std::shared_ptr<const RegionBinding> shared;
+  size_t in_offset = 0, out_offset = 0;
+};
+
 // What a kernel builder is given, once, at compile time: the node, the descriptors of its
 // inputs and outputs (layout and byte size), the plan's decisions for it, and a way to ask
 // for scratch memory that the memory planner places in the arena (alive during this step).
 class KernelContext {
  public:
   KernelContext(const Node& n, std::vector<const TensorDesc*> inputs,
-                std::vector<const TensorDesc*> outputs, CallState& call, bool overlap,
-                bool sharded = false)
+                std::vector<const TensorDesc*> outputs, CallState& call, bool overlap)
       : node(n), m_inputs(std::move(inputs)), m_outputs(std::move(outputs)), m_call(call),
-        m_overlap(overlap), m_sharded(sharded) {}
+        m_overlap(overlap) {}
   const Node& node;
   const TensorDesc& input(size_t i) const { return *m_inputs.at(i); }
   const TensorDesc& output(size_t i) const { return *m_outputs.at(i); }
@@ -118,17 +103,14 @@ class KernelContext {
   // An asynchronous collective may return before it completes (the plan found enough work to
   // overlap it with); otherwise it completes inside the kernel.
   bool overlap() const { return m_overlap; }
-  // Part of a sharded update (PlannedStep::sharded): in calls that run it sharded, a fused
-  // allreduce only arrives and an update kernel sums the ranks' gradients for its piece.
-  bool sharded() const { return m_sharded; }
-  // A sharded fused allreduce's outputs that other steps read whole: reduced in every call.
-  std::vector<size_t> reduced_whole;
+  // A fused allreduce's buffers, as the plan placed them.
+  CollectiveBuffers collective;
 
  private:
   std::vector<const TensorDesc*> m_inputs, m_outputs;
   std::vector<size_t> m_scratch;
   CallState& m_call;
-  bool m_overlap, m_sharded;
+  bool m_overlap;
 };
 
 using KernelBuilder = std::function<Kernel(KernelContext& ctx)>;

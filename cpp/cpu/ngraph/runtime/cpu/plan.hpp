@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "ngraph/distributed/call.hpp"
 #include "ngraph/function.hpp"
 #include "ngraph/ops/variable.hpp"
 #include "ngraph/runtime/cpu/kernel.hpp"
@@ -47,12 +48,13 @@ struct BufferAssignment {
 struct PlannedStep {
   std::shared_ptr<Node> node;
   bool overlap = false;               // an asynchronous collective, waited for later
-  // A fused allreduce whose sums only a sharded update reads, or that update's kernel (see
-  // SharedPlacement::node_shared): the ranks of one node update one piece each.
-  bool sharded = false;
-  std::vector<size_t> reduced_whole;  // a sharded allreduce's outputs other steps read whole
   std::vector<size_t> waits_before;   // asynchronous steps to complete before this one
+  // A fused allreduce: where its buffers are (contiguous, in shared memory).
+  CollectiveBuffers buffers;
   Kernel kernel;
+  // Part of a sharded update (ShardedUpdate): the kernel the step runs in calls that run the
+  // update sharded (a fused allreduce that only arrives, an update that sums its piece).
+  Kernel sharded_kernel;
   std::vector<size_t> scratch_bytes;  // asked for by the kernel builder
   std::vector<size_t> scratch_offset; // arena offsets, from memory planning
 };
@@ -67,23 +69,29 @@ struct ContiguousGroup {
   size_t shared_offset = 0;     // the group's byte offset in that region
 };
 
-// The fused allreduce buffers of one communicator placed in memory the node's ranks share.
-// A sharded update: variables whose only writers are fused elementwise kernels reading the
-// sums of an in-place fused allreduce (an optimizer's update) live once per node, in the
-// region's common memory, at the offsets listed (node_shared, `common` bytes); on one node
-// local rank l sums piece l of every rank's gradients straight from the slots and updates
-// piece l of the weights and optimizer state, instead of every rank updating all of them.
+// The fused allreduce buffers of one communicator placed in memory the node's ranks share
+// (`bytes` per rank), and the binding through which the executable hands its kernels the
+// region once it is made. A sharded update's variables (ShardedUpdate) live once per node, in
+// the region's common memory, at the offsets listed (node_shared, `common` bytes).
 struct SharedPlacement {
   std::shared_ptr<distributed::Communicator> comm;
   size_t bytes = 0;
   std::vector<std::pair<VariableState*, size_t>> node_shared;
   size_t common = 0;
+  std::shared_ptr<RegionBinding> binding = std::make_shared<RegionBinding>();
 };
 
-// The collectives of the schedule on one communicator, for the agreement check.
-struct CollectiveCheck {
-  std::shared_ptr<distributed::Communicator> comm;
-  std::vector<std::string> signature, labels;
+// A sharded update: variables whose only writers are fused elementwise kernels reading the
+// sums of an in-place fused allreduce in shared memory (an optimizer's update). In calls the
+// ranks agree to run it so, the allreduce step only arrives (reducing whole just the members
+// in `whole`, which other steps read), and local rank l's update steps sum piece l of every
+// rank's gradients straight from the slots and update piece l of the weights and optimizer
+// state in the common memory, instead of every rank updating all of them.
+struct ShardedUpdate {
+  size_t placement = 0;          // index into ExecutionPlan::shared
+  size_t allreduce = 0;          // its step
+  std::vector<size_t> updates;   // the update steps, in schedule order
+  std::vector<size_t> whole;     // the allreduce's members still reduced whole
 };
 
 struct ExecutionPlan {
@@ -109,8 +117,9 @@ struct ExecutionPlan {
   // Collectives.
   std::vector<ContiguousGroup> groups;
   std::map<Output, size_t> group_of;
-  std::vector<CollectiveCheck> checks;
+  distributed::DistributedCall distributed;  // the collectives the ranks must agree on
   std::vector<SharedPlacement> shared;
+  std::vector<ShardedUpdate> sharded;
 
   // Memory: the last step reading each value, and where arena values live.
   std::map<Output, size_t> last_use;

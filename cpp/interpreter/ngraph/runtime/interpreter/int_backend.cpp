@@ -29,6 +29,8 @@ NodeVector run_order(const Function& f) {
 INTExecutable::INTExecutable(std::shared_ptr<Function> function)
     : m_function(function->clone()) {
   op::use_private_communicators(*m_function);  // collective when the graph has collectives
+  m_distributed.set_where("graph '" +
+                          (m_function->get_name().empty() ? std::string("unnamed") : m_function->get_name()) + "'");
   m_parameters = m_function->get_parameters();
   m_results = m_function->get_results();
   for (const auto& node : run_order(*m_function)) {
@@ -63,16 +65,8 @@ INTExecutable::INTExecutable(std::shared_ptr<Function> function)
       m_steps.push_back(std::move(step));
       // The collectives each communicator runs, in order, for the check that every rank
       // runs the same ones (point-to-point ops have no signature: they pair up per rank).
-      auto* coll = dynamic_cast<op::Collective*>(node.get());
-      if (coll && !coll->collective_signature().empty()) {
-        auto it = std::find_if(m_collectives.begin(), m_collectives.end(), [&](const Collectives& c) {
-          return c.comm == coll->get_communicator();
-        });
-        if (it == m_collectives.end())
-          it = m_collectives.insert(m_collectives.end(), {coll->get_communicator(), {}, {}});
-        it->signature.push_back(coll->collective_signature());
-        it->labels.push_back(node->get_name());
-      }
+      if (auto* coll = dynamic_cast<op::Collective*>(node.get()))
+        m_distributed.add(coll->get_communicator(), coll->collective_signature(), node->get_name());
     }
   }
 }
@@ -90,15 +84,7 @@ const void* INTExecutable::value_ptr(const Output& v, const void* const* inputs)
 
 void INTExecutable::call_raw(void* const* outputs, const void* const* inputs) {
   std::lock_guard<std::mutex> lock(m_mutex);
-  auto in_call = m_collectives.empty() ? nullptr : m_collectives[0].comm->begin_call("graph '" + m_function->get_name() + "'");
-  auto mode = distributed::get_check_mode();
-  if (mode == distributed::CheckMode::always ||
-      (mode == distributed::CheckMode::first && !m_checked_once)) {
-    std::string where = "graph '" +
-                        (m_function->get_name().empty() ? std::string("unnamed") : m_function->get_name()) + "'";
-    for (auto& c : m_collectives) c.comm->check_same_collectives(c.signature, c.labels, where);
-    m_checked_once = true;
-  }
+  auto started = m_distributed.begin();
   // The kernels read variables row-major: one another backend keeps in a layout of its own
   // is laid out plainly again (the value is unchanged).
   for (auto* state : m_variables) state->set_layout(nullptr);
@@ -117,10 +103,7 @@ void INTExecutable::call_raw(void* const* outputs, const void* const* inputs) {
       }
     }
   } catch (...) {
-    try {
-      m_call.finish();  // started sends must not be abandoned
-    } catch (...) {
-    }
+    distributed::DistributedCall::settle({[&] { m_call.finish(); }});  // started sends complete
     throw;
   }
   m_call.finish();
@@ -145,13 +128,7 @@ void INTExecutable::call_raw(void* const* outputs, const void* const* inputs) {
 void INTExecutable::run_probed(unsigned bits, const void* const* inputs) {
   if (m_step_probes.size() != m_steps.size())
     for (const auto& step : m_steps) m_step_probes.push_back(make_probe(*step.node));
-  int rank = -1, size = 1;
-  if (!m_collectives.empty()) {
-    rank = m_collectives[0].comm->rank();
-    size = m_collectives[0].comm->size();
-  }
-  m_probe.begin(bits, "graph '" + (m_function->get_name().empty() ? std::string("unnamed") : m_function->get_name()) + "'",
-                rank, size);
+  m_probe.begin(bits, m_distributed.where(), m_distributed.rank(), m_distributed.size());
   for (size_t i = 0; i < m_parameters.size(); ++i)
     m_probe.check_value("argument " + std::to_string(i) + " (" + m_parameters[i]->get_name() + ")",
                         m_parameters[i]->get_element_type(), m_parameters[i]->get_shape(), inputs[i]);

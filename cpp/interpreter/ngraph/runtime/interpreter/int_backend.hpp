@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "ngraph/distributed/call.hpp"
 #include "ngraph/ops/collective.hpp"
 #include "ngraph/ops/variable.hpp"
 #include "ngraph/runtime/backend.hpp"
@@ -44,10 +45,6 @@ class INTExecutable : public Executable {
     std::vector<Output> inputs;
     std::vector<size_t> outputs;  // slots in m_buffers
   };
-  struct Collectives {  // one communicator's collectives, in run order, for the rank check
-    std::shared_ptr<distributed::Communicator> comm;
-    std::vector<std::string> signature, labels;
-  };
 
   const void* value_ptr(const Output& v, const void* const* inputs) const;
   // The steps with the timeline or the numerics check on (instrumentation() != 0).
@@ -59,8 +56,7 @@ class INTExecutable : public Executable {
   std::vector<std::vector<char>> m_buffers;
   std::vector<Step> m_steps;
   std::vector<std::shared_ptr<op::Assign>> m_updates;
-  std::vector<Collectives> m_collectives;
-  bool m_checked_once = false;
+  distributed::DistributedCall m_distributed;  // the collectives, for the per-call protocol
   CallState m_call;
   std::vector<std::shared_ptr<const StepProbe>> m_step_probes;  // made on the first instrumented call
   CallProbe m_probe;

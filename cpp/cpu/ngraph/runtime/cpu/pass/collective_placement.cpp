@@ -19,11 +19,11 @@ namespace {
 constexpr size_t kOverlapElements = size_t(1) << 18;
 
 // Lays `values` out end to end, when each is a computed value of no other group, bound to
-// nothing, and listed once.
-void try_group(ExecutionPlan& plan, const std::vector<Output>& values) {
+// nothing, and listed once. True when the values are one range (one value always is).
+bool try_group(ExecutionPlan& plan, const std::vector<Output>& values) {
   for (const auto& v : values)
-    if (plan.group_of.count(v) || !plan.is_arena_value(v)) return;
-  if (std::set<Output>(values.begin(), values.end()).size() != values.size()) return;
+    if (plan.group_of.count(v) || !plan.is_arena_value(v)) return values.size() == 1;
+  if (std::set<Output>(values.begin(), values.end()).size() != values.size()) return values.size() == 1;
   ContiguousGroup g;
   for (const auto& v : values) {
     size_t es = v.get_element_type().size();
@@ -34,6 +34,7 @@ void try_group(ExecutionPlan& plan, const std::vector<Output>& values) {
     plan.group_of[v] = plan.groups.size();
   }
   plan.groups.push_back(std::move(g));
+  return true;
 }
 
 void add_check(ExecutionPlan& plan, const Node& node) {
@@ -46,11 +47,7 @@ void add_check(ExecutionPlan& plan, const Node& node) {
   for (size_t i = 0; i < node.get_input_size(); ++i)
     if (const TensorDesc& d = plan.desc(node.input_value(i)); !d.is_plain())
       sig += "; input " + std::to_string(i) + " " + d.to_string();
-  auto it = std::find_if(plan.checks.begin(), plan.checks.end(),
-                         [&](const CollectiveCheck& c) { return c.comm == coll->get_communicator(); });
-  if (it == plan.checks.end()) it = plan.checks.insert(plan.checks.end(), {coll->get_communicator(), {}, {}});
-  it->signature.push_back(sig);
-  it->labels.push_back(node.get_name());
+  plan.distributed.add(coll->get_communicator(), sig, node.get_name());
 }
 
 }  // namespace
@@ -69,8 +66,9 @@ void place_collectives(ExecutionPlan& plan) {
     size_t between = 0;
     for (size_t t = s + 1; t < w; ++t)
       for (const auto& out : steps[t].node->outputs()) between += plan.desc(out).elements();
-    try_group(plan, steps[s].node->input_values());
-    try_group(plan, steps[s].node->outputs());
+    bool ins = try_group(plan, steps[s].node->input_values());
+    bool outs = try_group(plan, steps[s].node->outputs());
+    steps[s].buffers.contiguous = ins && outs;
     if (between < kOverlapElements) continue;
     steps[s].overlap = true;
     if (w < n) steps[w].waits_before.push_back(s);

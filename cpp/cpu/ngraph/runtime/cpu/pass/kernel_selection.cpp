@@ -1,7 +1,9 @@
 // Kernel selection: each step's builder, looked up by op name, compiles its kernel from a
 // KernelContext (the node, its descriptors, the plan's decisions) and says what scratch
-// memory it needs; the memory planner places that next.
+// memory it needs; the memory planner places that next. The steps of a sharded update get
+// their sharded kernels too (sharded_update.hpp).
 #include "ngraph/runtime/cpu/plan.hpp"
+#include "ngraph/runtime/cpu/sharded_update.hpp"
 
 namespace ngraph {
 namespace runtime {
@@ -19,12 +21,12 @@ void select_kernels(ExecutionPlan& plan) {
     for (const auto& v : node.input_values()) in.push_back(&plan.desc(v));
     for (size_t o = 0; o < node.get_output_size(); ++o)
       out.push_back(&plan.desc(step.node->output(o)));
-    KernelContext ctx(node, std::move(in), std::move(out), *plan.call_state, step.overlap,
-                      step.sharded);
-    ctx.reduced_whole = step.reduced_whole;
+    KernelContext ctx(node, std::move(in), std::move(out), *plan.call_state, step.overlap);
+    ctx.collective = step.buffers;
     step.kernel = (*builder)(ctx);
     step.scratch_bytes = ctx.scratch_bytes();
   }
+  select_sharded_kernels(plan);
 }
 
 }  // namespace pass

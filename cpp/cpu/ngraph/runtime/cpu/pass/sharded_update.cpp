@@ -1,0 +1,258 @@
+// Planning the sharded update (see sharded_update.hpp) and building its step kinds' kernels.
+#include "ngraph/runtime/cpu/sharded_update.hpp"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <stdexcept>
+
+#include "ngraph/ops/variable.hpp"
+#include "ngraph/runtime/cpu/fusion.hpp"
+
+namespace ngraph {
+namespace runtime {
+namespace cpu {
+namespace pass {
+
+namespace {
+constexpr size_t kAlign = 64;
+
+VariableState* state_of(const Output& v) {
+  auto* var = dynamic_cast<const op::Variable*>(v.get_node());
+  return var ? var->get_state().get() : nullptr;
+}
+
+// Which update steps of fused allreduce step s can sum their own piece of its sums.
+class ShardedUpdateFinder {
+ public:
+  ShardedUpdateFinder(const ExecutionPlan& plan, size_t s)
+      : m_plan(plan), m_s(s), m_op(static_cast<FusedAllReduce&>(*plan.steps[s].node)),
+        m_after(plan.read_after_steps()) {
+    for (size_t i = 0; i < m_op.get_output_size(); ++i) m_member[m_op.output(i)] = i;
+    for (const auto& r : plan.function->get_results()) m_results.insert(r->input_value(0));
+    for (size_t q = s; q < plan.steps.size(); ++q)
+      for (const auto& v : plan.steps[q].node->input_values()) {
+        m_readers[v].push_back(q);
+        if (auto* state = state_of(v)) m_variable_readers[state].insert(q);
+      }
+  }
+
+  // The update steps (empty: none qualifies) and the members still reduced whole.
+  std::vector<size_t> updates;
+  std::set<size_t> whole;
+
+  void find() {
+    auto reduce = m_op.get_reduce_op();
+    element::Type t = m_op.get_output_element_type(0);
+    if ((reduce != distributed::ReduceOp::sum && reduce != distributed::ReduceOp::mean) ||
+        (t != element::f32 && t != element::f64))
+      return;
+    for (const auto& v : m_after)
+      if (m_member.count(v)) whole.insert(m_member.at(v));
+    std::map<size_t, std::set<VariableState*>> candidates;  // step -> the variables it writes
+    for (size_t r = m_s + 1; r < m_plan.steps.size(); ++r)
+      if (reads_member(r)) candidates[r] = writes_of(r, t);
+    // Until nothing changes: a step that cannot sum its piece needs its sums whole, and a step
+    // reading a sum needed whole, or writing a variable another step reads or writes, cannot.
+    while (prune(candidates)) {
+    }
+    for (const auto& [r, writes] : candidates)
+      if (!writes.empty()) updates.push_back(r);
+  }
+
+ private:
+  bool reads_member(size_t r) const {
+    for (const auto& v : m_plan.steps[r].node->input_values())
+      if (m_member.count(v)) return true;
+    return false;
+  }
+  bool read_after(const Output& o) const {
+    auto it = m_readers.find(o);
+    if (it == m_readers.end()) return false;
+    for (size_t q : it->second)
+      if (q > m_s) return true;
+    return false;
+  }
+
+  // The variables update step r writes, or empty when it cannot sum its own piece.
+  std::set<VariableState*> writes_of(size_t r, element::Type t) const {
+    Node& reader = *m_plan.steps[r].node;
+    if (reader.get_type_name() != std::string(FusedElementwise::type_name) || reader.get_output_element_type(0) != t)
+      return {};
+    size_t elements = m_plan.desc(reader.output(0)).elements();
+    std::set<VariableState*> writes;
+    for (const auto& o : reader.outputs())
+      if (!writes_in_place(o, elements, writes)) return {};
+    for (const auto& v : reader.input_values())
+      if (!readable_by_piece(v, elements, writes)) return {};
+    return writes;
+  }
+  // Output o is an in-place update of a variable of `elements` elements, returned by no result,
+  // read by no later step, and the first output writing it.
+  bool writes_in_place(const Output& o, size_t elements, std::set<VariableState*>& writes) const {
+    auto bound = m_plan.update_binding.find(o);
+    if (bound == m_plan.update_binding.end() || !m_plan.in_place.count(bound->second) || m_results.count(o))
+      return false;
+    const TensorDesc& d = m_plan.desc(o);
+    return d.elements() == elements && bound->second->byte_size() == d.bytes() &&
+           writes.insert(bound->second).second && !read_after(o);
+  }
+  // Input v can be read piece by piece: a scalar (the same for every piece; a scalar sum is
+  // splatted, so reduced whole), or of `elements` elements and a sum, a constant, or a
+  // variable the step writes.
+  bool readable_by_piece(const Output& v, size_t elements, const std::set<VariableState*>& writes) const {
+    bool member = m_member.count(v) > 0;
+    if (v.get_shape().empty()) return !member;
+    if (m_plan.desc(v).elements() != elements) return false;
+    if (member || dynamic_cast<const op::Constant*>(v.get_node())) return true;
+    auto* state = state_of(v);
+    return state && writes.count(state);
+  }
+
+  // One round: drops the candidates that cannot sum their piece; true when something changed.
+  bool prune(std::map<size_t, std::set<VariableState*>>& candidates) {
+    std::map<VariableState*, int> writers;
+    for (const auto& [r, writes] : candidates)
+      for (auto* state : writes) ++writers[state];
+    bool changed = false;
+    for (auto& [r, writes] : candidates) {
+      if (!writes.empty() && qualifies(r, writes, writers)) continue;
+      for (const auto& v : m_plan.steps[r].node->input_values())
+        if (m_member.count(v) && whole.insert(m_member.at(v)).second) changed = true;
+      if (!writes.empty()) {
+        writes.clear();
+        changed = true;
+      }
+    }
+    return changed;
+  }
+  bool qualifies(size_t r, const std::set<VariableState*>& writes, std::map<VariableState*, int>& writers) const {
+    for (const auto& v : m_plan.steps[r].node->input_values())
+      if (m_member.count(v) && whole.count(m_member.at(v))) return false;
+    for (auto* state : writes) {
+      if (writers[state] != 1) return false;
+      auto it = m_variable_readers.find(state);
+      if (it != m_variable_readers.end())
+        for (size_t q : it->second)
+          if (q != r) return false;
+    }
+    for (const auto& v : m_after)
+      if (auto* state = state_of(v); state && writes.count(state)) return false;
+    return !assigned_elsewhere(r, writes);
+  }
+  // An Assign of one of `writes` whose value another step computes.
+  bool assigned_elsewhere(size_t r, const std::set<VariableState*>& writes) const {
+    for (const auto& sink : m_plan.function->get_sinks())
+      if (auto* assign = dynamic_cast<const op::Assign*>(sink.get());
+          assign && writes.count(assign->get_state().get()) &&
+          assign->input_value(0).get_node() != m_plan.steps[r].node.get())
+        return true;
+    return false;
+  }
+
+  const ExecutionPlan& m_plan;
+  size_t m_s;
+  FusedAllReduce& m_op;
+  std::set<Output> m_after, m_results;
+  std::map<Output, size_t> m_member;
+  std::map<Output, std::vector<size_t>> m_readers;                 // steps >= s reading a value
+  std::map<VariableState*, std::set<size_t>> m_variable_readers;   // steps >= s reading a variable
+};
+}  // namespace
+
+bool plan_sharded_update(ExecutionPlan& plan, size_t s, size_t p) {
+  ShardedUpdateFinder finder(plan, s);
+  finder.find();
+  if (finder.updates.empty()) return false;
+  ShardedUpdate update;
+  update.placement = p;
+  update.allreduce = s;
+  update.updates = finder.updates;
+  update.whole.assign(finder.whole.begin(), finder.whole.end());
+  // The variables in the common memory, in the order the steps update them, so the ranks lay
+  // them out alike.
+  auto& placement = plan.shared[p];
+  for (size_t r : update.updates)
+    for (const auto& o : plan.steps[r].node->outputs()) {
+      VariableState* state = plan.update_binding.at(o);
+      size_t off = (placement.common + kAlign - 1) / kAlign * kAlign;
+      placement.node_shared.emplace_back(state, off);
+      placement.common = off + state->byte_size();
+    }
+  plan.sharded.push_back(std::move(update));
+  return true;
+}
+
+namespace {
+// Step s's output group (its members' byte offsets, and the group's in the slot).
+const ContiguousGroup& output_group(const ExecutionPlan& plan, size_t s) {
+  return plan.groups.at(plan.group_of.at(plan.steps[s].node->output(0)));
+}
+
+Kernel arrive_kernel(const ExecutionPlan& plan, const ShardedUpdate& u) {
+  const auto& op = static_cast<const FusedAllReduce&>(*plan.steps[u.allreduce].node);
+  const ContiguousGroup& group = output_group(plan, u.allreduce);
+  // Byte ranges (of the group) of the members other steps read whole, adjacent ones joined.
+  std::vector<std::pair<size_t, size_t>> whole;
+  for (size_t i : u.whole) {
+    size_t begin = group.offsets[i], bytes = plan.desc(group.members[i]).bytes();
+    if (!whole.empty() && whole.back().first + whole.back().second == begin)
+      whole.back().second += bytes;
+    else
+      whole.emplace_back(begin, bytes);
+  }
+  element::Type t = op.get_output_element_type(0);
+  return sharded_arrive_kernel(plan.shared[u.placement].binding, group.shared_offset, group.bytes / t.size(),
+                               std::move(whole), t, op.get_reduce_op());
+}
+
+// The update step r's kernel in a sharded call; its scratch must be the plain kernel's (the
+// memory planner placed that).
+Kernel update_kernel(ExecutionPlan& plan, const ShardedUpdate& u, size_t r) {
+  auto& step = plan.steps[r];
+  Node& node = *step.node;
+  const ContiguousGroup& group = output_group(plan, u.allreduce);
+  std::vector<SummedInput> summed;
+  for (size_t i = 0; i < node.get_input_size(); ++i) {
+    auto it = std::find(group.members.begin(), group.members.end(), node.input_value(i));
+    if (it != group.members.end())
+      summed.push_back({i, group.shared_offset + group.offsets[static_cast<size_t>(it - group.members.begin())]});
+  }
+  std::vector<const TensorDesc*> in, out;
+  for (const auto& v : node.input_values()) in.push_back(&plan.desc(v));
+  for (const auto& o : node.outputs()) out.push_back(&plan.desc(o));
+  KernelContext ctx(node, std::move(in), std::move(out), *plan.call_state, false);
+  bool mean = static_cast<const FusedAllReduce&>(*plan.steps[u.allreduce].node).get_reduce_op() ==
+              distributed::ReduceOp::mean;
+  Kernel k = sharded_update_kernel(ctx, plan.shared[u.placement].binding, std::move(summed), mean);
+  if (ctx.scratch_bytes() != step.scratch_bytes)
+    throw std::logic_error("[CPU] the sharded update of " + node.get_name() + " asks for other scratch than its plain kernel");
+  return k;
+}
+}  // namespace
+
+void select_sharded_kernels(ExecutionPlan& plan) {
+  for (const auto& u : plan.sharded) {
+    plan.steps[u.allreduce].sharded_kernel = arrive_kernel(plan, u);
+    for (size_t r : u.updates) plan.steps[r].sharded_kernel = update_kernel(plan, u, r);
+  }
+}
+
+}  // namespace pass
+
+Kernel sharded_arrive_kernel(std::shared_ptr<const RegionBinding> binding, size_t at, size_t elements,
+                             std::vector<std::pair<size_t, size_t>> whole, element::Type type,
+                             distributed::ReduceOp op) {
+  std::string what = "[AllReduce] " + std::to_string(elements) + " x " + type.get_type_name() + " " +
+                     to_string(op) + " in shared memory, summed by the sharded update";
+  return [binding, at, whole, type, op, what](const void* const*, void* const*) {
+    distributed::SharedRegion& region = *binding->region;
+    // Every rank's gradients are written: the update kernels sum them piece by piece.
+    region.arrive(what, "before the sharded update");
+    for (const auto& [off, n] : whole) region.allreduce(at + off, at + off, n / type.size(), type, op);
+  };
+}
+
+}  // namespace cpu
+}  // namespace runtime
+}  // namespace ngraph

@@ -1,0 +1,162 @@
+#include "ngraph/runtime/cpu/shared_memory.hpp"
+
+#include <cstring>
+
+namespace ngraph {
+namespace runtime {
+namespace cpu {
+
+NodeSharing::NodeSharing(const ExecutionPlan& plan) {
+  for (const auto& placement : plan.shared) {
+    Region r;
+    r.comm = placement.comm;
+    r.bytes = placement.bytes;
+    r.binding = placement.binding;
+    r.node_shared = placement.node_shared;
+    r.common = placement.common;
+    m_regions.push_back(std::move(r));
+  }
+}
+
+NodeSharing::~NodeSharing() {
+  for (auto& r : m_regions) unshare_from(r);
+}
+
+void NodeSharing::set_up() {
+  if (m_set_up) return;
+  m_set_up = true;
+  for (auto& r : m_regions) {
+    auto* memory = distributed::node_memory(*r.comm);
+    r.region = memory ? memory->create_shared_region(r.bytes, r.common) : nullptr;  // collective
+    if (!r.region) continue;
+    RegionBinding& b = *r.binding;
+    b.slots.clear();
+    for (int l = 0; l < r.region->local_size(); ++l) b.slots.push_back(r.region->slot(l));
+    b.local_rank = r.region->local_rank();
+    b.local_size = r.region->local_size();
+    b.base = r.region->local();
+    b.region = r.region.get();
+  }
+}
+
+void NodeSharing::drop() {
+  for (auto& r : m_regions) {
+    unshare_from(r);  // the values stay (as far as the update got), privately
+    *r.binding = RegionBinding{};
+    r.region.reset();
+  }
+  m_sharded = false;
+}
+
+bool NodeSharing::shared_in(const Region& r, const VariableState& state, size_t offset) {
+  return r.region && r.region->common() && state.is_shared() && state.read_buffer() == r.region->common() + offset;
+}
+
+void NodeSharing::unshare_from(Region& r) {
+  for (const auto& [state, off] : r.node_shared)
+    if (shared_in(r, *state, off)) state->unshare();
+}
+
+bool NodeSharing::node_shared_here(const VariableState* state) const {
+  for (const auto& r : m_regions)
+    for (const auto& [s, off] : r.node_shared)
+      if (s == state) return true;
+  return false;
+}
+
+// Per call, for each region with a sharded update: every rank says (through
+// SharedRegion::max_over_node) whether its variables are still the node's shared ones (nothing
+// wrote one privately: set_value, another executable, the numerics check's call). All yes:
+// this call runs sharded. Otherwise every rank takes private copies and, when some rank's
+// values changed since they were last compared (a checkpoint loaded, set_value on every
+// rank), the ranks compare them again and share them when they match. A call runs sharded
+// when every region with a sharded update does (one communicator has one region: in practice
+// the decision is that region's).
+bool NodeSharing::decide(bool checking, const std::string& where,
+                         const std::vector<std::shared_ptr<VariableState>>& updated) {
+  bool any = false, all = true;
+  for (auto& r : m_regions) {
+    if (r.node_shared.empty()) continue;
+    any = true;
+    // The same on every rank: the ranks made the region together.
+    if (!r.region || !r.region->single_node() || !r.region->common()) all = false;
+    else all = decide_one(r, checking, where) && all;
+  }
+  m_sharded = any && all;
+  // A variable this call writes whose value a sharded update keeps once per node (this
+  // executable's, in a call that does not run it, or another's): a private copy first.
+  for (const auto& state : updated)
+    if (state->is_shared() && !(m_sharded && node_shared_here(state.get()))) state->unshare();
+  return m_sharded;
+}
+
+bool NodeSharing::decide_one(Region& r, bool checking, const std::string& where) {
+  bool attached = true;
+  uint64_t versions = 0;
+  for (const auto& [state, off] : r.node_shared) {
+    attached = attached && shared_in(r, *state, off);
+    versions += state->version();
+  }
+  // Through the region, not MPI: a rank that stopped using it (after a failure) is named
+  // after the timeout instead of meeting a collective it never calls.
+  int64_t all[3] = {attached && !checking ? 0 : 1, !attached && versions != r.compared_versions ? 1 : 0,
+                    checking ? 1 : 0};
+  r.region->max_over_node(all, 3, "[AllReduce] sharded update of " + where + ": deciding");
+  if (all[0] == 0) return true;
+  unshare_from(r);
+  return all[1] && !all[2] && share_values(r, where);
+}
+
+// Collective over the region's node (one node): local rank 0 writes its values into the
+// common memory, every rank compares its own with them, and all share them if all match.
+bool NodeSharing::share_values(Region& r, const std::string& where) {
+  auto& region = *r.region;
+  char* common = region.common();
+  const std::string what = "[AllReduce] sharded update of " + where + ": sharing the variables";
+  // Every rank has taken its private copies (unshare_from) before the common memory changes.
+  region.arrive(what, "before local rank 0 writes its values");
+  if (region.local_rank() == 0)
+    for (const auto& [state, off] : r.node_shared) std::memcpy(common + off, state->read_buffer(), state->byte_size());
+  region.arrive(what, "after local rank 0 wrote its values");
+  int64_t differ = 0;
+  uint64_t versions = 0;
+  for (const auto& [state, off] : r.node_shared) {
+    differ = differ || std::memcmp(common + off, state->read_buffer(), state->byte_size()) != 0;
+    versions += state->version();
+  }
+  region.max_over_node(&differ, 1, what);
+  r.compared_versions = versions;
+  if (differ) return false;
+  for (const auto& [state, off] : r.node_shared) state->share(common + off, r.region);
+  return true;
+}
+
+void NodeSharing::arrive_after_update(const std::string& where) {
+  if (!m_sharded) return;
+  for (auto& r : m_regions)
+    if (!r.node_shared.empty())
+      r.region->arrive("[AllReduce] sharded update of " + where, "after the update");
+}
+
+size_t NodeSharing::bytes() const {
+  size_t n = 0;
+  for (const auto& r : m_regions) n += r.bytes;
+  return n;
+}
+
+size_t NodeSharing::node_shared_variables() const {
+  size_t n = 0;
+  for (const auto& r : m_regions) n += r.node_shared.size();
+  return n;
+}
+
+std::vector<std::string> NodeSharing::describe() const {
+  std::vector<std::string> out;
+  for (const auto& r : m_regions)
+    if (r.region) out.push_back(r.region->describe());
+  return out;
+}
+
+}  // namespace cpu
+}  // namespace runtime
+}  // namespace ngraph

@@ -1,0 +1,73 @@
+// An executable's shared-memory regions (one per communicator whose fused allreduce buffers
+// the plan placed in shared memory, see pass/shared_memory_placement.cpp), and the protocol
+// by which the ranks of a node decide, per call, whether it runs its sharded updates
+// (sharded_update.hpp). The kernels see a region only through its RegionBinding.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ngraph/distributed/node_memory.hpp"
+#include "ngraph/ops/variable.hpp"
+#include "ngraph/runtime/cpu/plan.hpp"
+
+namespace ngraph {
+namespace runtime {
+namespace cpu {
+
+class NodeSharing {
+ public:
+  explicit NodeSharing(const ExecutionPlan& plan);
+  ~NodeSharing();
+  NodeSharing(const NodeSharing&) = delete;
+  NodeSharing& operator=(const NodeSharing&) = delete;
+
+  // In the first call whose collectives were checked (collective over every communicator
+  // planned here): makes the regions and binds them for the kernels. Later calls: nothing.
+  void set_up();
+  // After a failure part-way through a call (a rank out of step with the others' arrivals):
+  // gives the regions up for good; the variables keep their values, privately.
+  void drop();
+
+  // Per call, collective over each node: whether this call runs the sharded updates (every
+  // rank's variables are still the node's shared ones, or were compared equal and shared
+  // now), never while the numerics check is on. Variables this call writes that are
+  // shared but not updated sharded in it (`updated`) get private copies first.
+  bool decide(bool checking, const std::string& where,
+              const std::vector<std::shared_ptr<VariableState>>& updated);
+  // After a sharded call: every rank's pieces are written before any rank reads the
+  // variables again (the next call's forward, another executable, get_value) or writes its
+  // gradients over what the others still sum.
+  void arrive_after_update(const std::string& where);
+
+  size_t bytes() const;                 // per rank, planned
+  size_t node_shared_variables() const;  // planned
+  std::vector<std::string> describe() const;  // one line per region in use
+
+ private:
+  struct Region {
+    std::shared_ptr<distributed::Communicator> comm;
+    size_t bytes = 0;
+    std::shared_ptr<RegionBinding> binding;  // shared with the kernels
+    std::shared_ptr<distributed::SharedRegion> region;
+    // A sharded update's variables and their offsets in the region's common memory.
+    std::vector<std::pair<VariableState*, size_t>> node_shared;
+    size_t common = 0;
+    uint64_t compared_versions = ~uint64_t{0};  // the variables' versions when last compared
+  };
+  bool decide_one(Region& r, bool checking, const std::string& where);
+  bool share_values(Region& r, const std::string& where);  // collective: true when every rank's values matched
+  static bool shared_in(const Region& r, const VariableState& state, size_t offset);
+  static void unshare_from(Region& r);
+  bool node_shared_here(const VariableState* state) const;
+
+  std::vector<Region> m_regions;
+  bool m_set_up = false;
+  bool m_sharded = false;  // this call runs the sharded updates
+};
+
+}  // namespace cpu
+}  // namespace runtime
+}  // namespace ngraph
