@@ -67,7 +67,8 @@ void CPUExecutable::call_raw(void* const* outputs, const void* const* inputs) {
   m_last_sharded = false;
   const std::string& where = m_distributed.where();
   try {
-    m_last_sharded = started.verified && m_sharing->decide(bits & check_numerics_bit, where, m_program->updated());
+    m_last_sharded = started.verified && m_sharing->decide(bits & check_numerics_bit, where);
+    m_sharing->keep_private(m_program->updated(), m_last_sharded);
     m_call.rng_step = next_rng_step();
     m_runner->run(m_program->steps(m_last_sharded), outputs, inputs, bits, where, m_distributed.rank(),
                   m_distributed.size());

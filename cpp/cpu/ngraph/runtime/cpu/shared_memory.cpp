@@ -72,8 +72,7 @@ bool NodeSharing::node_shared_here(const VariableState* state) const {
 // rank), the ranks compare them again and share them when they match. A call runs sharded
 // when every region with a sharded update does (one communicator has one region: in practice
 // the decision is that region's).
-bool NodeSharing::decide(bool checking, const std::string& where,
-                         const std::vector<std::shared_ptr<VariableState>>& updated) {
+bool NodeSharing::decide(bool checking, const std::string& where) {
   bool any = false, all = true;
   for (auto& r : m_regions) {
     if (r.node_shared.empty()) continue;
@@ -83,11 +82,12 @@ bool NodeSharing::decide(bool checking, const std::string& where,
     else all = decide_one(r, checking, where) && all;
   }
   m_sharded = any && all;
-  // A variable this call writes whose value a sharded update keeps once per node (this
-  // executable's, in a call that does not run it, or another's): a private copy first.
-  for (const auto& state : updated)
-    if (state->is_shared() && !(m_sharded && node_shared_here(state.get()))) state->unshare();
   return m_sharded;
+}
+
+void NodeSharing::keep_private(const std::vector<std::shared_ptr<VariableState>>& updated, bool sharded) const {
+  for (const auto& state : updated)
+    if (state->is_shared() && !(sharded && node_shared_here(state.get()))) state->unshare();
 }
 
 bool NodeSharing::decide_one(Region& r, bool checking, const std::string& where) {

@@ -31,12 +31,14 @@ class NodeSharing {
   // gives the regions up for good; the variables keep their values, privately.
   void drop();
 
-  // Per call, collective over each node: whether this call runs the sharded updates (every
-  // rank's variables are still the node's shared ones, or were compared equal and shared
-  // now), never while the numerics check is on. Variables this call writes that are
-  // shared but not updated sharded in it (`updated`) get private copies first.
-  bool decide(bool checking, const std::string& where,
-              const std::vector<std::shared_ptr<VariableState>>& updated);
+  // Per call whose collectives were checked, collective over each node: whether this call
+  // runs the sharded updates (every rank's variables are still the node's shared ones, or
+  // were compared equal and shared now), never while the numerics check is on.
+  bool decide(bool checking, const std::string& where);
+  // Every call, after deciding: the variables it writes (`updated`) that a sharded update
+  // keeps once per node (this executable's, in a call that does not run it sharded, or
+  // another's) get private copies first.
+  void keep_private(const std::vector<std::shared_ptr<VariableState>>& updated, bool sharded) const;
   // After a sharded call: every rank's pieces are written before any rank reads the
   // variables again (the next call's forward, another executable, get_value) or writes its
   // gradients over what the others still sum.

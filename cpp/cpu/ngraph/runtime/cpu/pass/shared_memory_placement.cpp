@@ -6,6 +6,7 @@
 // with half the memory and a third less traffic (SharedRegion::allreduce). Such an in-place
 // allreduce may then carry a sharded update (pass/sharded_update.cpp).
 #include <algorithm>
+#include <cstdlib>
 #include <set>
 #include <string>
 
@@ -78,6 +79,11 @@ bool place_step(ExecutionPlan& plan, size_t s, size_t p, ContiguousGroup& in, Co
   buffers.out_offset = out.shared_offset;
   return in_place;
 }
+
+bool sharding_enabled() {
+  const char* env = std::getenv("NGRAPH_SHM_SHARDED_UPDATE");
+  return !(env && std::string(env) == "0");
+}
 }  // namespace
 
 void place_shared_memory(ExecutionPlan& plan) {
@@ -92,7 +98,7 @@ void place_shared_memory(ExecutionPlan& plan) {
     if (!in || !out) continue;
     size_t p = placement_of(plan, comm);
     bool in_place = place_step(plan, s, p, *in, *out);
-    bool sharded = in_place && plan_sharded_update(plan, s, p);
+    bool sharded = in_place && sharding_enabled() && plan_sharded_update(plan, s, p);
     // The ranks must agree on both (in place moves every later buffer of the region; a
     // sharded update changes what the allreduce does): part of the signature the agreement
     // check compares.
