@@ -220,6 +220,145 @@ std::shared_ptr<runtime::Executable> make_step(runtime::Backend& backend, const 
   return backend.compile(f);
 }
 
+// What every part of a run needs: the options, this rank among the others, the backend
+// (created once the data and the model are ready).
+struct Run {
+  Options opt;
+  std::shared_ptr<distributed::Communicator> comm;
+  int rank, size;
+  std::shared_ptr<runtime::Backend> backend;
+};
+
+// The training and test splits (a directory with only the t10k files: 8k/2k), the training
+// split cut to --max-train.
+void load_data(const Options& opt, Split& train, Split& test) {
+  if (exists(opt.data_dir + "/train-images-idx3-ubyte.gz") ||
+      exists(opt.data_dir + "/train-images-idx3-ubyte")) {
+    train = load_split(opt.data_dir, "train");
+    test = load_split(opt.data_dir, "t10k");
+  } else {  // only the 10k test split: 8k/2k
+    Split all = load_split(opt.data_dir, "t10k");
+    train = take(all, 0, 8000);
+    test = take(all, 8000, all.size());
+  }
+  if (opt.max_train && opt.max_train < train.size()) train = take(train, 0, opt.max_train);
+}
+
+// Every rank builds the same initial weights from the same seed (the Python example
+// broadcasts them from rank 0 instead).
+Model initial_model(size_t hidden) {
+  std::mt19937 rng(0);
+  return Model{variable({784, hidden}, rng, std::sqrt(2.0f / 784), "W0"),
+               variable({hidden}, rng, 0.0f, "b0"),
+               variable({hidden, 10}, rng, std::sqrt(2.0f / static_cast<float>(hidden)), "W1"),
+               variable({10}, rng, 0.0f, "b1")};
+}
+
+// Evaluation: correct predictions on this rank's test shard [t0, t1), summed over ranks.
+struct Evaluation {
+  size_t t0, t1;
+  std::shared_ptr<runtime::Executable> exe;
+  std::vector<int64_t> labels;
+};
+
+Evaluation make_evaluation(const Run& run, const Model& m, const Split& test) {
+  auto [t0, t1] = shard(test.size(), run.rank, run.size);
+  size_t nt = t1 - t0;
+  auto XT = std::make_shared<op::Parameter>(element::f32, Shape{nt, 784});
+  auto YT = std::make_shared<op::Parameter>(element::i64, Shape{nt});
+  auto hits = std::make_shared<op::Sum>(
+      std::make_shared<op::Convert>(
+          std::make_shared<op::Equal>(std::make_shared<op::ArgMax>(logits_of(m, XT), 1, element::i64), YT),
+          element::i64),
+      AxisSet{0});
+  auto eval = run.backend->compile(std::make_shared<Function>(
+      OutputVector{std::make_shared<op::AllReduce>(hits, distributed::ReduceOp::sum, run.comm)},
+      ParameterVector{XT, YT}, "eval"));
+  std::vector<int64_t> test_labels(test.labels.begin() + static_cast<std::ptrdiff_t>(t0),
+                                   test.labels.begin() + static_cast<std::ptrdiff_t>(t1));
+  return {t0, t1, eval, std::move(test_labels)};
+}
+
+double accuracy(const Run& run, Evaluation& ev, Split& test) {
+  size_t nt = ev.t1 - ev.t0;
+  int64_t correct = 0;
+  auto tx = run.backend->create_tensor(element::f32, Shape{nt, 784}, &test.images[ev.t0 * 784]);
+  auto ty = run.backend->create_tensor(element::i64, Shape{nt}, ev.labels.data());
+  auto tc = run.backend->create_tensor(element::i64, Shape{}, &correct);
+  ev.exe->call({tc}, {tx, ty});
+  return static_cast<double>(correct) / static_cast<double>(test.size());
+}
+
+using Steps = std::map<std::pair<size_t, size_t>, std::shared_ptr<runtime::Executable>>;
+
+// One epoch: this rank's shard of each global batch of the shuffled training split. Returns
+// the sum over batches of the global batch's mean loss times its size.
+double train_epoch(const Run& run, const Model& m, Steps& steps, const Split& train,
+                   const std::vector<size_t>& order) {
+  const Options& opt = run.opt;
+  double loss_sum = 0;
+  for (size_t b = 0; b < train.size(); b += opt.batch_size) {
+    size_t global = std::min(opt.batch_size, train.size() - b);
+    auto [s0, s1] = shard(global, run.rank, run.size);
+    size_t local = s1 - s0;
+    auto& step = steps[{local, global}];
+    if (!step) step = make_step(*run.backend, m, local, global, opt.lr, run.comm);
+    std::vector<float> x(local * 784), y(local * 10, 0.0f);
+    for (size_t i = 0; i < local; ++i) {
+      size_t e = order[b + s0 + i];
+      std::memcpy(&x[i * 784], &train.images[e * 784], 784 * sizeof(float));
+      y[i * 10 + static_cast<size_t>(train.labels[e])] = 1.0f;
+    }
+    float loss = 0;
+    auto tx = run.backend->create_tensor(element::f32, Shape{local, 784}, x.data());
+    auto ty = run.backend->create_tensor(element::f32, Shape{local, 10}, y.data());
+    auto tl = run.backend->create_tensor(element::f32, Shape{}, &loss);
+    step->call({tl}, {tx, ty});
+    loss_sum += static_cast<double>(loss) * static_cast<double>(global);
+  }
+  return loss_sum;
+}
+
+// Trains and evaluates; the exit status (1: below --min-accuracy).
+int train_and_evaluate(Run run) {
+  const Options& opt = run.opt;
+  bool lead = run.rank == 0;
+  Split train, test;
+  load_data(opt, train, test);
+  if (opt.batch_size < static_cast<size_t>(run.size))
+    throw std::invalid_argument("--batch-size is smaller than the number of ranks");
+  Model m = initial_model(opt.hidden);
+  run.backend = runtime::Backend::create("CPU");
+  Steps steps;
+  Evaluation ev = make_evaluation(run, m, test);
+  if (lead)
+    std::cout << "dist_mnist_mlp: " << run.size << " rank(s), 784-" << opt.hidden << "-10, "
+              << train.size() << " training / " << test.size() << " test examples, global batch "
+              << opt.batch_size << ", lr " << opt.lr << std::endl;
+  double acc = 0;
+  std::vector<size_t> order(train.size());
+  for (int epoch = 0; epoch < opt.epochs; ++epoch) {
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), std::mt19937(1000 + static_cast<unsigned>(epoch)));
+    auto start = std::chrono::steady_clock::now();
+    double loss_sum = train_epoch(run, m, steps, train, order);
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    acc = accuracy(run, ev, test);
+    if (lead)
+      std::cout << "epoch " << epoch + 1 << "/" << opt.epochs << ": loss "
+                << loss_sum / static_cast<double>(train.size()) << ", test accuracy "
+                << 100.0 * acc << "%, " << seconds << " s, "
+                << static_cast<double>(train.size()) / seconds << " samples/s" << std::endl;
+  }
+  if (acc < opt.min_accuracy) {
+    if (lead)
+      std::cerr << "dist_mnist_mlp: test accuracy " << acc << " is below --min-accuracy "
+                << opt.min_accuracy << std::endl;
+    return 1;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -227,99 +366,7 @@ int main(int argc, char** argv) {
     Options opt = parse(argc, argv);
     std::shared_ptr<distributed::Communicator> comm = distributed::get_default_communicator();
     int rank = comm->rank(), size = comm->size();
-    bool lead = rank == 0;
-
-    Split train, test;
-    if (exists(opt.data_dir + "/train-images-idx3-ubyte.gz") ||
-        exists(opt.data_dir + "/train-images-idx3-ubyte")) {
-      train = load_split(opt.data_dir, "train");
-      test = load_split(opt.data_dir, "t10k");
-    } else {  // only the 10k test split: 8k/2k
-      Split all = load_split(opt.data_dir, "t10k");
-      train = take(all, 0, 8000);
-      test = take(all, 8000, all.size());
-    }
-    if (opt.max_train && opt.max_train < train.size()) train = take(train, 0, opt.max_train);
-    if (opt.batch_size < static_cast<size_t>(size))
-      throw std::invalid_argument("--batch-size is smaller than the number of ranks");
-
-    // Every rank builds the same initial weights from the same seed (the Python example
-    // broadcasts them from rank 0 instead).
-    std::mt19937 rng(0);
-    Model m{variable({784, opt.hidden}, rng, std::sqrt(2.0f / 784), "W0"),
-            variable({opt.hidden}, rng, 0.0f, "b0"),
-            variable({opt.hidden, 10}, rng, std::sqrt(2.0f / static_cast<float>(opt.hidden)), "W1"),
-            variable({10}, rng, 0.0f, "b1")};
-
-    auto backend = runtime::Backend::create("CPU");
-    std::map<std::pair<size_t, size_t>, std::shared_ptr<runtime::Executable>> steps;
-
-    // Evaluation: correct predictions on this rank's test shard, summed over ranks.
-    auto [t0, t1] = shard(test.size(), rank, size);
-    size_t nt = t1 - t0;
-    auto XT = std::make_shared<op::Parameter>(element::f32, Shape{nt, 784});
-    auto YT = std::make_shared<op::Parameter>(element::i64, Shape{nt});
-    auto hits = std::make_shared<op::Sum>(
-        std::make_shared<op::Convert>(
-            std::make_shared<op::Equal>(std::make_shared<op::ArgMax>(logits_of(m, XT), 1, element::i64), YT),
-            element::i64),
-        AxisSet{0});
-    auto eval = backend->compile(std::make_shared<Function>(
-        OutputVector{std::make_shared<op::AllReduce>(hits, distributed::ReduceOp::sum, comm)},
-        ParameterVector{XT, YT}, "eval"));
-    std::vector<int64_t> test_labels(test.labels.begin() + static_cast<std::ptrdiff_t>(t0),
-                                     test.labels.begin() + static_cast<std::ptrdiff_t>(t1));
-
-    if (lead)
-      std::cout << "dist_mnist_mlp: " << size << " rank(s), 784-" << opt.hidden << "-10, "
-                << train.size() << " training / " << test.size() << " test examples, global batch "
-                << opt.batch_size << ", lr " << opt.lr << std::endl;
-    double accuracy = 0;
-    std::vector<size_t> order(train.size());
-    for (int epoch = 0; epoch < opt.epochs; ++epoch) {
-      std::iota(order.begin(), order.end(), 0);
-      std::shuffle(order.begin(), order.end(), std::mt19937(1000 + static_cast<unsigned>(epoch)));
-      auto start = std::chrono::steady_clock::now();
-      double loss_sum = 0;
-      for (size_t b = 0; b < train.size(); b += opt.batch_size) {
-        size_t global = std::min(opt.batch_size, train.size() - b);
-        auto [s0, s1] = shard(global, rank, size);
-        size_t local = s1 - s0;
-        auto& step = steps[{local, global}];
-        if (!step) step = make_step(*backend, m, local, global, opt.lr, comm);
-        std::vector<float> x(local * 784), y(local * 10, 0.0f);
-        for (size_t i = 0; i < local; ++i) {
-          size_t e = order[b + s0 + i];
-          std::memcpy(&x[i * 784], &train.images[e * 784], 784 * sizeof(float));
-          y[i * 10 + static_cast<size_t>(train.labels[e])] = 1.0f;
-        }
-        float loss = 0;
-        auto tx = backend->create_tensor(element::f32, Shape{local, 784}, x.data());
-        auto ty = backend->create_tensor(element::f32, Shape{local, 10}, y.data());
-        auto tl = backend->create_tensor(element::f32, Shape{}, &loss);
-        step->call({tl}, {tx, ty});
-        loss_sum += static_cast<double>(loss) * static_cast<double>(global);
-      }
-      double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      int64_t correct = 0;
-      auto tx = backend->create_tensor(element::f32, Shape{nt, 784}, &test.images[t0 * 784]);
-      auto ty = backend->create_tensor(element::i64, Shape{nt}, test_labels.data());
-      auto tc = backend->create_tensor(element::i64, Shape{}, &correct);
-      eval->call({tc}, {tx, ty});
-      accuracy = static_cast<double>(correct) / static_cast<double>(test.size());
-      if (lead)
-        std::cout << "epoch " << epoch + 1 << "/" << opt.epochs << ": loss "
-                  << loss_sum / static_cast<double>(train.size()) << ", test accuracy "
-                  << 100.0 * accuracy << "%, " << seconds << " s, "
-                  << static_cast<double>(train.size()) / seconds << " samples/s" << std::endl;
-    }
-    if (accuracy < opt.min_accuracy) {
-      if (lead)
-        std::cerr << "dist_mnist_mlp: test accuracy " << accuracy << " is below --min-accuracy "
-                  << opt.min_accuracy << std::endl;
-      return 1;
-    }
-    return 0;
+    return train_and_evaluate(Run{opt, comm, rank, size, nullptr});
   } catch (const std::exception& e) {
     std::cerr << "dist_mnist_mlp: error: " << e.what() << std::endl;
     // End every rank: the others may be waiting in a collective for this one.

@@ -266,7 +266,9 @@ Output value_of(const std::shared_ptr<Node>& node, const std::string& what) {
 
 std::shared_ptr<Node> node_of(const Output& value) { return op::get_output_element(value); }
 
-void init_graph(py::module_& m) {
+namespace {
+
+void def_node(py::module_& m) {
   py::class_<Node, std::shared_ptr<Node>>(m, "Node", "A node of an ngraph graph (one op).")
       .def_property_readonly(
           "shape", [](const Node& n) { return shape_list(single_valued(n, "shape").get_shape()); },
@@ -308,7 +310,10 @@ void init_graph(py::module_& m) {
                                       (n.get_output_size() ? ": " + output_types(n) : "");
         return "<" + n.get_type_name() + ": '" + n.get_name() + "' " + value + ">";
       });
+}
 
+// Nodes built by op name, constants and their values, the op names.
+void def_node_builders(py::module_& m) {
   m.def("make_node", &make_node, py::arg("type"), py::arg("inputs"), py::arg("attributes"),
         py::arg("name") = "", py::arg("communicator") = nullptr,
         "Builds a node of the op `type` on `inputs` with keyword `attributes`; validates it.");
@@ -325,7 +330,9 @@ void init_graph(py::module_& m) {
     return out;
   });
   m.def("op_names", [] { return OpRegistry::get().names(); }, "The names of all ops of the core.");
+}
 
+void def_function(py::module_& m) {
   py::class_<Function, std::shared_ptr<Function>>(m, "Function",
                                                   "A graph with parameters and results.")
       .def(py::init([](const std::vector<std::shared_ptr<Node>>& results,
@@ -358,7 +365,9 @@ void init_graph(py::module_& m) {
         return "<Function '" + f.get_name() + "': " + std::to_string(f.get_parameters().size()) +
                " parameters, " + std::to_string(f.get_results().size()) + " results>";
       });
+}
 
+void def_passes(py::module_& m) {
   m.def("run_passes",
         [](const std::shared_ptr<Function>& f, const std::vector<std::string>& names) {
           pass::Manager manager;
@@ -378,6 +387,15 @@ void init_graph(py::module_& m) {
         },
         py::arg("function"), py::arg("passes"),
         "Runs the named passes on `function` in place; returns whether it changed.");
+}
+
+}  // namespace
+
+void init_graph(py::module_& m) {
+  def_node(m);
+  def_node_builders(m);
+  def_function(m);
+  def_passes(m);
 }
 
 }  // namespace python

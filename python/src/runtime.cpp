@@ -163,9 +163,8 @@ decltype(auto) on_executable(runtime::Executable& e, F&& f) {
   throw py::type_error("not a CPU or INTERPRETER executable");
 }
 
-}  // namespace
-
-void init_runtime(py::module_& m) {
+// Threads, and what the INTERPRETER backend has kernels for.
+void def_backend_settings(py::module_& m) {
   m.def("set_num_threads", &runtime::cpu::set_num_threads, py::arg("n"),
         "Threads each rank's kernels use (default: cores / MPI ranks on this node).");
   m.def("get_num_threads", &runtime::cpu::get_num_threads);
@@ -177,6 +176,9 @@ void init_runtime(py::module_& m) {
     for (auto t : runtime::interpreter::supported_element_types()) names.push_back(t.get_type_name());
     return names;
   }, "The element types the INTERPRETER backend's kernels are instantiated for.");
+}
+
+void def_backend(py::module_& m) {
   py::class_<runtime::Backend, std::shared_ptr<runtime::Backend>>(m, "Backend")
       .def_static("create", &runtime::Backend::create, py::arg("type"))
       .def_static("get_registered_devices", &runtime::Backend::get_registered_devices)
@@ -186,7 +188,9 @@ void init_runtime(py::module_& m) {
              return b.compile(f);
            },
            py::arg("function"));
+}
 
+void def_computation_base(py::module_& m) {
   py::class_<CallPlan>(m, "ComputationBase", py::dynamic_attr(),
                        "Base of ngraph.runtime.Computation: the C++ call path.")
       .def(py::init<>())
@@ -206,7 +210,9 @@ void init_runtime(py::module_& m) {
                throw py::type_error("internal: converted arguments do not match the parameters");
              return result;
            });
+}
 
+void def_executable(py::module_& m) {
   py::class_<runtime::Executable, std::shared_ptr<runtime::Executable>>(m, "Executable")
       .def("call", &call, py::arg("inputs"),
            "Runs on one array per parameter; returns one new array per result.")
@@ -257,6 +263,15 @@ void init_runtime(py::module_& m) {
            py::arg("on"), "Time every step of every call (reset when switched).")
       .def_property_readonly("step_seconds", [](runtime::Executable& e) { return as_cpu(e).get_step_seconds(); },
                              "Seconds spent in each step (same order as schedule) while profiling.");
+}
+
+}  // namespace
+
+void init_runtime(py::module_& m) {
+  def_backend_settings(m);
+  def_backend(m);
+  def_computation_base(m);
+  def_executable(m);
 }
 
 }  // namespace python

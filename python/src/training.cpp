@@ -38,11 +38,7 @@ py::array checked_value(const op::Variable& v, const py::object& value) {
   return py::array::ensure(a, py::array::c_style);
 }
 
-}  // namespace
-
-void init_training(py::module_& m) {
-  py::register_exception<autodiff::NoGradientRule>(m, "NoGradientError", PyExc_ValueError);
-
+void def_variables(py::module_& m) {
   py::class_<op::Variable, Node, std::shared_ptr<op::Variable>>(
       m, "Variable", "A value that lives in the runtime between calls (weights, optimizer state).")
       .def("get_value",
@@ -74,7 +70,9 @@ void init_training(py::module_& m) {
           return v;
         },
         py::arg("initial"), py::arg("name") = "");
+}
 
+void def_gradients(py::module_& m) {
   m.def("gradients",
         [](const std::shared_ptr<Node>& y, const std::vector<std::shared_ptr<Node>>& xs,
            const std::shared_ptr<Node>& seed) {
@@ -95,7 +93,9 @@ void init_training(py::module_& m) {
           return out;
         },
         py::arg("y"), py::arg("xs"), py::arg("seed") = nullptr);
+}
 
+void def_make_function(py::module_& m) {
   m.def("make_function",
         [](const std::vector<std::shared_ptr<Node>>& results,
            const std::vector<std::shared_ptr<Node>>& parameters,
@@ -126,6 +126,15 @@ void init_training(py::module_& m) {
         py::arg("results"), py::arg("parameters"), py::arg("updates"), py::arg("sinks"),
         py::arg("name") = "",
         "A Function with (variable, value) updates and sinks (nodes without outputs: Send).");
+}
+
+}  // namespace
+
+void init_training(py::module_& m) {
+  py::register_exception<autodiff::NoGradientRule>(m, "NoGradientError", PyExc_ValueError);
+  def_variables(m);
+  def_gradients(m);
+  def_make_function(m);
 }
 
 }  // namespace python

@@ -714,68 +714,87 @@ class Reader {
     w.path += " '" + name + "' (" + type_value.text() + ")";
     if (m_nodes.count(name)) w.fail(obj.find("name"), "the name '" + name + "' is used twice");
     // Our name of the op (nGraph's And is our LogicalAnd).
-    Value type = Value::string(spelling::our_op_name(type_value.text()));
-    if (!OpRegistry::get().contains(type.text()))
+    const std::string type = spelling::our_op_name(type_value.text());
+    if (!OpRegistry::get().contains(type))
       w.fail(&type_value, "unknown op '" + type_value.text() + "': ngraph has no op of that name");
 
     // The object in our spelling; `theirs`: it used nGraph's keys, so the numbering of its
     // outputs is nGraph's too.
     Value spelled = obj;
     AttributeNames visited;
-    OpRegistry::get().create(type.text())->visit_attributes(visited);
-    bool theirs = spelling::from_ngraph(type.text(), spelled, visited.names,
+    OpRegistry::get().create(type)->visit_attributes(visited);
+    bool theirs = spelling::from_ngraph(type, spelled, visited.names,
                                         [&](const Value* at, const std::string& message) {
                                           w.fail(at, message);
                                         });
 
+    OutputVector inputs = op_inputs(w, obj);
+    renumber_output_element(type, spelled, inputs);
+    m_tile_repeats = Value();
+    drop_attribute_inputs(w, type, spelled, inputs);
+    auto_padding(w, type, spelled, inputs);
+    if (!m_tile_repeats.is(Kind::null)) spelled.set("repeats", m_tile_repeats);
+    drop_layer_norm_keys(type, spelled, visited.names);
+    // Errors of the op's own rule ("[Add] element types ... must match") name the op.
+    std::shared_ptr<Node> node = guarded(w, obj, [&] { return build(w, type, spelled, inputs); });
+    if (theirs && spelling::swaps_outputs(type)) m_swapped.insert(node.get());
+    check_outputs(w, obj, type, *node);
+    if (const Value* friendly = obj.find("friendly_name"))
+      node->set_friendly_name(expect(w, *friendly, Kind::string, "\"friendly_name\"").text());
+    else
+      node->set_friendly_name(name);
+    m_nodes[name] = node;
+  }
+
+  OutputVector op_inputs(const Where& w, const Value& obj) {
     OutputVector inputs;
     if (const Value* ins = obj.find("inputs")) {
       expect(w, *ins, Kind::array, "\"inputs\"");
       for (size_t i = 0; i < ins->items().size(); ++i)
         inputs.push_back(output(w, ins->items()[i], "inputs[" + std::to_string(i) + "]"));
     }
-    // GetOutputElement's "n" is in its input's numbering of outputs, as its "index" is.
-    if (type.text() == op::GetOutputElement::type_name && inputs.size() == 1 &&
-        m_swapped.count(inputs[0].get_node()))
-      for (auto& [key, value] : spelled.members()) {
-        int64_t n = 0;
-        if (key == "n" && value.to_int64(n) && n >= 0)
-          value = Value::integer(static_cast<int64_t>(spelling::swapped_output(size_t(n))));
-      }
-    m_tile_repeats = Value();
-    drop_attribute_inputs(w, type.text(), spelled, inputs);
-    auto_padding(w, type.text(), spelled, inputs);
-    if (!m_tile_repeats.is(Kind::null)) spelled.set("repeats", m_tile_repeats);
-    // Keys of nGraph's LayerNorm checked above; ours has no such attributes.
-    if (type.text() == "LayerNorm" || type.text() == "LayerNormBackprop")
-      for (const char* key : {"use_affine", "keep_stats", "use_stats"})
-        if (!std::count(visited.names.begin(), visited.names.end(), key)) {
-          auto& m = spelled.members();
-          m.erase(std::remove_if(m.begin(), m.end(),
-                                 [&](const auto& kv) { return kv.first == key; }),
-                  m.end());
-        }
-    // Errors of the op's own rule ("[Add] element types ... must match") name the op.
-    std::shared_ptr<Node> node =
-        guarded(w, obj, [&] { return build(w, type.text(), spelled, inputs); });
-    if (theirs && spelling::swaps_outputs(type.text())) m_swapped.insert(node.get());
-    // Output sizes that overflow are refused by the node itself (Node::set_output_type).
-    if (const Value* outs = obj.find("outputs")) {
-      expect(w, *outs, Kind::array, "\"outputs\"");
-      for (const auto& o : outs->items()) expect(w, o, Kind::string, "\"outputs\" item");
-      // nGraph's LayerNorm with "keep_stats" false has only the normalized output.
-      const Value* keep = obj.find("keep_stats");
-      bool stats_left_out = type.text() == "LayerNorm" && keep && keep->is(Kind::boolean) &&
-                            !keep->as_bool() && outs->items().size() == 1;
-      if (outs->items().size() != node->get_output_size() && !stats_left_out)
-        w.fail(outs, "\"outputs\" names " + std::to_string(outs->items().size()) +
-                         " outputs, but the op has " + std::to_string(node->get_output_size()));
+    return inputs;
+  }
+
+  // GetOutputElement's "n" is in its input's numbering of outputs, as its "index" is.
+  void renumber_output_element(const std::string& type, Value& spelled,
+                               const OutputVector& inputs) const {
+    if (type != op::GetOutputElement::type_name || inputs.size() != 1 ||
+        !m_swapped.count(inputs[0].get_node()))
+      return;
+    for (auto& [key, value] : spelled.members()) {
+      int64_t n = 0;
+      if (key == "n" && value.to_int64(n) && n >= 0)
+        value = Value::integer(static_cast<int64_t>(spelling::swapped_output(size_t(n))));
     }
-    if (const Value* friendly = obj.find("friendly_name"))
-      node->set_friendly_name(expect(w, *friendly, Kind::string, "\"friendly_name\"").text());
-    else
-      node->set_friendly_name(name);
-    m_nodes[name] = node;
+  }
+
+  // Keys of nGraph's LayerNorm checked by the spelling; ours has no such attributes.
+  static void drop_layer_norm_keys(const std::string& type, Value& spelled,
+                                   const std::vector<std::string>& visited) {
+    if (type != "LayerNorm" && type != "LayerNormBackprop") return;
+    for (const char* key : {"use_affine", "keep_stats", "use_stats"})
+      if (!std::count(visited.begin(), visited.end(), key)) {
+        auto& m = spelled.members();
+        m.erase(std::remove_if(m.begin(), m.end(), [&](const auto& kv) { return kv.first == key; }),
+                m.end());
+      }
+  }
+
+  // Output sizes that overflow are refused by the node itself (Node::set_output_type).
+  static void check_outputs(const Where& w, const Value& obj, const std::string& type,
+                            const Node& node) {
+    const Value* outs = obj.find("outputs");
+    if (!outs) return;
+    expect(w, *outs, Kind::array, "\"outputs\"");
+    for (const auto& o : outs->items()) expect(w, o, Kind::string, "\"outputs\" item");
+    // nGraph's LayerNorm with "keep_stats" false has only the normalized output.
+    const Value* keep = obj.find("keep_stats");
+    bool stats_left_out = type == "LayerNorm" && keep && keep->is(Kind::boolean) &&
+                          !keep->as_bool() && outs->items().size() == 1;
+    if (outs->items().size() != node.get_output_size() && !stats_left_out)
+      w.fail(outs, "\"outputs\" names " + std::to_string(outs->items().size()) +
+                       " outputs, but the op has " + std::to_string(node.get_output_size()));
   }
 
   // nGraph's ops of 2019 hold an attribute also as a Constant input: the reduction axes of Sum,
@@ -784,18 +803,12 @@ class Reader {
   // inputs are checked against the attribute and dropped; ours hold them as attributes only.
   void drop_attribute_inputs(const Where& w, const std::string& type, const Value& obj,
                              OutputVector& inputs) {
-    static const std::set<std::string> reductions = {"Sum", "Product", "Max", "Min"};
     if (type == "MaxPoolBackprop" && inputs.size() == 3) {
       inputs.pop_back();
       return;
     }
     if (type == "LayerNorm" || type == "LayerNormBackprop") {
-      const Value* affine = obj.find("use_affine");
-      size_t plain = type == "LayerNorm" ? 1 : 4;
-      if (affine && affine->is(Kind::boolean) &&
-          affine->as_bool() != (inputs.size() == plain + (type == "LayerNorm" ? 2 : 1)))
-        w.fail(affine, std::string("\"use_affine\" is ") + (affine->as_bool() ? "true" : "false") +
-                           " but the op has " + std::to_string(inputs.size()) + " inputs");
+      check_use_affine(w, type, obj, inputs.size());
       return;
     }
     if (type == "Recv" && inputs.size() == 1 && !obj.find("shape") && !obj.find("element_type"))
@@ -804,61 +817,97 @@ class Reader {
                    "\"element_type\"");
     if (type == "Tile" && inputs.size() == 2 && !obj.find("repeats")) {
       // nGraph's Tile takes the repeats as an input; ours as an attribute.
-      auto* c = dynamic_cast<const op::Constant*>(inputs[1].get_node());
-      if (!c || !c->get_element_type().is_integral())
-        w.fail(&obj.find("inputs")->items()[1],
-               "inputs[1]: nGraph's Tile takes its repeats as an input; ngraph only as an "
-               "integer Constant, and '" + inputs[1].get_node()->get_friendly_name() + "' is a " +
-                   inputs[1].get_node()->get_type_name());
-      m_tile_repeats = Value::array();
-      for (int64_t x : integers(*c)) m_tile_repeats.push_back(Value::integer(x));
+      m_tile_repeats = tile_repeats(w, obj, inputs[1]);
       inputs.pop_back();
       return;
     }
-    std::string what;
-    if (reductions.count(type)) what = "reduction_axes";
-    else if (type == "TopK") what = "k";
-    else if (type == "LRN") what = "axes";
-    else return;
+    std::string what = attribute_input_name(type);
+    if (what.empty()) return;
     if (inputs.size() != 2) return;  // the op counts its inputs
+    check_attribute_input(w, type, what, obj, inputs[1]);
+    inputs.pop_back();
+  }
+
+  // nGraph's LayerNorm (LayerNormBackprop) with "use_affine" has scale and bias (scale) as
+  // inputs after its 1 (4) others.
+  static void check_use_affine(const Where& w, const std::string& type, const Value& obj,
+                               size_t inputs) {
+    const Value* affine = obj.find("use_affine");
+    size_t plain = type == "LayerNorm" ? 1 : 4;
+    if (affine && affine->is(Kind::boolean) &&
+        affine->as_bool() != (inputs == plain + (type == "LayerNorm" ? 2 : 1)))
+      w.fail(affine, std::string("\"use_affine\" is ") + (affine->as_bool() ? "true" : "false") +
+                         " but the op has " + std::to_string(inputs) + " inputs");
+  }
+
+  static Value tile_repeats(const Where& w, const Value& obj, const Output& repeats) {
+    auto* c = dynamic_cast<const op::Constant*>(repeats.get_node());
+    if (!c || !c->get_element_type().is_integral())
+      w.fail(&obj.find("inputs")->items()[1],
+             "inputs[1]: nGraph's Tile takes its repeats as an input; ngraph only as an "
+             "integer Constant, and '" + repeats.get_node()->get_friendly_name() + "' is a " +
+                 repeats.get_node()->get_type_name());
+    Value out = Value::array();
+    for (int64_t x : integers(*c)) out.push_back(Value::integer(x));
+    return out;
+  }
+
+  // The attribute an op of nGraph's may also take as its second input ("" for other ops).
+  static std::string attribute_input_name(const std::string& type) {
+    static const std::set<std::string> reductions = {"Sum", "Product", "Max", "Min"};
+    if (reductions.count(type)) return "reduction_axes";
+    if (type == "TopK") return "k";
+    if (type == "LRN") return "axes";
+    return "";
+  }
+
+  // The integers of attribute `key` (one or an array; items that are not integers left out).
+  static std::vector<int64_t> attribute_integers(const Value& obj, const std::string& key) {
+    std::vector<int64_t> out;
+    const Value* a = obj.find(key);
+    int64_t x = 0;
+    if (!a) return out;
+    if (a->is(Kind::array)) {
+      for (const auto& item : a->items())
+        if (item.to_int64(x)) out.push_back(x);
+    } else if (a->to_int64(x)) {
+      out.push_back(x);
+    }
+    return out;
+  }
+
+  static std::string set_text(const std::set<int64_t>& s) {
+    std::string t;
+    for (auto x : s) t += (t.empty() ? "" : ",") + std::to_string(x);
+    return "{" + t + "}";
+  }
+
+  // Input 1 of a reduction, TopK or LRN of nGraph's: an integer Constant holding what
+  // attribute `what` holds (LRN: axis 1, the only axis ours normalises across).
+  static void check_attribute_input(const Where& w, const std::string& type,
+                                    const std::string& what, const Value& obj,
+                                    const Output& input) {
     const Value& at = obj.find("inputs")->items()[1];
-    auto* c = dynamic_cast<const op::Constant*>(inputs[1].get_node());
+    auto* c = dynamic_cast<const op::Constant*>(input.get_node());
     bool integral = c && c->get_element_type().is_integral();
     std::vector<int64_t> values = integral ? integers(*c) : std::vector<int64_t>{};
     if (!integral)
       w.fail(&at, "inputs[1]: nGraph's " + type + " takes its " + what +
                       " as a second input only as an integer Constant; '" +
-                      inputs[1].get_node()->get_friendly_name() + "' is a " +
-                      inputs[1].get_node()->get_type_name() +
+                      input.get_node()->get_friendly_name() + "' is a " +
+                      input.get_node()->get_type_name() +
                       (c ? " of " + c->get_element_type().get_type_name() : std::string()));
-    std::vector<int64_t> attribute;
-    if (type == "LRN") {
-      attribute = {1};
-    } else if (const Value* a = obj.find(what)) {
-      int64_t x = 0;
-      if (a->is(Kind::array)) {
-        for (const auto& item : a->items())
-          if (item.to_int64(x)) attribute.push_back(x);
-      } else if (a->to_int64(x)) {
-        attribute.push_back(x);
-      }
-    }
+    std::vector<int64_t> attribute =
+        type == "LRN" ? std::vector<int64_t>{1} : attribute_integers(obj, what);
     std::set<int64_t> given(values.begin(), values.end());
     std::set<int64_t> expected(attribute.begin(), attribute.end());
-    if (given != expected) {
-      auto list = [](const std::set<int64_t>& s) {
-        std::string t;
-        for (auto x : s) t += (t.empty() ? "" : ",") + std::to_string(x);
-        return "{" + t + "}";
-      };
+    if (given != expected)
       w.fail(&at, type == "LRN"
-                      ? "inputs[1]: LRN over axes " + list(given) +
+                      ? "inputs[1]: LRN over axes " + set_text(given) +
                             " is not supported (ngraph's LRN normalises across axis 1)"
-                      : "inputs[1]: the Constant '" + inputs[1].get_node()->get_friendly_name() +
-                            "' holds " + what + " " + list(given) + ", but \"" + what + "\" is " +
-                            list(expected));
-    }
-    inputs.pop_back();
+                      : "inputs[1]: the Constant '" + input.get_node()->get_friendly_name() +
+                            "' holds " + what + " " + set_text(given) + ", but \"" + what +
+                            "\" is " + set_text(expected));
   }
 
   // nGraph's pad types SAME_LOWER (1) and SAME_UPPER (2) of Convolution, AvgPool and MaxPool

@@ -241,21 +241,20 @@ void to_ngraph(const std::string& op, json::Value& obj) {
   }
 }
 
-bool from_ngraph(const std::string& op, json::Value& obj, const std::vector<std::string>& visited,
-                 const Fail& fail) {
+namespace {
+// nGraph's readers took "image_dilation_strides" (its first name) when "data_dilation_strides"
+// was missing, and ignored it otherwise.
+void image_dilation(const std::string& op, Value& obj) {
+  if (op != "Convolution" || !member(obj, "image_dilation_strides")) return;
+  if (member(obj, "data_dilation_strides") || member(obj, "data_dilations"))
+    erase(obj, "image_dilation_strides");
+  else
+    rename(obj, "image_dilation_strides", "data_dilation_strides");
+}
+
+// nGraph's keys renamed to ours; whether there were any.
+bool rename_keys(const std::string& op, Value& obj, const Fail& fail) {
   bool theirs_used = false;
-  op_version(op, obj, fail);
-  tensor_type(op, obj, visited, fail);
-  if (op == "Convolution") {
-    // nGraph's readers took "image_dilation_strides" (its first name) when
-    // "data_dilation_strides" was missing, and ignored it otherwise.
-    if (member(obj, "image_dilation_strides")) {
-      if (member(obj, "data_dilation_strides") || member(obj, "data_dilations"))
-        erase(obj, "image_dilation_strides");
-      else
-        rename(obj, "image_dilation_strides", "data_dilation_strides");
-    }
-  }
   for (const auto& [ours, theirs] : renames(op)) {
     if (!member(obj, theirs)) continue;
     if (member(obj, ours))
@@ -264,8 +263,12 @@ bool from_ngraph(const std::string& op, json::Value& obj, const std::vector<std:
     rename(obj, theirs, ours);
     theirs_used = true;
   }
-  // nGraph v0.20-v0.25 write {"type": t, "axis": a} as "autob", v0.26 as "auto_broadcast"
-  // (ours is a string there); ngraph writes both, equal, so that either version reads it.
+  return theirs_used;
+}
+
+// nGraph v0.20-v0.25 write {"type": t, "axis": a} as "autob", v0.26 as "auto_broadcast"
+// (ours is a string there); ngraph writes both, equal, so that either version reads it.
+void auto_broadcast(Value& obj, const Fail& fail) {
   Value* ab = member(obj, "auto_broadcast");
   if (ab && !ab->is(Kind::object)) ab = nullptr;
   if (Value* autob = member(obj, "autob")) {
@@ -277,102 +280,132 @@ bool from_ngraph(const std::string& op, json::Value& obj, const std::vector<std:
     }
     ab = autob;
   }
-  if (ab) {
-    std::string key = member(obj, "autob") ? "autob" : "auto_broadcast";
-    if (!ab->is(Kind::object) || !ab->find("type"))
-      fail(ab, "\"" + key + "\": expected an object {\"type\": 0 or 1, \"axis\": n}, got " +
-                   std::string(ab->kind_name()));
-    Value type = *ab->find("type");
-    enum_from_number(type, broadcast_types(), key + ".type", fail);
-    if (!type.is(Kind::string))
-      fail(ab->find("type"), "\"" + key + "\": \"type\" must be a number (0: none, 1: numpy)");
-    rename(obj, key, "auto_broadcast");
-    *member(obj, "auto_broadcast") = type;
-  }
-  if (Value* mode = member(obj, "pad_mode")) enum_from_number(*mode, pad_modes(), "pad_mode", fail);
+  if (!ab) return;
+  std::string key = member(obj, "autob") ? "autob" : "auto_broadcast";
+  if (!ab->is(Kind::object) || !ab->find("type"))
+    fail(ab, "\"" + key + "\": expected an object {\"type\": 0 or 1, \"axis\": n}, got " +
+                 std::string(ab->kind_name()));
+  Value type = *ab->find("type");
+  enum_from_number(type, broadcast_types(), key + ".type", fail);
+  if (!type.is(Kind::string))
+    fail(ab->find("type"), "\"" + key + "\": \"type\" must be a number (0: none, 1: numpy)");
+  rename(obj, key, "auto_broadcast");
+  *member(obj, "auto_broadcast") = type;
+}
 
-  // Keys nGraph writes that change nothing here, or that we cannot honour.
-  auto drop = [&](const std::string& key, const std::function<bool(const Value&)>& harmless,
-                  const std::string& why) {
+bool any_value(const Value&) { return true; }
+bool is_zero(const Value& v) {
+  int64_t i = -1;
+  return v.to_int64(i) && i == 0;
+}
+bool all_zero(const Value& v) {
+  if (!v.is(Kind::array)) return false;
+  for (const auto& x : v.items())
+    if (!is_zero(x)) return false;
+  return true;
+}
+bool empty_array(const Value& v) { return v.is(Kind::array) && v.items().empty(); }
+
+// A key nGraph writes that the op does not visit: dropped when harmless here, else refused.
+void drop(Value& obj, const std::vector<std::string>& visited, const std::string& key,
+          bool (*harmless)(const Value&), const std::string& why, const Fail& fail) {
+  Value* v = member(obj, key);
+  if (!v || visits(visited, key)) return;
+  if (!harmless(*v)) fail(v, "\"" + key + "\": " + why);
+  erase(obj, key);
+}
+
+// nGraph's op::PadType: 0 explicit, 1 SAME_LOWER, 2 SAME_UPPER, 3 VALID. Its Convolution,
+// AvgPool and MaxPool computed the padding of SAME_* from the shapes (the reader does, from
+// the inputs, and takes "pad_type" out); they ignored VALID (the padding given is used), and
+// its other ops have no pad type.
+void pad_type(const std::string& op, Value& obj, const std::vector<std::string>& visited,
+              const Fail& fail) {
+  Value* pad_type = member(obj, "pad_type");
+  if (!pad_type || visits(visited, "pad_type")) return;
+  int64_t t = -1;
+  if (!pad_type->to_int64(t) || t < 0 || t > 3)
+    fail(pad_type, "\"pad_type\": expected nGraph's op::PadType, 0 (explicit), 1 (SAME_LOWER), "
+                   "2 (SAME_UPPER) or 3 (VALID), got " + pad_type->text());
+  if (!((t == 1 || t == 2) && (op == "Convolution" || op == "AvgPool" || op == "MaxPool")))
+    erase(obj, "pad_type");
+}
+
+// Keys nGraph writes that change nothing here, or that we cannot honour.
+void drop_ignored_keys(const std::string& op, Value& obj, const std::vector<std::string>& visited,
+                       const Fail& fail) {
+  drop(obj, visited, "cacheable", any_value, "", fail);
+  drop(obj, visited, "needs_default_layout", any_value, "", fail);
+  drop(obj, visited, "provenance_tags", any_value, "", fail);
+  drop(obj, visited, "output_shapes", any_value, "", fail);
+  pad_type(op, obj, visited, fail);
+  drop(obj, visited, "padding_interior", all_zero, "interior padding is not supported (only zeros)",
+       fail);
+  drop(obj, visited, "control_deps", empty_array, "control dependencies are not supported", fail);
+}
+
+// nGraph's BatchNorm of early 2018 had a "training" flag; its readers since split the op
+// (BatchNormTraining, BatchNormInference) and ignore it.
+void batch_norm_training(const std::string& op, Value& obj,
+                         const std::vector<std::string>& visited, const Fail& fail) {
+  if (op.rfind("BatchNorm", 0) != 0 || visits(visited, "training")) return;
+  Value* training = member(obj, "training");
+  if (!training) return;
+  bool expected = op != "BatchNormInference";
+  if (!training->is(Kind::boolean) || training->as_bool() != expected)
+    fail(training, "\"training\": " + op + " takes " + (expected ? "true" : "false") +
+                       " (or no \"training\"), got " +
+                       (training->is(Kind::boolean) ? (training->as_bool() ? "true" : "false")
+                                                    : std::string(training->kind_name())));
+  erase(obj, "training");
+}
+
+// nGraph's LayerNorm (v0.26) says whether it has scale and bias ("use_affine": they are its
+// inputs 1 and 2 here too) and whether it outputs the statistics ("keep_stats"; ours always
+// does: the reader lets the document name output 0 only); LayerNormBackprop says whether it
+// is given them ("use_stats"; ours needs them).
+void layer_norm_flags(const std::string& op, Value& obj, const std::vector<std::string>& visited,
+                      const Fail& fail) {
+  if (op != "LayerNorm" && op != "LayerNormBackprop") return;
+  for (const char* key : {"use_affine", "keep_stats", "use_stats"}) {
     Value* v = member(obj, key);
-    if (!v || visits(visited, key)) return;
-    if (!harmless(*v)) fail(v, "\"" + key + "\": " + why);
-    erase(obj, key);
-  };
-  auto any = [](const Value&) { return true; };
-  auto is_zero = [](const Value& v) {
-    int64_t i = -1;
-    return v.to_int64(i) && i == 0;
-  };
-  auto all_zero = [&](const Value& v) {
-    if (!v.is(Kind::array)) return false;
-    for (const auto& x : v.items())
-      if (!is_zero(x)) return false;
-    return true;
-  };
-  drop("cacheable", any, "");
-  drop("needs_default_layout", any, "");
-  drop("provenance_tags", any, "");
-  drop("output_shapes", any, "");
-  // nGraph's op::PadType: 0 explicit, 1 SAME_LOWER, 2 SAME_UPPER, 3 VALID. Its Convolution,
-  // AvgPool and MaxPool computed the padding of SAME_* from the shapes (the reader does, from
-  // the inputs, and takes "pad_type" out); they ignored VALID (the padding given is used), and
-  // its other ops have no pad type.
-  if (Value* pad_type = member(obj, "pad_type"); pad_type && !visits(visited, "pad_type")) {
-    int64_t t = -1;
-    if (!pad_type->to_int64(t) || t < 0 || t > 3)
-      fail(pad_type, "\"pad_type\": expected nGraph's op::PadType, 0 (explicit), 1 (SAME_LOWER), "
-                     "2 (SAME_UPPER) or 3 (VALID), got " + pad_type->text());
-    if (!((t == 1 || t == 2) && (op == "Convolution" || op == "AvgPool" || op == "MaxPool")))
-      erase(obj, "pad_type");
+    if (!v || visits(visited, key)) continue;
+    if (!v->is(Kind::boolean))
+      fail(v, "\"" + std::string(key) + "\": expected a boolean, got " + v->kind_name());
+    if (std::string(key) == "use_stats" && !v->as_bool())
+      fail(v, "LayerNormBackprop without the forward's statistics (\"use_stats\": false) is "
+              "not supported: give it the mean and variance");
   }
-  drop("padding_interior", all_zero, "interior padding is not supported (only zeros)");
-  drop("control_deps", [](const Value& v) { return v.is(Kind::array) && v.items().empty(); },
-       "control dependencies are not supported");
+}
 
-  // nGraph's BatchNorm of early 2018 had a "training" flag; its readers since split the op
-  // (BatchNormTraining, BatchNormInference) and ignore it.
-  if (op.rfind("BatchNorm", 0) == 0 && !visits(visited, "training")) {
-    if (Value* training = member(obj, "training")) {
-      bool expected = op != "BatchNormInference";
-      if (!training->is(Kind::boolean) || training->as_bool() != expected)
-        fail(training, "\"training\": " + op + " takes " + (expected ? "true" : "false") +
-                           " (or no \"training\"), got " +
-                           (training->is(Kind::boolean) ? (training->as_bool() ? "true" : "false")
-                                                        : std::string(training->kind_name())));
-      erase(obj, "training");
-    }
-  }
-  // nGraph's LayerNorm (v0.26) says whether it has scale and bias ("use_affine": they are
-  // its inputs 1 and 2 here too) and whether it outputs the statistics ("keep_stats"; ours
-  // always does: the reader lets the document name output 0 only); LayerNormBackprop says
-  // whether it is given them ("use_stats"; ours needs them).
-  if (op == "LayerNorm" || op == "LayerNormBackprop") {
-    for (const char* key : {"use_affine", "keep_stats", "use_stats"}) {
-      Value* v = member(obj, key);
-      if (!v || visits(visited, key)) continue;
-      if (!v->is(Kind::boolean))
-        fail(v, "\"" + std::string(key) + "\": expected a boolean, got " + v->kind_name());
-      if (std::string(key) == "use_stats" && !v->as_bool())
-        fail(v, "LayerNormBackprop without the forward's statistics (\"use_stats\": false) is "
-                "not supported: give it the mean and variance");
-    }
-  }
-  // nGraph's MaxPool: padding may be left out (both or neither): zeros.
-  if (op == "MaxPool") {
-    Value* below = member(obj, "padding_below");
-    Value* above = member(obj, "padding_above");
-    if (below && !above) fail(below, "\"padding_below\" is given but \"padding_above\" is not");
-    if (above && !below) fail(above, "\"padding_above\" is given but \"padding_below\" is not");
-    const Value* window = member(obj, "window_shape");
-    if (!below && !above && window && window->is(Kind::array)) {
-      Value zeros = Value::array();
-      for (size_t i = 0; i < window->items().size(); ++i) zeros.push_back(Value::integer(0));
-      obj.set("padding_below", zeros);
-      obj.set("padding_above", zeros);
-    }
-  }
+// nGraph's MaxPool: padding may be left out (both or neither): zeros.
+void max_pool_padding(const std::string& op, Value& obj, const Fail& fail) {
+  if (op != "MaxPool") return;
+  Value* below = member(obj, "padding_below");
+  Value* above = member(obj, "padding_above");
+  if (below && !above) fail(below, "\"padding_below\" is given but \"padding_above\" is not");
+  if (above && !below) fail(above, "\"padding_above\" is given but \"padding_below\" is not");
+  const Value* window = member(obj, "window_shape");
+  if (below || above || !window || !window->is(Kind::array)) return;
+  Value zeros = Value::array();
+  for (size_t i = 0; i < window->items().size(); ++i) zeros.push_back(Value::integer(0));
+  obj.set("padding_below", zeros);
+  obj.set("padding_above", zeros);
+}
+}  // namespace
 
+bool from_ngraph(const std::string& op, json::Value& obj, const std::vector<std::string>& visited,
+                 const Fail& fail) {
+  op_version(op, obj, fail);
+  tensor_type(op, obj, visited, fail);
+  image_dilation(op, obj);
+  bool theirs_used = rename_keys(op, obj, fail);
+  auto_broadcast(obj, fail);
+  if (Value* mode = member(obj, "pad_mode")) enum_from_number(*mode, pad_modes(), "pad_mode", fail);
+  drop_ignored_keys(op, obj, visited, fail);
+  batch_norm_training(op, obj, visited, fail);
+  layer_norm_flags(op, obj, visited, fail);
+  max_pool_padding(op, obj, fail);
   for (const auto& [name, value] : defaults())
     if (visits(visited, name) && !member(obj, name)) obj.set(name, value);
   return theirs_used;

@@ -12,9 +12,13 @@ namespace ngraph {
 namespace runtime {
 namespace cpu {
 
-// The value of `node` (one output; its inputs are Constants) as a new Constant of the node's
-// element type and shape: a copy of the node is compiled alone as a function without
-// optimisation passes (CompileOptions{false}) and run once. `node` is not modified.
+// The value of `node` (its inputs are Constants; output 0 is returned) as a new Constant of
+// the node's element type and shape. The node's kernel is built as the compiler builds it
+// without optimisation passes (the layouts its layout rule asks for, reached by Reorders from
+// and to row-major) and called once on the constants' data, with the backend's thread count;
+// the timeline and the numerics check see that call as a call of an unnamed graph. `node` is
+// not modified. Throws std::invalid_argument for a node that is not pure (a collective, a
+// random op: folding never gives it one) or has an input that is not a Constant.
 std::shared_ptr<op::Constant> evaluate_constant(const std::shared_ptr<Node>& node);
 
 }  // namespace cpu
