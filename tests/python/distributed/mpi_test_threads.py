@@ -146,18 +146,127 @@ def test_same_computation_from_two_threads_is_serialised(world, comm):
     assert not errors, errors[0]
 
 
-@pytest.mark.parametrize("check", ["always", "never"])
+def named_computations(c):
+    """A and B: graphs named 'A' and 'B' with identical collective signatures."""
+    x = ng.parameter([1], np.float32)
+    fa = ng.runtime().computation(ng.Function([ng.allreduce(x, comm=c) * 1], [x], "A"))
+    fb = ng.runtime().computation(ng.Function([ng.allreduce(x, comm=c) + 0], [x], "B"))
+    return fa, fb
+
+
+@pytest.mark.parametrize("check", ["always", "first"])
 def test_computations_called_in_different_orders(world, comm, check):
-    """The issue's case: two computations with identical collective signatures, called A
-    then B on rank 0 and B then A on the others. It gave both ranks a silently wrong value;
-    now every rank raises within the timeout, naming what it waits in and what the other
-    ranks answer they wait in (both computations)."""
+    """The issue's case: two computations with identical collective signatures, called A on
+    the first ranks and B on the last one (rank 0 / rank 1 on 2 ranks; ranks 0,1 / rank 2 on
+    3). It gave the ranks a silently wrong value, then (each computation on a communicator of
+    its own) made them wait out the whole timeout; now the agreement checks ask each other
+    which check the others wait in, and every rank raises within seconds, whatever the
+    timeout, naming both computations and the ranks in each."""
+    r, n = comm.rank, comm.size
+    dup = world.Dup()
+    c = ng.distributed.as_communicator(dup)
+    c.timeout = 60
+    mode = ng._ngraph.get_check_mode()
+    ng._ngraph.set_check_mode(check)
+    try:
+        fa, fb = named_computations(c)
+        in_a = list(range(n - 1))
+        first, second = (fa, fb) if r in in_a else (fb, fa)
+        start = time.monotonic()
+        with pytest.raises(DistributedError) as info:
+            first(np.array([4.0 + r], np.float32))
+        waited = time.monotonic() - start
+        msg = str(info.value)
+        assert waited < 10, (waited, msg)
+        assert "agreement checks of different computations" in msg, msg
+        ranks_a = ("rank 0 waits" if n == 2 else "ranks " + ",".join(map(str, in_a)) + " wait")
+        assert f"{ranks_a} in graph 'A' (computation #1), call #1;" in msg, msg
+        assert f"rank {n - 1} waits in graph 'B' (computation #2), call #1;" in msg, msg
+        # Both computations' communicators are unusable on every rank (their checks'
+        # allreduces stay pending somewhere): the other one fails at once, naming the cause.
+        start = time.monotonic()
+        with pytest.raises(DistributedError, match="unusable after an earlier failure"):
+            second(np.array([1.0], np.float32))
+        assert time.monotonic() - start < 1
+        every = world.allgather(waited)
+        assert max(every) < 10, every
+    finally:
+        ng._ngraph.set_check_mode(mode)
+        comm.barrier()
+        dup.Free()
+
+
+def test_rank_arriving_late_in_another_computation_is_told(world, comm):
+    """The last rank computes for 3 s, then calls B while the others wait in A's check: the
+    first looks find it in no check (not a mismatch), the next ones in B's; every rank raises
+    within seconds of its arrival, the late one told by a rank that found it first or
+    finding it itself."""
+    r, n = comm.rank, comm.size
+    dup = world.Dup()
+    c = ng.distributed.as_communicator(dup)
+    c.timeout = 60
+    try:
+        fa, fb = named_computations(c)
+        late = r == n - 1
+        if late:
+            time.sleep(3)
+        start = time.monotonic()
+        with pytest.raises(DistributedError) as info:
+            (fb if late else fa)(np.array([1.0], np.float32))
+        waited = time.monotonic() - start
+        msg = str(info.value)
+        assert (waited < 8) if late else (3 <= waited < 11), (waited, msg)
+        assert "(computation #1), call #1;" in msg and "(computation #2), call #1;" in msg, msg
+        assert f"rank {n - 1} waits in graph 'B'" in msg, msg
+    finally:
+        comm.barrier()
+        dup.Free()
+
+
+def test_thread_starting_the_matching_call_later_is_waited_for(world, comm):
+    """One thread calls A on the first ranks and B on the last one; a second thread calls the
+    other computation 1 s later. The first look (after about 1 s) may find each process with
+    one call, in different checks; the second finds two calls in flight and concludes
+    nothing: both calls succeed."""
+    r, n = comm.rank, comm.size
+    dup = world.Dup()
+    c = ng.distributed.as_communicator(dup)
+    c.timeout = 60
+    try:
+        fa, fb = named_computations(c)
+        first, later = (fa, fb) if r < n - 1 else (fb, fa)
+        results, errors = {}, []
+
+        def call(f, delay):
+            try:
+                time.sleep(delay)
+                results[f] = f(np.array([r + 1.0], np.float32))[0]
+            except BaseException as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=call, args=(first, 0)),
+                   threading.Thread(target=call, args=(later, 1.0))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=3 * c.timeout)
+        assert not errors, errors[0]
+        for f in (fa, fb):
+            np.testing.assert_array_equal(results[f], [n * (n + 1) / 2])
+    finally:
+        comm.barrier()
+        dup.Free()
+
+
+def test_computations_called_in_different_orders_without_checks(world, comm):
+    """With check="never" no agreement check runs: the ranks wait out the timeout, then name
+    what they wait in and what the other ranks answer they wait in (both computations)."""
     r = comm.rank
     dup = world.Dup()
     c = ng.distributed.as_communicator(dup)
     c.timeout = 2
     mode = ng._ngraph.get_check_mode()
-    ng._ngraph.set_check_mode(check)
+    ng._ngraph.set_check_mode("never")
     try:
         x = ng.parameter([1], np.float32)
         fa = ng.runtime().computation(ng.allreduce(x, comm=c) * 1, x)
@@ -179,6 +288,25 @@ def test_computations_called_in_different_orders(world, comm, check):
         assert any("computation #1" in m and "computation #2" in m for m in every), every
     finally:
         ng._ngraph.set_check_mode(mode)
+        comm.barrier()
+        dup.Free()
+
+
+def test_slow_rank_is_not_taken_for_another_computation(world, comm):
+    """A rank that arrives 3 s late at the same computation: the others' agreement checks ask
+    it, find it in no check (and later in the same one), and wait for it; the call succeeds."""
+    r, n = comm.rank, comm.size
+    dup = world.Dup()
+    c = ng.distributed.as_communicator(dup)
+    c.timeout = 60
+    try:
+        fa, fb = named_computations(c)
+        for f in (fa, fb):
+            if r == n - 1:
+                time.sleep(3)
+            got = f(np.array([r + 1.0], np.float32))[0]
+            np.testing.assert_array_equal(got, [n * (n + 1) / 2])
+    finally:
         comm.barrier()
         dup.Free()
 

@@ -90,6 +90,106 @@ void Communicator::check_rank(int r, const char* what) const {
                                 std::to_string(size()));
 }
 
+namespace {
+// One rank's gathered signature: its computation line ("computation <identity> call <n>", a
+// tab, "graph 'g' (computation #1), call #1"), then its collectives (description, node label).
+struct RankSignature {
+  std::string header;
+  std::vector<std::pair<std::string, std::string>> collectives;
+};
+
+std::vector<RankSignature> parse_signatures(const std::vector<int64_t>& all, size_t words, int n) {
+  std::vector<RankSignature> out(static_cast<size_t>(n));
+  for (size_t r = 0; r < out.size(); ++r) {
+    std::istringstream lines(std::string(reinterpret_cast<const char*>(all.data() + r * words)));
+    std::string line;
+    for (bool first = true; std::getline(lines, line); first = false) {
+      auto tab = line.find('\t');
+      std::string tail = tab == std::string::npos ? "" : line.substr(tab + 1);
+      if (first) out[r].header = line.substr(0, tab) + "\t" + tail;
+      else out[r].collectives.emplace_back(line.substr(0, tab), tail);
+    }
+  }
+  return out;
+}
+
+// " rank 2 runs " / " ranks 0,1 run ".
+void put_ranks(std::ostringstream& msg, const std::vector<int>& ranks) {
+  msg << (ranks.size() == 1 ? " rank " : " ranks ");
+  for (size_t k = 0; k < ranks.size(); ++k) msg << (k ? "," : "") << ranks[k];
+  msg << (ranks.size() == 1 ? " runs " : " run ");
+}
+
+// The ranks grouped by what they run at collective #i.
+std::map<std::string, std::vector<int>> group_at(const std::vector<RankSignature>& per_rank, size_t i) {
+  std::map<std::string, std::vector<int>> groups;
+  for (size_t r = 0; r < per_rank.size(); ++r) {
+    const auto& c = per_rank[r].collectives;
+    groups[i < c.size() ? c[i].first : std::string("(no collective)")].push_back(static_cast<int>(r));
+  }
+  return groups;
+}
+
+std::string difference_message(const std::vector<RankSignature>& per_rank,
+                               const std::map<std::string, std::vector<int>>& groups, size_t i,
+                               const std::string& where) {
+  // The op, from the first rank that has a collective here.
+  std::string op;
+  for (size_t r = 0; r < per_rank.size() && op.empty(); ++r)
+    if (i < per_rank[r].collectives.size()) {
+      const std::string& desc = per_rank[r].collectives[i].first;
+      op = desc.substr(0, desc.find(' '));
+    }
+  std::ostringstream msg;
+  msg << "[" << (op.empty() ? "collective" : op) << "] ranks disagree on collective #" << i << " of "
+      << where << ":";
+  for (const auto& [desc, ranks] : groups) {
+    put_ranks(msg, ranks);
+    msg << desc;
+    const auto& v = per_rank[static_cast<size_t>(ranks[0])].collectives;
+    if (i < v.size() && !v[i].second.empty()) msg << " (" << v[i].second << ")";
+    msg << ";";
+  }
+  msg << " every rank must run the same collectives in the same order";
+  return msg.str();
+}
+
+// The message naming the first collective that some rank runs differently; empty when every
+// rank runs the same ones.
+std::string first_difference(const std::vector<RankSignature>& per_rank, const std::string& where) {
+  size_t longest = 0;
+  for (const auto& v : per_rank) longest = std::max(longest, v.collectives.size());
+  for (size_t i = 0; i <= longest; ++i) {
+    auto groups = group_at(per_rank, i);
+    if (groups.size() > 1) return difference_message(per_rank, groups, i, where);
+  }
+  return "";
+}
+
+// The same collectives, but different computations (or calls of one).
+std::string different_computations(const std::vector<RankSignature>& per_rank) {
+  std::map<std::string, std::vector<int>> groups;
+  for (size_t r = 0; r < per_rank.size(); ++r) groups[per_rank[r].header].push_back(static_cast<int>(r));
+  std::ostringstream msg;
+  msg << "[collective] ranks run different computations (or different calls of one) on one "
+         "communicator:";
+  for (const auto& [line, ranks] : groups) {
+    put_ranks(msg, ranks);
+    msg << line.substr(line.find('\t') + 1) << ";";
+  }
+  msg << " every rank must compile the same computations in the same order (compiling one "
+         "with collectives is collective) and call them in the same order";
+  return msg.str();
+}
+}  // namespace
+
+void Communicator::agreement_allreduce(const int64_t* in, int64_t* out, size_t count, uint64_t call,
+                                       const std::string& what) {
+  (void)call;
+  (void)what;
+  allreduce(in, out, count, element::i64, ReduceOp::max);
+}
+
 void Communicator::check_same_collectives(const std::vector<std::string>& signature,
                                           const std::vector<std::string>& labels,
                                           const std::string& where) {
@@ -98,6 +198,8 @@ void Communicator::check_same_collectives(const std::vector<std::string>& signat
   // Which computation and which of its calls, then its collectives.
   uint64_t call = ++m_check_calls;
   std::string header = "computation " + std::to_string(m_identity) + " call " + std::to_string(call);
+  std::string computation = where + (m_label.empty() ? "" : " (" + m_label + ")") + ", call #" +
+                            std::to_string(call);
   std::string text = header + "\n";
   for (const auto& s : signature) text += s + "\n";
   // Cheap path: one allreduce of {h, -h} with max; all hashes agree iff max(h) == -max(-h).
@@ -106,14 +208,13 @@ void Communicator::check_same_collectives(const std::vector<std::string>& signat
   // timeout leaves its MPI operation pending, and ranks that arrive late complete it.
   m_check_send.assign({h, -h});
   m_check_recv.assign(2, 0);
-  allreduce(m_check_send.data(), m_check_recv.data(), 2, element::i64, ReduceOp::max);
+  agreement_allreduce(m_check_send.data(), m_check_recv.data(), 2, call, computation);
   if (m_check_recv[0] == -m_check_recv[1]) {
     ++m_checks_passed;
     return;
   }
   // They differ: gather everyone's signature (padded to the longest) and explain.
-  std::string mine = header + "\t" + where + (m_label.empty() ? "" : " (" + m_label + ")") +
-                     ", call #" + std::to_string(call) + "\n";
+  std::string mine = header + "\t" + computation + "\n";
   for (size_t i = 0; i < signature.size(); ++i)
     mine += signature[i] + "\t" + (i < labels.size() ? labels[i] : "") + "\n";
   m_check_send.assign(1, static_cast<int64_t>(mine.size()));
@@ -127,68 +228,9 @@ void Communicator::check_same_collectives(const std::vector<std::string>& signat
   m_check_recv.assign(words * static_cast<size_t>(n), 0);
   std::memcpy(m_check_send.data(), padded.data(), padded.size());
   allgather(m_check_send.data(), m_check_recv.data(), words, element::i64);
-  const std::vector<int64_t>& all = m_check_recv;
-  std::vector<std::vector<std::pair<std::string, std::string>>> per_rank(n);
-  for (int r = 0; r < n; ++r) {
-    std::string s(reinterpret_cast<const char*>(all.data() + r * words));
-    std::istringstream lines(s);
-    std::string line;
-    while (std::getline(lines, line)) {
-      auto tab = line.find('\t');
-      per_rank[r].emplace_back(line.substr(0, tab), tab == std::string::npos ? "" : line.substr(tab + 1));
-    }
-  }
-  // Each rank's computation line (its first), apart from its collectives.
-  std::vector<std::string> headers(static_cast<size_t>(n));
-  for (int r = 0; r < n; ++r)
-    if (!per_rank[r].empty()) {
-      headers[static_cast<size_t>(r)] = per_rank[r][0].first + "\t" + per_rank[r][0].second;
-      per_rank[r].erase(per_rank[r].begin());
-    }
-  // The first position where some rank differs from rank 0.
-  size_t longest = 0;
-  for (auto& v : per_rank) longest = std::max(longest, v.size());
-  for (size_t i = 0; i <= longest; ++i) {
-    std::map<std::string, std::vector<int>> groups;
-    for (int r = 0; r < n; ++r)
-      groups[i < per_rank[r].size() ? per_rank[r][i].first : std::string("(no collective)")].push_back(r);
-    if (groups.size() <= 1) continue;
-    std::ostringstream msg;
-    // The op, from the first rank that has a collective here.
-    std::string op;
-    for (int r = 0; r < n && op.empty(); ++r) {
-      if (i < per_rank[r].size()) {
-        const std::string& desc = per_rank[r][i].first;
-        op = desc.substr(0, desc.find(' '));
-      }
-    }
-    msg << "[" << (op.empty() ? "collective" : op) << "] ranks disagree on collective #" << i
-        << " of " << where << ":";
-    for (auto& [desc, ranks] : groups) {
-      msg << (ranks.size() == 1 ? " rank " : " ranks ");
-      for (size_t k = 0; k < ranks.size(); ++k) msg << (k ? "," : "") << ranks[k];
-      const auto& v = per_rank[ranks[0]];
-      msg << (ranks.size() == 1 ? " runs " : " run ") << desc;
-      if (i < v.size() && !v[i].second.empty()) msg << " (" << v[i].second << ")";
-      msg << ";";
-    }
-    msg << " every rank must run the same collectives in the same order";
-    throw DistributedError(msg.str());
-  }
-  // The same collectives, but different computations (or calls of one).
-  std::map<std::string, std::vector<int>> groups;
-  for (int r = 0; r < n; ++r) groups[headers[static_cast<size_t>(r)]].push_back(r);
-  std::ostringstream msg;
-  msg << "[collective] ranks run different computations (or different calls of one) on one "
-         "communicator:";
-  for (auto& [line, ranks] : groups) {
-    msg << (ranks.size() == 1 ? " rank " : " ranks ");
-    for (size_t k = 0; k < ranks.size(); ++k) msg << (k ? "," : "") << ranks[k];
-    msg << (ranks.size() == 1 ? " runs " : " run ") << line.substr(line.find('\t') + 1) << ";";
-  }
-  msg << " every rank must compile the same computations in the same order (compiling one "
-         "with collectives is collective) and call them in the same order";
-  throw DistributedError(msg.str());
+  auto per_rank = parse_signatures(m_check_recv, words, n);
+  std::string difference = first_difference(per_rank, where);
+  throw DistributedError(difference.empty() ? different_computations(per_rank) : difference);
 }
 
 // ---------------------------------------------------------------------- blocking forms

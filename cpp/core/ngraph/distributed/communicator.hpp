@@ -145,6 +145,14 @@ class Communicator {
  protected:
   Communicator();
   void check_rank(int r, const char* what) const;
+  // The first step of check_same_collectives: the allreduce (max) of `count` hash words,
+  // check number `call` on this communicator, `what` naming the computation and the call
+  // ("graph 'g' (computation #2), call #5"). A backend may watch this wait for ranks that
+  // wait in the check of another computation (on another communicator, so the wait would
+  // otherwise last the whole timeout) and throw DistributedError naming both. Default: the
+  // plain allreduce.
+  virtual void agreement_allreduce(const int64_t* in, int64_t* out, size_t count, uint64_t call,
+                                   const std::string& what);
   // Set by duplicate() on the communicator it makes; part of every agreement check.
   uint64_t m_identity = 0;
   std::string m_label;

@@ -11,8 +11,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -40,19 +43,36 @@ void finalize_if_ours() {
 // this purpose, what it is waiting for; the watchdog thread of every rank answers within
 // 100 ms (with MPI_THREAD_MULTIPLE), from a table of the waits its threads are in. A rank
 // that does not answer within a second is stopped, dead, or inside an MPI call that does not
-// progress: that is the rank the others name.
+// progress: that is the rank the others name. A second question, asked while an agreement
+// check waits (see MismatchWatch), has a structured answer: which agreement checks of this
+// side channel's computations the rank waits in. Every answer starts with the question's id,
+// so one that arrives too late is never taken for the answer to a later question.
 constexpr int kAskTag = 1, kAnswerTag = 2;  // an answer's tag: kAnswerTag + question id % 30000
+constexpr int kAskChecksTag = 32001;        // "which agreement checks do you wait in?"
+constexpr int kVerdictTag = 32002;          // "your check waits for ranks in another one's"
 constexpr double kSurveySeconds = 1.0;
 
 std::mutex g_waits_mutex;
 std::map<uint64_t, std::string> g_waits;  // this process's threads' current long waits
 uint64_t g_next_wait = 0;
 
-std::mutex g_side_mutex;  // the side channels, the answers in flight, g_finalizing
+// The agreement checks this process's threads wait in (their allreduce), and per side channel
+// and computation (identity) the checks entered so far; both under g_waits_mutex.
+struct AgreementWait {
+  const MPI_Comm* control;
+  uint64_t identity, call;
+  std::string description;  // "graph 'A' (computation #1), call #1"
+  std::string verdict;      // another rank's finding that this wait cannot complete
+};
+std::map<uint64_t, AgreementWait> g_agreement_waits;
+std::map<std::pair<const MPI_Comm*, uint64_t>, uint64_t> g_checks_entered;
+std::atomic<int> g_calls_in_flight{0};  // distributed calls running in this process (begin_call)
+
+std::mutex g_side_mutex;  // the side channels, the messages in flight, g_finalizing
 std::vector<std::weak_ptr<MPI_Comm>> g_controls;
-std::vector<std::pair<std::shared_ptr<std::string>, MPI_Request>> g_answers;
-std::vector<std::shared_ptr<int64_t>> g_questions;  // buffers of questions sent (freed requests)
+std::vector<std::pair<std::shared_ptr<void>, MPI_Request>> g_sends;  // with their buffers
 bool g_finalizing = false;
+std::atomic<int64_t> g_next_question{0};
 
 std::string current_waits() {
   std::lock_guard<std::mutex> lock(g_waits_mutex);
@@ -64,6 +84,21 @@ std::string current_waits() {
     first = false;
   }
   return out;
+}
+
+// The answer about agreement checks: "calls <distributed calls in flight>", then "entered
+// <identity> <checks>" per computation of this side channel, then "wait <identity> <call>
+// <description>" per thread waiting in the allreduce of one's check.
+std::string agreement_answer(const MPI_Comm* control) {
+  std::lock_guard<std::mutex> lock(g_waits_mutex);
+  std::ostringstream out;
+  out << "calls " << g_calls_in_flight.load() << "\n";
+  for (auto it = g_checks_entered.lower_bound({control, 0});
+       it != g_checks_entered.end() && it->first.first == control; ++it)
+    out << "entered " << it->first.second << " " << it->second << "\n";
+  for (const auto& [id, w] : g_agreement_waits)
+    if (w.control == control) out << "wait " << w.identity << " " << w.call << " " << w.description << "\n";
+  return out.str();
 }
 
 // MPI_Finalize deletes MPI_COMM_SELF's attributes first: from then on the side channels
@@ -83,20 +118,81 @@ void watch_finalize() {
   });
 }
 
-// Answers the questions waiting on every side channel (the watchdog thread, every 100 ms).
-void serve_questions() {
-  std::lock_guard<std::mutex> lock(g_side_mutex);
-  if (g_finalizing) return;
-  for (size_t i = 0; i < g_answers.size();) {
+// The side channel's messages, with g_side_mutex held. Sends do not wait: each buffer is
+// kept until its send completes (complete_sends).
+void send_text(std::shared_ptr<std::string> text, MPI_Comm control, int dest, int tag) {
+  MPI_Request req;
+  if (MPI_Isend(text->data(), static_cast<int>(text->size()), MPI_CHAR, dest, tag, control, &req) ==
+      MPI_SUCCESS)
+    g_sends.emplace_back(std::move(text), req);
+}
+
+void complete_sends() {
+  for (size_t i = 0; i < g_sends.size();) {
     int done = 0;
-    MPI_Test(&g_answers[i].second, &done, MPI_STATUS_IGNORE);
+    MPI_Test(&g_sends[i].second, &done, MPI_STATUS_IGNORE);
     if (done) {
-      g_answers[i] = g_answers.back();
-      g_answers.pop_back();
+      g_sends[i] = g_sends.back();
+      g_sends.pop_back();
     } else {
       ++i;
     }
   }
+}
+
+// Takes one message with `tag` waiting on `control`, if any: its source and text.
+bool receive_text(MPI_Comm control, int tag, int* source, std::string* text) {
+  int flag = 0;
+  MPI_Message message;
+  MPI_Status status;
+  if (MPI_Improbe(MPI_ANY_SOURCE, tag, control, &flag, &message, &status) != MPI_SUCCESS || !flag)
+    return false;
+  int bytes = 0;
+  MPI_Get_count(&status, MPI_CHAR, &bytes);
+  text->assign(static_cast<size_t>(std::max(bytes, 0)), '\0');
+  MPI_Mrecv(text->data(), bytes, MPI_CHAR, &message, MPI_STATUS_IGNORE);
+  *source = status.MPI_SOURCE;
+  return true;
+}
+
+template <typename Answer>
+void answer_questions(MPI_Comm control, int ask_tag, Answer answer) {
+  for (;;) {
+    int flag = 0;
+    MPI_Message message;
+    MPI_Status status;
+    if (MPI_Improbe(MPI_ANY_SOURCE, ask_tag, control, &flag, &message, &status) != MPI_SUCCESS || !flag)
+      return;
+    int64_t id = 0;
+    MPI_Mrecv(&id, 1, MPI_INT64_T, &message, MPI_STATUS_IGNORE);
+    send_text(std::make_shared<std::string>(std::to_string(id) + "\n" + answer()), control,
+              status.MPI_SOURCE, kAnswerTag + static_cast<int>(id % 30000));
+  }
+}
+
+// A verdict ("<identity> <call>\n<identities>\n<message>") for a wait of this process: kept on
+// that wait, which raises it (one for a wait that has ended is dropped).
+void take_verdicts(const MPI_Comm* control) {
+  int source = 0;
+  std::string text;
+  while (receive_text(*control, kVerdictTag, &source, &text)) {
+    std::istringstream in(text);
+    uint64_t identity = 0, call = 0;
+    in >> identity >> call;
+    in.ignore(1);
+    std::string rest((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::lock_guard<std::mutex> lock(g_waits_mutex);
+    for (auto& [id, w] : g_agreement_waits)
+      if (w.control == control && w.identity == identity && w.call == call && w.verdict.empty())
+        w.verdict = rest;
+  }
+}
+
+// Answers the questions waiting on every side channel (the watchdog thread, every 100 ms).
+void serve_questions() {
+  std::lock_guard<std::mutex> lock(g_side_mutex);
+  if (g_finalizing) return;
+  complete_sends();
   for (size_t i = 0; i < g_controls.size();) {
     auto control = g_controls[i].lock();
     if (!control) {
@@ -105,21 +201,46 @@ void serve_questions() {
       continue;
     }
     ++i;
-    for (;;) {
-      int flag = 0;
-      MPI_Message message;
-      MPI_Status status;
-      if (MPI_Improbe(MPI_ANY_SOURCE, kAskTag, *control, &flag, &message, &status) != MPI_SUCCESS || !flag)
-        break;
-      int64_t id = 0;
-      MPI_Mrecv(&id, 1, MPI_INT64_T, &message, MPI_STATUS_IGNORE);
-      auto text = std::make_shared<std::string>(current_waits());
+    answer_questions(*control, kAskTag, [] { return current_waits(); });
+    answer_questions(*control, kAskChecksTag, [&] { return agreement_answer(control.get()); });
+    take_verdicts(control.get());
+  }
+}
+
+// Asks every other rank question `ask_tag` on `control` and collects the answers for up to
+// kSurveySeconds (rank -> text); nullopt once MPI is being finalised.
+std::optional<std::map<int, std::string>> ask_all(MPI_Comm control, int self, int size, int ask_tag) {
+  auto id = std::make_shared<int64_t>(++g_next_question);
+  const std::string prefix = std::to_string(*id) + "\n";
+  int tag = kAnswerTag + static_cast<int>(*id % 30000);
+  {
+    std::lock_guard<std::mutex> lock(g_side_mutex);
+    if (g_finalizing) return std::nullopt;
+    for (int r = 0; r < size; ++r) {
       MPI_Request req;
-      if (MPI_Isend(text->data(), static_cast<int>(text->size()), MPI_CHAR, status.MPI_SOURCE,
-                    kAnswerTag + static_cast<int>(id % 30000), *control, &req) == MPI_SUCCESS)
-        g_answers.emplace_back(text, req);
+      if (r != self && MPI_Isend(id.get(), 1, MPI_INT64_T, r, ask_tag, control, &req) == MPI_SUCCESS)
+        g_sends.emplace_back(id, req);
     }
   }
+  std::map<int, std::string> answers;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(kSurveySeconds);
+  while (static_cast<int>(answers.size()) < size - 1 && std::chrono::steady_clock::now() < deadline) {
+    {
+      std::lock_guard<std::mutex> lock(g_side_mutex);
+      if (g_finalizing) return std::nullopt;
+      int source = 0;
+      std::string text;
+      if (receive_text(control, tag, &source, &text)) {
+        // One for an earlier question of the same tag (it came too late) is dropped.
+        if (text.compare(0, prefix.size(), prefix) == 0) answers[source] = text.substr(prefix.size());
+        continue;
+      }
+    }
+    // Others ask this rank at the same moment; its watchdog may be the thread asking here.
+    serve_questions();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return answers;
 }
 
 int mpi_count(size_t count, const char* op) {
@@ -246,6 +367,217 @@ std::string describe(const char* op, size_t count, element::Type t) {
   return std::string("[") + op + "] " + std::to_string(count) + " x " + t.get_type_name();
 }
 
+// --------------------------------------------- ranks waiting in different computations' checks
+//
+// Each computation has a communicator of its own, so ranks that call different computations
+// wait in the agreement checks of different communicators, and neither check can complete.
+// A check that waits longer than kCheckGrace asks the other ranks, on the side channel, which
+// checks they wait in. It concludes that they cannot meet when every other rank answers and,
+// for this rank and some other: each process has exactly one distributed call in flight (no
+// other thread there can be about to start the matching call), and each waits in a check the
+// other has not entered; and when the same is found again kCheckRecheck later (a rank that is
+// merely arriving changes the picture by then). It then tells every rank waiting in a check
+// on this side channel (kVerdictTag), and all of them raise the same DistributedError.
+constexpr double kCheckGrace = 1.0, kCheckRecheck = 0.5;
+constexpr auto kVerdictPoll = std::chrono::milliseconds(50);
+
+struct CheckWait {
+  uint64_t identity = 0, call = 0;
+  std::string description;
+};
+
+// A rank's answer (agreement_answer) read back.
+struct ChecksAnswer {
+  long calls = -1;
+  std::map<uint64_t, uint64_t> entered;  // identity -> checks entered
+  std::vector<CheckWait> waits;
+  uint64_t entered_of(uint64_t identity) const {
+    auto it = entered.find(identity);
+    return it == entered.end() ? 0 : it->second;
+  }
+};
+
+ChecksAnswer parse_checks_answer(const std::string& text) {
+  ChecksAnswer a;
+  std::istringstream lines(text);
+  std::string line, kind;
+  while (std::getline(lines, line)) {
+    std::istringstream in(line);
+    in >> kind;
+    if (kind == "calls") {
+      in >> a.calls;
+    } else if (kind == "entered") {
+      uint64_t identity = 0, checks = 0;
+      in >> identity >> checks;
+      a.entered[identity] = checks;
+    } else if (kind == "wait") {
+      CheckWait w;
+      in >> w.identity >> w.call;
+      in.ignore(1);
+      std::getline(in, w.description);
+      a.waits.push_back(std::move(w));
+    }
+  }
+  return a;
+}
+
+// Every rank's waits as one line, when this rank and at least one other cannot meet (see
+// above); empty otherwise.
+std::string stuck_key(const std::map<int, ChecksAnswer>& answers, int self, const CheckWait& mine) {
+  const ChecksAnswer& me = answers.at(self);
+  if (me.calls != 1 || me.waits.size() != 1) return "";
+  bool stuck = false;
+  std::ostringstream key;
+  for (const auto& [r, a] : answers) {
+    for (const auto& w : a.waits) key << r << ':' << w.identity << ':' << w.call << ' ';
+    if (r == self || a.calls != 1 || a.waits.size() != 1) continue;
+    const CheckWait& w = a.waits[0];
+    stuck = stuck || (w.identity != mine.identity && me.entered_of(w.identity) < w.call &&
+                      a.entered_of(mine.identity) < mine.call);
+  }
+  return stuck ? key.str() : "";
+}
+
+std::string stuck_message(const std::map<int, ChecksAnswer>& answers, int self, double waited) {
+  std::map<std::string, std::vector<int>> groups;
+  for (const auto& [r, a] : answers) {
+    std::string where;
+    for (const auto& w : a.waits) where += (where.empty() ? "" : " and in ") + w.description;
+    groups[where].push_back(r);
+  }
+  std::ostringstream msg;
+  msg << "[collective] ranks wait in the agreement checks of different computations, on "
+         "different communicators, so none can complete:";
+  for (const auto& [where, ranks] : groups) {
+    bool one = ranks.size() == 1;
+    msg << (one ? " rank " : " ranks ");
+    for (size_t k = 0; k < ranks.size(); ++k) msg << (k ? "," : "") << ranks[k];
+    if (where.empty()) msg << (one ? " is" : " are") << " in no agreement check;";
+    else msg << (one ? " waits in " : " wait in ") << where << ";";
+  }
+  msg.setf(std::ios::fixed);
+  msg.precision(1);
+  msg << " every rank must call the same computations in the same order (found by rank " << self
+      << " after " << waited << " s; the communicators of these computations are unusable now)";
+  return msg.str();
+}
+
+// This thread's wait in an agreement check, for the answers (agreement_answer).
+class AgreementWaitEntry {
+ public:
+  AgreementWaitEntry(const MPI_Comm* control, const CheckWait& wait) {
+    std::lock_guard<std::mutex> lock(g_waits_mutex);
+    m_id = ++g_next_wait;
+    g_agreement_waits.emplace(m_id, AgreementWait{control, wait.identity, wait.call, wait.description, ""});
+    uint64_t& entered = g_checks_entered[{control, wait.identity}];
+    entered = std::max(entered, wait.call);
+  }
+  ~AgreementWaitEntry() {
+    std::lock_guard<std::mutex> lock(g_waits_mutex);
+    g_agreement_waits.erase(m_id);
+  }
+  AgreementWaitEntry(const AgreementWaitEntry&) = delete;
+  AgreementWaitEntry& operator=(const AgreementWaitEntry&) = delete;
+  uint64_t id() const { return m_id; }
+
+ private:
+  uint64_t m_id;
+};
+
+// Watches one agreement check's wait (see above): found() is polled with the allreduce.
+class MismatchWatch {
+ public:
+  // `timeout`: the wait's; no look (up to kSurveySeconds) starts that would outlast it.
+  MismatchWatch(const MPI_Comm* control, int rank, int size, CheckWait mine, uint64_t wait_id, double timeout)
+      : m_control(control), m_rank(rank), m_size(size), m_mine(std::move(mine)), m_wait_id(wait_id),
+        m_start(std::chrono::steady_clock::now()), m_last_look(deadline_after(timeout - kSurveySeconds)) {
+    m_next_poll = m_start + kVerdictPoll;
+    m_next_look = m_start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                std::chrono::duration<double>(kCheckGrace));
+  }
+  // True once this rank or another found that the ranks wait in checks that cannot meet.
+  bool found();
+  const std::string& message() const { return m_message; }
+  // The computations whose checks the ranks wait in.
+  const std::set<uint64_t>& identities() const { return m_identities; }
+
+ private:
+  bool take_verdict();
+  void look();
+  void conclude(const std::map<int, ChecksAnswer>& answers);
+  const MPI_Comm* m_control;
+  int m_rank, m_size;
+  CheckWait m_mine;
+  uint64_t m_wait_id;
+  std::chrono::steady_clock::time_point m_start, m_last_look, m_next_poll, m_next_look;
+  std::string m_seen, m_message;  // m_seen: what the last look found (stuck_key)
+  std::set<uint64_t> m_identities;
+};
+
+bool MismatchWatch::found() {
+  if (!m_message.empty()) return true;
+  auto now = std::chrono::steady_clock::now();
+  if (now < m_next_poll) return false;
+  m_next_poll = now + kVerdictPoll;
+  // A verdict (taken by the watchdog, or below) may come before this rank's own grace ends:
+  // it arrived late, in a check that the others already found waiting with theirs.
+  if (take_verdict()) return true;
+  if (now >= m_next_look && now < m_last_look) {
+    serve_questions();  // answers the others' questions and takes their verdicts
+    if (take_verdict()) return true;
+    look();
+    m_next_look = std::chrono::steady_clock::now() +
+                  std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                      std::chrono::duration<double>(kCheckRecheck));
+  }
+  return !m_message.empty();
+}
+
+bool MismatchWatch::take_verdict() {
+  std::string verdict;
+  {
+    std::lock_guard<std::mutex> lock(g_waits_mutex);
+    auto it = g_agreement_waits.find(m_wait_id);
+    if (it != g_agreement_waits.end()) verdict = it->second.verdict;
+  }
+  if (verdict.empty()) return false;
+  auto newline = verdict.find('\n');
+  std::istringstream identities(verdict.substr(0, newline));
+  for (uint64_t identity = 0; identities >> identity;) m_identities.insert(identity);
+  m_message = newline == std::string::npos ? verdict : verdict.substr(newline + 1);
+  return true;
+}
+
+void MismatchWatch::look() {
+  auto texts = ask_all(*m_control, m_rank, m_size, kAskChecksTag);
+  std::string key;
+  if (texts && static_cast<int>(texts->size()) == m_size - 1) {
+    std::map<int, ChecksAnswer> answers;
+    for (const auto& [r, text] : *texts) answers[r] = parse_checks_answer(text);
+    answers[m_rank] = parse_checks_answer(agreement_answer(m_control));
+    key = stuck_key(answers, m_rank, m_mine);
+    if (!key.empty() && key == m_seen) conclude(answers);
+  }
+  m_seen = key;
+}
+
+void MismatchWatch::conclude(const std::map<int, ChecksAnswer>& answers) {
+  m_message = stuck_message(answers, m_rank,
+                            std::chrono::duration<double>(std::chrono::steady_clock::now() - m_start).count());
+  std::string identities;
+  for (const auto& [r, a] : answers)
+    for (const auto& w : a.waits)
+      if (m_identities.insert(w.identity).second) identities += std::to_string(w.identity) + " ";
+  std::lock_guard<std::mutex> lock(g_side_mutex);
+  if (g_finalizing) return;
+  for (const auto& [r, a] : answers)
+    for (const auto& w : a.waits)
+      if (r != m_rank)
+        send_text(std::make_shared<std::string>(std::to_string(w.identity) + " " + std::to_string(w.call) +
+                                                "\n" + identities + "\n" + m_message),
+                  *m_control, r, kVerdictTag);
+}
+
 }  // namespace
 
 namespace detail {
@@ -266,42 +598,9 @@ std::string survey(MPI_Comm control, int self, int size) {
   if (MPICommunicator::thread_level() < MPI_THREAD_MULTIPLE)
     return " (the other ranks cannot be asked what they wait for: MPI was initialised below "
            "MPI_THREAD_MULTIPLE)";
-  static std::atomic<int64_t> next{0};
-  auto id = std::make_shared<int64_t>(++next);
-  int tag = kAnswerTag + static_cast<int>(*id % 30000);
-  {
-    std::lock_guard<std::mutex> lock(g_side_mutex);
-    if (g_finalizing) return "";
-    g_questions.push_back(id);  // a freed request may still read it
-    for (int r = 0; r < size; ++r) {
-      if (r == self) continue;
-      MPI_Request req;
-      if (MPI_Isend(id.get(), 1, MPI_INT64_T, r, kAskTag, control, &req) == MPI_SUCCESS)
-        MPI_Request_free(&req);
-    }
-  }
-  std::map<int, std::string> answers;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(kSurveySeconds);
-  while (static_cast<int>(answers.size()) < size - 1 && std::chrono::steady_clock::now() < deadline) {
-    {
-      std::lock_guard<std::mutex> lock(g_side_mutex);
-      if (g_finalizing) return "";
-      int flag = 0;
-      MPI_Message message;
-      MPI_Status status;
-      if (MPI_Improbe(MPI_ANY_SOURCE, tag, control, &flag, &message, &status) == MPI_SUCCESS && flag) {
-        int bytes = 0;
-        MPI_Get_count(&status, MPI_CHAR, &bytes);
-        std::string text(static_cast<size_t>(std::max(bytes, 0)), '\0');
-        MPI_Mrecv(text.data(), bytes, MPI_CHAR, &message, MPI_STATUS_IGNORE);
-        answers[status.MPI_SOURCE] = text;
-        continue;
-      }
-    }
-    // Others ask this rank at the same moment; its watchdog may be the thread asking here.
-    serve_questions();
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  auto asked = ask_all(control, self, size, kAskTag);
+  if (!asked) return "";
+  const std::map<int, std::string>& answers = *asked;
   std::string silent;
   std::ostringstream out;
   for (int r = 0; r < size; ++r)
@@ -328,7 +627,6 @@ int MPICommunicator::thread_level() {
 }
 
 namespace {
-std::atomic<int> g_calls_in_flight{0};  // below MPI_THREAD_MULTIPLE: distributed calls running
 std::atomic<uint64_t> g_next_uid{0};
 
 const char* thread_level_name(int level) {
@@ -343,9 +641,11 @@ void start_watchdog();
 }  // namespace
 
 std::shared_ptr<void> MPICommunicator::begin_call(const std::string& where) {
+  // Counted at every thread level: an agreement check concludes that ranks wait in different
+  // computations only where one call is in flight (no other thread can be about to start the
+  // matching one).
   int level = thread_level();
-  if (level >= MPI_THREAD_MULTIPLE) return nullptr;
-  if (g_calls_in_flight.fetch_add(1) > 0) {
+  if (g_calls_in_flight.fetch_add(1) > 0 && level < MPI_THREAD_MULTIPLE) {
     --g_calls_in_flight;
     throw DistributedError(
         where + ": another thread is running a distributed computation, and MPI was initialised "
@@ -441,6 +741,10 @@ size_t MPICommunicator::get_all_checks_passed() const {
 }
 
 MPICommunicator::~MPICommunicator() {
+  if (m_control) {
+    std::lock_guard<std::mutex> lock(g_waits_mutex);
+    g_checks_entered.erase({m_control.get(), m_identity});
+  }
   if (m_parent_family) {
     std::lock_guard<std::mutex> lock(m_parent_family->mutex);
     m_parent_family->gone_checks += get_checks_passed();
@@ -493,6 +797,53 @@ void MPICommunicator::wait_request(MPI_Request& req, const std::string& what, MP
 }
 
 void MPICommunicator::wait_setup(MPI_Request& req, const std::string& what) { wait_request(req, what); }
+
+void MPICommunicator::agreement_allreduce(const int64_t* in, int64_t* out, size_t count, uint64_t call,
+                                          const std::string& what) {
+  if (m_size < 2 || !m_control || thread_level() < MPI_THREAD_MULTIPLE) {
+    // The other ranks cannot be asked (see survey): the wait is bounded by the timeout only.
+    Communicator::agreement_allreduce(in, out, count, call, what);
+    return;
+  }
+  check_usable("AllReduce");
+  // MPI may still use these after a wait that was given up (as Communicator::staged keeps).
+  auto stage = std::make_shared<std::vector<int64_t>>(2 * count);
+  std::copy(in, in + count, stage->begin());
+  CheckWait mine{m_identity, call, what};
+  AgreementWaitEntry entry(m_control.get(), mine);
+  auto op = [count] { return describe("AllReduce", count, element::i64) + " max"; };
+  auto request = start_allreduce(stage->data(), stage->data() + count, count, element::i64, ReduceOp::max);
+  MismatchWatch watch(m_control.get(), m_rank, m_size, std::move(mine), entry.id(), get_timeout());
+  bool ended = poll_until(
+      get_timeout(), [&] { return request->test() || watch.found(); }, {},
+      [&] { return op() + " on " + m_name; });
+  if (ended && watch.message().empty()) {
+    std::copy(stage->begin() + static_cast<std::ptrdiff_t>(count), stage->end(), out);
+    return;
+  }
+  m_abandoned_checks.push_back(stage);
+  if (!ended) {
+    std::string msg = timeout_message(op(), "waiting for the other ranks of " + m_name);
+    mark_broken(msg);
+    throw DistributedError(msg);
+  }
+  break_computations(watch.identities(), watch.message());
+  throw DistributedError(watch.message());
+}
+
+void MPICommunicator::break_computations(const std::set<uint64_t>& identities, const std::string& why) {
+  mark_broken(why);
+  // Their checks' allreduces stay pending on some ranks: a later call of one on any rank
+  // would pair up with them, so every rank marks them all.
+  std::vector<std::shared_ptr<MPICommunicator>> involved;
+  {
+    const auto& family = m_parent_family ? m_parent_family : m_family;
+    std::lock_guard<std::mutex> lock(family->mutex);
+    for (const auto& child : family->children)
+      if (auto c = child.lock(); c && identities.count(c->m_identity)) involved.push_back(c);
+  }
+  for (const auto& c : involved) c->mark_broken(why);
+}
 
 void MPICommunicator::check_usable(const char* op) const {
   std::lock_guard<std::mutex> lock(m_broken_mutex);

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -97,8 +98,21 @@ class MPICommunicator : public Communicator, public NodeMemory {
   // marks the communicator broken and throws DistributedError.
   void wait_request(MPI_Request& req, const std::string& what, MPI_Status* status = MPI_STATUS_IGNORE);
 
+ protected:
+  // Polls the check's allreduce with the timeout; once it lasts, asks the other ranks on the
+  // side channel which agreement checks they wait in, and throws DistributedError on every
+  // rank when they wait in those of different computations (see MismatchWatch in
+  // mpi_communicator.cpp). Below MPI_THREAD_MULTIPLE: Communicator's.
+  void agreement_allreduce(const int64_t* in, int64_t* out, size_t count, uint64_t call,
+                           const std::string& what) override;
+
  private:
   struct Adopt {};
+  // Marks this communicator and those of the computations made beside it (by the same
+  // duplicate() parent) with these identities broken.
+  void break_computations(const std::set<uint64_t>& identities, const std::string& why);
+  // Buffers of agreement checks given up, which MPI may still use.
+  std::vector<std::shared_ptr<std::vector<int64_t>>> m_abandoned_checks;
   // Takes `comm` (already duplicated) and the parent's shared state.
   MPICommunicator(Adopt, MPI_Comm comm, const MPICommunicator& parent, const std::string& name);
   void check_usable(const char* op) const;
