@@ -13,7 +13,7 @@
 #include <unordered_map>
 
 #include "ngraph/ops.hpp"
-#include "ngraph/runtime/cpu/fusion.hpp"
+#include "ngraph/runtime/cpu/op/fused_allreduce.hpp"
 #include "ngraph/runtime/cpu/layout.hpp"
 
 namespace ngraph {

@@ -156,7 +156,16 @@ struct ExecutionPlan {
 namespace pass {
 // Graph passes, on the compiled copy of the function.
 void optimize_graph(ExecutionPlan& plan);      // ConstantFolding, DeadNodeElimination, CSE
-void fuse_cpu_ops(ExecutionPlan& plan);        // matmul+bias+ReLU, elementwise, allreduce
+// The fusions (fusions.hpp; each a rewrite of the function, run when fusing).
+void fuse_matmul_bias_relu(ExecutionPlan& plan);
+void fold_batch_norm_into_convolution(ExecutionPlan& plan);  // then ConstantFolding
+void fuse_convolution_bias_relu(ExecutionPlan& plan);
+void fuse_convolution_sum_relu(ExecutionPlan& plan);
+void fuse_batch_norm_relu(ExecutionPlan& plan);
+void fuse_max_pool_workspace(ExecutionPlan& plan);
+void fuse_attention_softmax(ExecutionPlan& plan);
+void fuse_elementwise(ExecutionPlan& plan);
+void fuse_allreduce(ExecutionPlan& plan);
 void pass_results_through(ExecutionPlan& plan);  // inner Results, GetOutputElements
 void assign_layouts(ExecutionPlan& plan);      // descriptors; Reorders where layouts differ
 void lay_out_constants(ExecutionPlan& plan);   // Reorder(Constant) done once, at compile time

@@ -7,7 +7,8 @@
 #include <string>
 
 #include "ngraph/ops.hpp"
-#include "ngraph/runtime/cpu/fusion.hpp"
+#include "ngraph/runtime/cpu/op/fused_allreduce.hpp"
+#include "ngraph/runtime/cpu/op/fused_elementwise.hpp"
 #include "ngraph/runtime/cpu/layout.hpp"
 #include "ngraph/runtime/cpu/plan.hpp"
 

@@ -19,7 +19,8 @@
 
 #include "ngraph/distributed/communicator.hpp"
 #include "ngraph/ops/variable.hpp"
-#include "ngraph/runtime/cpu/fusion.hpp"
+#include "ngraph/runtime/cpu/op/fused_allreduce.hpp"
+#include "ngraph/runtime/cpu/op/fused_elementwise.hpp"
 #include "ngraph/runtime/cpu/plan.hpp"
 
 namespace ngraph {
