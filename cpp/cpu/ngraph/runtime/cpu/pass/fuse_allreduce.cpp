@@ -22,20 +22,22 @@ size_t default_fusion_threshold() {
   return size_t(64) << 20;
 }
 
-size_t fuse_allreduce(Function& f, size_t threshold_bytes) {
-  struct Bucket {
-    std::shared_ptr<distributed::Communicator> comm;
-    element::Type type;
-    std::string op;
-    std::vector<Node*> members;
-    size_t bytes = 0;
-  };
-  std::vector<Bucket> done;
-  std::vector<Bucket> open;  // at most one open bucket per (comm, type, op)
-  // The AllReduces each node depends on: an AllReduce whose input needs another one's
-  // result cannot share its collective (that would be a cycle).
+namespace {
+
+// AllReduces that become one FusedAllReduce.
+struct Bucket {
+  std::shared_ptr<distributed::Communicator> comm;
+  element::Type type;
+  std::string op;
+  std::vector<Node*> members;
+  size_t bytes = 0;
+};
+
+// The AllReduces each node depends on: an AllReduce whose input needs another one's result
+// cannot share its collective (that would be a cycle).
+std::map<const Node*, std::set<const Node*>> allreduces_upstream(const NodeVector& ops) {
   std::map<const Node*, std::set<const Node*>> upstream;
-  for (const auto& node : f.get_ordered_ops()) {
+  for (const auto& node : ops) {
     std::set<const Node*> up;
     for (const auto& in : node->input_values()) {
       const auto& u = upstream[in.get_node()];
@@ -44,7 +46,15 @@ size_t fuse_allreduce(Function& f, size_t threshold_bytes) {
     }
     upstream[node.get()] = std::move(up);
   }
-  for (const auto& node : f.get_ordered_ops()) {
+  return upstream;
+}
+
+// The AllReduces (sum or mean) of `ops` in buckets, in the order the buckets close.
+std::vector<Bucket> bucket_allreduces(const NodeVector& ops, size_t threshold_bytes) {
+  std::vector<Bucket> done;
+  std::vector<Bucket> open;  // at most one open bucket per (comm, type, op)
+  auto upstream = allreduces_upstream(ops);
+  for (const auto& node : ops) {
     auto* ar = dynamic_cast<op::AllReduce*>(node.get());
     if (!ar) continue;
     auto r = ar->get_reduce_op();
@@ -57,7 +67,8 @@ size_t fuse_allreduce(Function& f, size_t threshold_bytes) {
     bool depends = false;
     if (it != open.end())
       for (Node* m : it->members) depends = depends || upstream[ar].count(m);
-    if (it != open.end() && (depends || it->bytes + bytes > threshold_bytes || threshold_bytes == 0)) {
+    if (it != open.end() &&
+        (depends || it->bytes + bytes > threshold_bytes || threshold_bytes == 0)) {
       done.push_back(std::move(*it));
       open.erase(it);
       it = open.end();
@@ -70,8 +81,15 @@ size_t fuse_allreduce(Function& f, size_t threshold_bytes) {
     it->bytes += bytes;
   }
   for (auto& b : open) done.push_back(std::move(b));
+  return done;
+}
+
+}  // namespace
+
+size_t fuse_allreduce(Function& f, size_t threshold_bytes) {
+  std::vector<Bucket> buckets = bucket_allreduces(f.get_ordered_ops(), threshold_bytes);
   std::map<Output, Output> replacements;
-  for (const auto& b : done) {
+  for (const auto& b : buckets) {
     OutputVector inputs;
     for (Node* m : b.members) inputs.push_back(m->input_value(0));
     auto fused = std::make_shared<FusedAllReduce>(inputs, b.op, b.comm);
@@ -82,7 +100,7 @@ size_t fuse_allreduce(Function& f, size_t threshold_bytes) {
       replacements[b.members[i]->output(0)] = fused->output(i);
   }
   replace_outputs(f, replacements);
-  return done.size();
+  return buckets.size();
 }
 
 namespace pass {
