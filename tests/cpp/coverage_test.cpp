@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "ngraph/node.hpp"
-#include "ngraph/runtime/cpu/fusion.hpp"
+#include "ngraph/runtime/cpu/op/internal_ops.hpp"
 #include "ngraph/runtime/cpu/kernel.hpp"
 
 using namespace ngraph;

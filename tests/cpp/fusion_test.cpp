@@ -8,7 +8,7 @@
 #include "ngraph/autodiff/adjoints.hpp"
 #include "ngraph/ops.hpp"
 #include "ngraph/runtime/cpu/cpu_backend.hpp"
-#include "ngraph/runtime/cpu/fusion.hpp"
+#include "ngraph/runtime/cpu/op/fused_elementwise.hpp"
 
 using namespace ngraph;
 using runtime::cpu::CompileOptions;

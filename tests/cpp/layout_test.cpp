@@ -10,7 +10,6 @@
 #include "ngraph/autodiff/adjoints.hpp"
 #include "ngraph/ops.hpp"
 #include "ngraph/runtime/cpu/dnnl_utils.hpp"
-#include "ngraph/runtime/cpu/fusion.hpp"
 #include "ngraph/runtime/cpu/layout.hpp"
 #include "test_utils.hpp"
 

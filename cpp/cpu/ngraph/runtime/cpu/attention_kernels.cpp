@@ -1,4 +1,4 @@
-// Attention's softmax, forward and backward, row by row (fusion.hpp's AttentionSoftmax and
+// Attention's softmax, forward and backward, row by row (AttentionSoftmax and
 // AttentionSoftmaxBackprop): one pass for the maximum, one for the exponentials and their sum,
 // one to normalise, with the scale and the mask applied as the rows are read, so the scaled and
 // masked scores never go to memory. The loops vectorise: f32's exponential is scalar_ops.hpp's
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "ngraph/ops.hpp"
-#include "ngraph/runtime/cpu/fusion.hpp"
+#include "ngraph/runtime/cpu/op/attention_softmax.hpp"
 #include "ngraph/runtime/cpu/kernel.hpp"
 #include "ngraph/runtime/cpu/row_softmax.hpp"
 #include "ngraph/runtime/cpu/scalar_ops.hpp"

@@ -7,7 +7,7 @@
 
 #include "ngraph/ops/convolution.hpp"
 #include "ngraph/runtime/cpu/dnnl_utils.hpp"
-#include "ngraph/runtime/cpu/fusion.hpp"
+#include "ngraph/runtime/cpu/op/convolution_bias.hpp"
 #include "ngraph/runtime/cpu/kernel.hpp"
 #include "ngraph/runtime/cpu/layout.hpp"
 

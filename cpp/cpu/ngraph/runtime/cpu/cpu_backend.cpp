@@ -5,15 +5,9 @@
 #include <algorithm>
 #include <atomic>
 #include <thread>
-#include <chrono>
 #include <cstdlib>
-#include <cstring>
-#include <map>
-#include <set>
-#include <unordered_map>
 
 #include "ngraph/ops.hpp"
-#include "ngraph/runtime/cpu/fusion.hpp"
 #include "ngraph/runtime/cpu/layout.hpp"
 
 namespace ngraph {

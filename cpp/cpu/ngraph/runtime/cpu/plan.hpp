@@ -59,6 +59,32 @@ struct PlannedStep {
   std::vector<size_t> scratch_offset; // arena offsets, from memory planning
 };
 
+// The reader index: the steps that read each value, in schedule order. `schedule` builds it
+// once it has ordered the steps; no later pass changes a step's inputs (one that did would
+// build it again). Passes ask it instead of scanning every step's inputs.
+class ReaderIndex {
+ public:
+  using Steps = std::vector<size_t>;
+  static constexpr size_t none = static_cast<size_t>(-1);
+
+  // Indexes every input of every step (the index of a step in `steps`).
+  void build(const std::vector<PlannedStep>& steps);
+  // The steps that read v, ascending, each once; empty when no step reads it.
+  const Steps& of(const Output& v) const;
+  // Whether step s reads v.
+  bool reads(size_t s, const Output& v) const;
+  // Whether a step after step s reads v.
+  bool read_after(const Output& v, size_t s) const;
+  // The first step after step s that reads v, or `none`.
+  size_t first_after(const Output& v, size_t s) const;
+  // Every value a step reads, with its readers (ordered by value).
+  std::map<Output, Steps>::const_iterator begin() const { return m_readers.begin(); }
+  std::map<Output, Steps>::const_iterator end() const { return m_readers.end(); }
+
+ private:
+  std::map<Output, Steps> m_readers;
+};
+
 // Values laid out end to end (a fused allreduce's inputs, or its outputs), so the collective
 // is one operation over one range.
 struct ContiguousGroup {
@@ -101,6 +127,7 @@ struct ExecutionPlan {
 
   NodeVector ops;                      // schedule order, structural ops included
   std::vector<PlannedStep> steps;      // compute nodes in schedule order
+  ReaderIndex readers;                 // the steps reading each value (built by `schedule`)
   std::map<Output, TensorDesc> descs;  // every value's descriptor
   // The storage layout of each variable the function reads or updates (the executable lays
   // the value out so before a call).
@@ -138,12 +165,21 @@ struct ExecutionPlan {
 namespace pass {
 // Graph passes, on the compiled copy of the function.
 void optimize_graph(ExecutionPlan& plan);      // ConstantFolding, DeadNodeElimination, CSE
-void fuse_cpu_ops(ExecutionPlan& plan);        // matmul+bias+ReLU, elementwise, allreduce
+// The fusions (fusions.hpp; each a rewrite of the function, run when fusing).
+void fuse_matmul_bias_relu(ExecutionPlan& plan);
+void fold_batch_norm_into_convolution(ExecutionPlan& plan);  // then ConstantFolding
+void fuse_convolution_bias_relu(ExecutionPlan& plan);
+void fuse_convolution_sum_relu(ExecutionPlan& plan);
+void fuse_batch_norm_relu(ExecutionPlan& plan);
+void fuse_max_pool_workspace(ExecutionPlan& plan);
+void fuse_attention_softmax(ExecutionPlan& plan);
+void fuse_elementwise(ExecutionPlan& plan);
+void fuse_allreduce(ExecutionPlan& plan);
 void pass_results_through(ExecutionPlan& plan);  // inner Results, GetOutputElements
 void assign_layouts(ExecutionPlan& plan);      // descriptors; Reorders where layouts differ
 void lay_out_constants(ExecutionPlan& plan);   // Reorder(Constant) done once, at compile time
 // Plan passes.
-void schedule(ExecutionPlan& plan);            // the order steps run in
+void schedule(ExecutionPlan& plan);            // the order steps run in; the reader index
 void bind_io(ExecutionPlan& plan);             // results and updates written in place
 void plan_in_place_updates(ExecutionPlan& plan);
 void place_collectives(ExecutionPlan& plan);   // overlap, waits, contiguous groups, checks

@@ -5,7 +5,6 @@
 #include <cstring>
 
 #include "ngraph/ops.hpp"
-#include "ngraph/runtime/cpu/fusion.hpp"
 #include "ngraph/runtime/cpu/layout.hpp"
 
 namespace ngraph {

@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "ngraph/ops.hpp"
-#include "ngraph/runtime/cpu/fusion.hpp"
+#include "ngraph/runtime/cpu/op/fused_allreduce.hpp"
 #include "ngraph/runtime/cpu/plan.hpp"
 
 namespace ngraph {
@@ -60,9 +60,8 @@ void place_collectives(ExecutionPlan& plan) {
     if (steps[s].node->get_type_name() != FusedAllReduce::type_name) continue;
     // The first step that reads a result of the collective.
     size_t w = n;
-    for (size_t t = s + 1; t < n && w == n; ++t)
-      for (const auto& in : steps[t].node->input_values())
-        if (in.get_node() == steps[s].node.get()) w = t;
+    for (const auto& out : steps[s].node->outputs())
+      w = std::min(w, plan.readers.first_after(out, s));
     size_t between = 0;
     for (size_t t = s + 1; t < w; ++t)
       for (const auto& out : steps[t].node->outputs()) between += plan.desc(out).elements();

@@ -7,7 +7,8 @@
 #include <string>
 
 #include "ngraph/ops.hpp"
-#include "ngraph/runtime/cpu/fusion.hpp"
+#include "ngraph/runtime/cpu/op/fused_allreduce.hpp"
+#include "ngraph/runtime/cpu/op/fused_elementwise.hpp"
 #include "ngraph/runtime/cpu/layout.hpp"
 #include "ngraph/runtime/cpu/plan.hpp"
 
@@ -17,9 +18,12 @@ namespace cpu {
 namespace pass {
 
 namespace {
-bool reads(const Node& node, const Node* value) {
-  for (const auto& in : node.input_values())
-    if (in.get_node() == value) return true;
+// Whether a Send or a collective reads v: it may hold the buffer until the end of the call.
+bool held_by_communication(const ExecutionPlan& plan, const Output& v) {
+  for (size_t r : plan.readers.of(v)) {
+    const std::string& type = plan.steps[r].node->get_type_name();
+    if (type == "Send" || type == FusedAllReduce::type_name) return true;
+  }
   return false;
 }
 }  // namespace
@@ -47,15 +51,10 @@ void plan_in_place_updates(ExecutionPlan& plan) {
     for (VariableState* state : states) {
       auto vn = var_node.find(state);
       if (vn == var_node.end() || read_at_end.count(vn->second)) continue;
-      const Node* variable = vn->second.get_node();
-      if (!reads(node, variable)) continue;
-      bool ok = true;
-      for (size_t t = s + 1; ok && t < steps.size(); ++t) ok = !reads(*steps[t].node, variable);
-      for (const auto& other : steps)  // nor may a Send or collective hold it
-        if (ok && (other.node->get_type_name() == "Send" ||
-                   other.node->get_type_name() == FusedAllReduce::type_name))
-          ok = !reads(*other.node, variable);
-      if (ok) plan.in_place.insert(state);
+      const Output& variable = vn->second;
+      if (plan.readers.reads(s, variable) && !plan.readers.read_after(variable, s) &&
+          !held_by_communication(plan, variable))
+        plan.in_place.insert(state);
     }
   }
 }

@@ -4,7 +4,7 @@
 // those stay in the executable's buffers (laid out end to end, maybe in shared memory) so the
 // collective is one operation nothing outside can touch; they are copied out at the end.
 #include "ngraph/ops.hpp"
-#include "ngraph/runtime/cpu/fusion.hpp"
+#include "ngraph/runtime/cpu/op/fused_allreduce.hpp"
 #include "ngraph/runtime/cpu/plan.hpp"
 
 namespace ngraph {

@@ -170,35 +170,68 @@ void assign_layouts(ExecutionPlan& plan) {
 
 }  // namespace pass
 
+namespace {
+
+// Whether every output has output 0's shape and element type (so that one layout fits all).
+bool outputs_alike(const Node& node) {
+  const Shape& shape = node.get_output_shape(0);
+  for (size_t o = 1; o < node.get_output_size(); ++o)
+    if (node.get_output_shape(o) != shape ||
+        node.get_output_element_type(o) != node.get_output_element_type(0))
+      return false;
+  return true;
+}
+
+// The layouts the operands of an elementwise op of `shape` are produced in. Scalars and free
+// operands (they take whatever the others have) do not count.
+struct OperandLayouts {
+  bool broadcast = false;              // an operand of another shape: everything plain
+  const TensorDesc* common = nullptr;  // the first non-plain layout
+  const TensorDesc* kept = nullptr;    // a variable's own (blocked) layout
+  bool mixed = false;                  // a plain operand, or two layouts that differ
+};
+
+OperandLayouts operand_layouts(const LayoutContext& ctx, const Shape& shape) {
+  OperandLayouts o;
+  for (size_t i = 0; i < ctx.produced.size(); ++i) {
+    const TensorDesc& p = ctx.produced[i];
+    if (p.shape().empty() && !shape.empty()) continue;  // a scalar operand
+    if (p.shape() != shape) {
+      o.broadcast = true;
+      return o;
+    }
+    if (ctx.free[i]) continue;
+    bool variable = ctx.node.input_value(i).get_node()->get_type_name() ==
+                    std::string(op::Variable::type_name);
+    if (!p.is_plain() && !o.kept && variable) o.kept = &p;
+    if (p.is_plain() || (o.common && o.common->dnnl_desc() != p.dnnl_desc())) o.mixed = true;
+    else if (!o.common) o.common = &p;
+  }
+  return o;
+}
+
+// The operands' common layout. Operands that disagree are read plain, unless one is a variable
+// kept in a layout and the others have its element type (a boolean mask is never reordered as
+// floats): then that layout (the value is most likely the variable's update, written back in
+// it). Null: plain.
+const TensorDesc* chosen_layout(const LayoutContext& ctx, const OperandLayouts& o) {
+  if (!o.mixed) return o.common;
+  const TensorDesc* layout = o.kept;
+  for (size_t i = 0; layout && i < ctx.produced.size(); ++i)
+    if (ctx.produced[i].type() != layout->type()) layout = nullptr;
+  return layout;
+}
+
+}  // namespace
+
 LayoutRule elementwise_layout(bool zero_preserving) {
   return [zero_preserving](LayoutContext& ctx) {
     // Outputs that differ in shape or type (none of the elementwise ops): everything plain.
+    if (!outputs_alike(ctx.node)) return;
     const Shape& shape = ctx.node.get_output_shape(0);
-    for (size_t o = 1; o < ctx.node.get_output_size(); ++o)
-      if (ctx.node.get_output_shape(o) != shape ||
-          ctx.node.get_output_element_type(o) != ctx.node.get_output_element_type(0))
-        return;
-    const TensorDesc* layout = nullptr;
-    const TensorDesc* kept = nullptr;  // a variable's own (blocked) layout
-    bool mixed = false;
-    for (size_t i = 0; i < ctx.produced.size(); ++i) {
-      const TensorDesc& p = ctx.produced[i];
-      if (p.shape().empty() && !shape.empty()) continue;  // a scalar operand
-      if (p.shape() != shape) return;                     // broadcasting: plain
-      if (ctx.free[i]) continue;                          // takes whatever the others have
-      if (!p.is_plain() && !kept && ctx.node.input_value(i).get_node()->get_type_name() == std::string(op::Variable::type_name))
-        kept = &p;
-      if (p.is_plain() || (layout && layout->dnnl_desc() != p.dnnl_desc())) mixed = true;
-      else if (!layout) layout = &p;
-    }
-    // Operands that disagree are read plain, unless one is a variable kept in a layout and
-    // the others have its element type (a boolean mask is never reordered as floats): then
-    // that layout (the value is most likely the variable's update, written back in it).
-    if (mixed) {
-      layout = kept;
-      for (size_t i = 0; layout && i < ctx.produced.size(); ++i)
-        if (ctx.produced[i].type() != layout->type()) layout = nullptr;
-    }
+    OperandLayouts operands = operand_layouts(ctx, shape);
+    if (operands.broadcast) return;
+    const TensorDesc* layout = chosen_layout(ctx, operands);
     if (!layout || (layout->is_padded() && !zero_preserving)) return;
     for (size_t i = 0; i < ctx.produced.size(); ++i)
       if (!ctx.produced[i].shape().empty() || shape.empty()) ctx.wanted[i] = *layout;

@@ -76,8 +76,7 @@ std::string tensor_name(const Output& o) {
 void find_last_uses(ExecutionPlan& plan) {
   size_t n = plan.steps.size();
   auto hold = [&](const Output& v, size_t s) { plan.last_use[v] = std::max(plan.last_use[v], s); };
-  for (size_t s = 0; s < n; ++s)
-    for (const auto& in : plan.steps[s].node->input_values()) hold(in, s);
+  for (const auto& [value, readers] : plan.readers) hold(value, readers.back());
   for (const auto& r : plan.function->get_results())
     if (!plan.result_binding.count(r->input_value(0))) hold(r->input_value(0), n);
   for (const auto& sink : plan.function->get_sinks())

@@ -18,7 +18,17 @@ struct NamedPass {
 const std::vector<NamedPass>& pipeline() {
   static const std::vector<NamedPass> passes{
       {"optimize_graph", optimize_graph},            // graph_optimization.cpp
-      {"fuse_cpu_ops", fuse_cpu_ops},                // ../fusion.cpp
+      // The fusions, one rewrite each in a file of its name (fusions.hpp), in this order: a
+      // later one matches what an earlier one formed or left.
+      {"fuse_matmul_bias_relu", fuse_matmul_bias_relu},
+      {"fold_batch_norm_into_convolution", fold_batch_norm_into_convolution},
+      {"fuse_convolution_bias_relu", fuse_convolution_bias_relu},
+      {"fuse_convolution_sum_relu", fuse_convolution_sum_relu},
+      {"fuse_batch_norm_relu", fuse_batch_norm_relu},
+      {"fuse_max_pool_workspace", fuse_max_pool_workspace},
+      {"fuse_attention_softmax", fuse_attention_softmax},
+      {"fuse_elementwise", fuse_elementwise},
+      {"fuse_allreduce", fuse_allreduce},
       {"pass_results_through", pass_results_through},// schedule.cpp
       {"assign_layouts", assign_layouts},            // layout_assignment.cpp
       {"lay_out_constants", lay_out_constants},      // constant_layouts.cpp

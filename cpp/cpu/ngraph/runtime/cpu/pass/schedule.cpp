@@ -4,7 +4,7 @@
 #include <unordered_map>
 
 #include "ngraph/ops.hpp"
-#include "ngraph/runtime/cpu/fusion.hpp"
+#include "ngraph/runtime/cpu/op/fused_allreduce.hpp"
 #include "ngraph/runtime/cpu/plan.hpp"
 
 namespace ngraph {
@@ -42,7 +42,7 @@ int urgency(const Node& node, const std::set<const Node*>& update_values) {
 // as late as possible: ranks exchanging values in a ring never all block in Recv,
 // communication overlaps computation, and updates can overwrite their variable in place (no
 // reader of the old value is left). Ties keep the function's order, so every rank schedules
-// the same graph the same way.
+// the same graph the same way. Then the reader index of the steps, which later passes ask.
 void schedule(ExecutionPlan& plan) {
   NodeVector ops = plan.function->get_ordered_ops();
   std::unordered_map<const Node*, size_t> index;
@@ -74,6 +74,7 @@ void schedule(ExecutionPlan& plan) {
     for (size_t u : users[i])
       if (--missing[u] == 0) ready.emplace(urgency(*ops[u], update_values), u);
   }
+  plan.readers.build(plan.steps);
 }
 
 }  // namespace pass

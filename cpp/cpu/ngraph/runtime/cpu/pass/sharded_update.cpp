@@ -7,7 +7,8 @@
 #include <stdexcept>
 
 #include "ngraph/ops/variable.hpp"
-#include "ngraph/runtime/cpu/fusion.hpp"
+#include "ngraph/runtime/cpu/op/fused_allreduce.hpp"
+#include "ngraph/runtime/cpu/op/fused_elementwise.hpp"
 
 namespace ngraph {
 namespace runtime {
@@ -30,11 +31,10 @@ class ShardedUpdateFinder {
         m_after(plan.read_after_steps()) {
     for (size_t i = 0; i < m_op.get_output_size(); ++i) m_member[m_op.output(i)] = i;
     for (const auto& r : plan.function->get_results()) m_results.insert(r->input_value(0));
-    for (size_t q = s; q < plan.steps.size(); ++q)
-      for (const auto& v : plan.steps[q].node->input_values()) {
-        m_readers[v].push_back(q);
-        if (auto* state = state_of(v)) m_variable_readers[state].insert(q);
-      }
+    for (const auto& [v, steps] : plan.readers)
+      if (auto* state = state_of(v))
+        for (size_t q : steps)
+          if (q >= s) m_variable_readers[state].insert(q);
   }
 
   // The update steps (empty: none qualifies) and the members still reduced whole.
@@ -50,8 +50,9 @@ class ShardedUpdateFinder {
     for (const auto& v : m_after)
       if (m_member.count(v)) whole.insert(m_member.at(v));
     std::map<size_t, std::set<VariableState*>> candidates;  // step -> the variables it writes
-    for (size_t r = m_s + 1; r < m_plan.steps.size(); ++r)
-      if (reads_member(r)) candidates[r] = writes_of(r, t);
+    for (const auto& [v, i] : m_member)  // the steps reading a sum
+      for (size_t r : m_plan.readers.of(v))
+        if (r > m_s && !candidates.count(r)) candidates[r] = writes_of(r, t);
     // Until nothing changes: a step that cannot sum its piece needs its sums whole, and a step
     // reading a sum needed whole, or writing a variable another step reads or writes, cannot.
     while (prune(candidates)) {
@@ -61,18 +62,6 @@ class ShardedUpdateFinder {
   }
 
  private:
-  bool reads_member(size_t r) const {
-    for (const auto& v : m_plan.steps[r].node->input_values())
-      if (m_member.count(v)) return true;
-    return false;
-  }
-  bool read_after(const Output& o) const {
-    auto it = m_readers.find(o);
-    if (it == m_readers.end()) return false;
-    for (size_t q : it->second)
-      if (q > m_s) return true;
-    return false;
-  }
 
   // The variables update step r writes, or empty when it cannot sum its own piece.
   std::set<VariableState*> writes_of(size_t r, element::Type t) const {
@@ -95,7 +84,7 @@ class ShardedUpdateFinder {
       return false;
     const TensorDesc& d = m_plan.desc(o);
     return d.elements() == elements && bound->second->byte_size() == d.bytes() &&
-           writes.insert(bound->second).second && !read_after(o);
+           writes.insert(bound->second).second && !m_plan.readers.read_after(o, m_s);
   }
   // Input v can be read piece by piece: a scalar (the same for every piece; a scalar sum is
   // splatted, so reduced whole), or of `elements` elements and a sum, a constant, or a
@@ -155,7 +144,6 @@ class ShardedUpdateFinder {
   FusedAllReduce& m_op;
   std::set<Output> m_after, m_results;
   std::map<Output, size_t> m_member;
-  std::map<Output, std::vector<size_t>> m_readers;                 // steps >= s reading a value
   std::map<VariableState*, std::set<size_t>> m_variable_readers;   // steps >= s reading a variable
 };
 }  // namespace

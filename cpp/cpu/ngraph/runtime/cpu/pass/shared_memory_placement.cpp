@@ -11,7 +11,7 @@
 #include <string>
 
 #include "ngraph/distributed/communicator.hpp"
-#include "ngraph/runtime/cpu/fusion.hpp"
+#include "ngraph/runtime/cpu/op/fused_allreduce.hpp"
 #include "ngraph/runtime/cpu/plan.hpp"
 #include "ngraph/runtime/cpu/sharded_update.hpp"
 
@@ -35,12 +35,9 @@ ContiguousGroup* whole_group(ExecutionPlan& plan, const std::vector<Output>& val
 bool may_reduce_in_place(const ExecutionPlan& plan, size_t s, const ContiguousGroup& in,
                          const ContiguousGroup& out) {
   if (in.bytes != out.bytes || in.offsets != out.offsets) return false;
-  std::set<Output> inputs(in.members.begin(), in.members.end());
-  for (const auto& v : plan.read_after_steps())
-    if (inputs.count(v)) return false;
-  for (size_t t = s + 1; t < plan.steps.size(); ++t)
-    for (const auto& v : plan.steps[t].node->input_values())
-      if (inputs.count(v)) return false;
+  std::set<Output> after = plan.read_after_steps();
+  for (const auto& v : in.members)
+    if (after.count(v) || plan.readers.read_after(v, s)) return false;
   return true;
 }
 

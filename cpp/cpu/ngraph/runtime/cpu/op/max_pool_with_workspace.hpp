@@ -1,0 +1,46 @@
+// MaxPoolWithWorkspace and MaxPoolBackpropWithWorkspace: max pooling whose backprop reads the
+// forward primitive's workspace instead of running the forward again (paired by
+// pass/fuse_max_pool_workspace.cpp; kernels in pooling_kernels.cpp). Backend-internal.
+#pragma once
+
+#include "ngraph/node.hpp"
+#include "ngraph/ops/pooling.hpp"
+
+namespace ngraph {
+namespace runtime {
+namespace cpu {
+
+// MaxPoolWithWorkspace(x): MaxPool(x, ...) whose oneDNN primitive also writes its workspace
+// (where each maximum is) as output 1, for MaxPoolBackpropWithWorkspace to read instead of
+// running the forward again. Output 1 is typed i32 with the result's shape; its bytes and
+// layout are the primitive's (the layout rule gives it the primitive's workspace_desc()).
+class MaxPoolWithWorkspace : public Op<MaxPoolWithWorkspace>, public op::PoolingAttributes {
+ public:
+  static constexpr const char* type_name = "CPUMaxPoolWithWorkspace";
+  MaxPoolWithWorkspace() = default;
+  explicit MaxPoolWithWorkspace(const op::MaxPool& pool);  // on pool's input
+  void validate_and_infer_types() override;
+  void visit_attributes(AttributeVisitor& v) override { visit_geometry(v, true); }
+};
+
+// MaxPoolBackpropWithWorkspace(arg_forward, delta, workspace): MaxPoolBackprop reading the
+// workspace of the MaxPoolWithWorkspace on arg_forward with the same geometry. arg_forward is
+// kept as an input (nGraph's MaxPoolWithIndicesBackprop does too): its layout fixes the
+// forward primitive, and the loops, for what oneDNN rejects, read it.
+class MaxPoolBackpropWithWorkspace : public Op<MaxPoolBackpropWithWorkspace>,
+                                     public op::PoolingAttributes {
+ public:
+  static constexpr const char* type_name = "CPUMaxPoolBackpropWithWorkspace";
+  MaxPoolBackpropWithWorkspace() = default;
+  MaxPoolBackpropWithWorkspace(const op::MaxPoolBackprop& backprop, const Output& workspace);
+  void validate_and_infer_types() override;
+  void visit_attributes(AttributeVisitor& v) override { visit_geometry(v, false); }
+};
+
+// Whether a MaxPool has the oneDNN primitives (f32, forward with a workspace and backward) that
+// pairing it with its backprop needs (pooling_kernels.cpp).
+bool max_pool_workspace_supported(const Node& max_pool);
+
+}  // namespace cpu
+}  // namespace runtime
+}  // namespace ngraph
