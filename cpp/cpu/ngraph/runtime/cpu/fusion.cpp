@@ -14,6 +14,7 @@
 #include "ngraph/runtime/cpu/constant_evaluator.hpp"
 #include "ngraph/runtime/cpu/layout.hpp"
 #include "ngraph/runtime/cpu/plan.hpp"
+#include "ngraph/settings.hpp"
 
 namespace ngraph {
 namespace runtime {
@@ -562,14 +563,7 @@ std::string FusedAllReduce::collective_signature() const {
   return s + " (fused)";
 }
 
-size_t default_fusion_threshold() {
-  if (const char* env = std::getenv("NGRAPH_FUSION_THRESHOLD")) {
-    char* end = nullptr;
-    unsigned long long v = std::strtoull(env, &end, 10);
-    if (end != env) return static_cast<size_t>(v);
-  }
-  return size_t(64) << 20;
-}
+size_t default_fusion_threshold() { return static_cast<size_t>(settings::integer("NGRAPH_FUSION_THRESHOLD")); }
 
 size_t fuse_allreduce(Function& f, size_t threshold_bytes) {
   struct Bucket {

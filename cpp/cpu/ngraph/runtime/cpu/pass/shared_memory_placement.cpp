@@ -21,6 +21,7 @@
 #include "ngraph/ops/variable.hpp"
 #include "ngraph/runtime/cpu/fusion.hpp"
 #include "ngraph/runtime/cpu/plan.hpp"
+#include "ngraph/settings.hpp"
 
 namespace ngraph {
 namespace runtime {
@@ -50,10 +51,7 @@ bool may_reduce_in_place(const ExecutionPlan& plan, size_t s, const ContiguousGr
       if (inputs.count(v)) return false;
   return true;
 }
-bool sharding_enabled() {
-  const char* env = std::getenv("NGRAPH_SHM_SHARDED_UPDATE");
-  return !(env && std::string(env) == "0");
-}
+bool sharding_enabled() { return settings::flag("NGRAPH_SHM_SHARDED_UPDATE"); }
 
 // A sharded update of fused allreduce step s (in place): the update steps that sum their
 // piece of the gradients themselves, the variables they update, and the members (outputs)
