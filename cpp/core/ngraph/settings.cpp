@@ -115,10 +115,11 @@ struct Registry {
   }
 };
 
-// Built on first use: settings are read during static initialisation (the check mode).
+// Built on first use (settings are read during static initialisation: the check mode) and never
+// destroyed (nor read after its destruction by code that runs at exit).
 Registry& registry() {
-  static Registry r;
-  return r;
+  static Registry* r = new Registry;
+  return *r;
 }
 
 const Setting& typed(const std::string& name, Type type, const char* getter) {

@@ -20,8 +20,8 @@ struct Hooks {
 };
 
 Hooks& hooks() {
-  static Hooks h;
-  return h;
+  static Hooks* h = new Hooks;  // never destroyed: a point may be passed at exit
+  return *h;
 }
 
 }  // namespace
