@@ -191,7 +191,10 @@ else
   : >"$log"  # exists before tail follows it (tail -f of a missing file gives up at once)
   arch_text="portable instruction set"
   [ "$native" = 1 ] && arch_text="-march=native"
-  echo "   compiling with $(nproc) jobs, $arch_text; full log: $log"
+  # The CPUs this process may use. GNU nproc also honours OMP_NUM_THREADS and OMP_THREAD_LIMIT,
+  # so a user who exports OMP_NUM_THREADS=1 for their runs would build with one job: not here.
+  jobs=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
+  echo "   compiling with $jobs jobs, $arch_text; full log: $log"
   mode=(.)
   [ "$editable" = 1 ] && mode=(-e .)
   if [ "$ccl" = 1 ]; then
@@ -199,7 +202,7 @@ else
       --config-settings="cmake.define.ONECCL_ROOT=$venv")
   fi
   # pip -v passes CMake's and Ninja's output through; show Ninja's [done/total] lines.
-  CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) "$vpy" -m pip install -v --no-build-isolation \
+  CMAKE_BUILD_PARALLEL_LEVEL=$jobs "$vpy" -m pip install -v --no-build-isolation \
     --disable-pip-version-check --config-settings="cmake.define.NGRAPH_NATIVE_ARCH=$arch_flag" \
     "${mode[@]}" >"$log" 2>&1 </dev/null &
   pid=$!

@@ -15,7 +15,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-jobs=$(nproc 2>/dev/null || echo 2)
+# The CPUs this process may use. GNU nproc also honours OMP_NUM_THREADS and OMP_THREAD_LIMIT,
+# so a user who exports OMP_NUM_THREADS=1 for their runs would build with one job: not here.
+jobs=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
 python=${PYTHON:-python3}
 supp="$root/tools/sanitizers"
 MPIRUN=(mpirun --allow-run-as-root --oversubscribe)

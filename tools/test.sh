@@ -4,7 +4,9 @@
 # environment (NGRAPH_VENV, default .venv): its python, pytest and ruff.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-jobs=$(nproc 2>/dev/null || echo 2)
+# The CPUs this process may use. GNU nproc also honours OMP_NUM_THREADS and OMP_THREAD_LIMIT,
+# so a user who exports OMP_NUM_THREADS=1 for their runs would build with one job: not here.
+jobs=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
 venv=${NGRAPH_VENV:-.venv}
 if [ ! -x "$venv/bin/python" ]; then
   echo "tools/test.sh: no virtual environment in $venv: run 'bash tools/bootstrap.sh' first" >&2

@@ -122,7 +122,7 @@ from ngraph import autodiff, checkpoint, data, datasets, elastic, losses, optimi
 from ngraph import nn
 from ngraph._ngraph import Variable
 from ngraph.checkpoint import load, save
-from ngraph import impl, profiling, utils
+from ngraph import impl, profiling, settings, utils
 from ngraph.autodiff import gradients
 from ngraph.losses import log_softmax, mean, mean_squared_error, softmax_cross_entropy
 from ngraph.optimizers import variable

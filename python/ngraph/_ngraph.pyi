@@ -9,6 +9,7 @@ extension ngraph._ngraph_mpi, which has no stub.
 from __future__ import annotations
 
 import collections.abc
+import types
 import typing
 
 import numpy
@@ -386,3 +387,26 @@ def timeline_stop() -> list:
     """
     Stops collecting; returns (name, type, category, args_json, start_ns, dur_ns, thread) per event.
     """
+
+def settings_get(name: str) -> bool | int | float | str:
+    """
+    The typed value of a registered setting (bool, int, float or str); KeyError for another name.
+    """
+
+def settings_raw(name: str) -> str | None:
+    """
+    The environment's text of a registered setting, or None when unset.
+    """
+
+def settings_effective(name: str) -> str:
+    """
+    The value in effect, as the agreement check of the ranks compares it.
+    """
+
+def settings_table() -> list[dict[str, typing.Any]]:
+    """
+    Every registered setting: a dict of its fields, in the registry's order.
+    """
+
+# Fault injection for tests only (sleep_at, stop_at, clear): see python/src/testing.cpp.
+_testing: types.ModuleType

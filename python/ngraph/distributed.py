@@ -15,14 +15,13 @@ communicator's timeout instead of hanging.
 from __future__ import annotations
 
 import importlib
-import os
 import sys
 import time
 import traceback
 from collections.abc import Sequence
 from typing import Any
 
-from ngraph import _ngraph
+from ngraph import _ngraph, settings
 from ngraph._ngraph import Communicator, DistributedError, Node
 from ngraph.utils import NodeInput, as_node, shape_of, to_dtype
 
@@ -72,8 +71,7 @@ def backend() -> str:
 def _current_backend() -> str:
     if _backend is not None:
         return _backend
-    return _check_backend(os.environ.get("NGRAPH_DIST_BACKEND", "mpi") or "mpi",
-                          "NGRAPH_DIST_BACKEND")
+    return _check_backend(str(settings.get("NGRAPH_DIST_BACKEND")), "NGRAPH_DIST_BACKEND")
 
 
 def _ccl_module():

@@ -36,6 +36,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ngraph import settings
 from ngraph.exceptions import CheckpointError, NgraphTypeError, UserInputError
 
 __all__ = [
@@ -87,7 +88,7 @@ _CODE = {v: k for k, v in _STATUS.items()}
 
 def checkpoint_dir() -> str | None:
     """$NGRAPH_ELASTIC_CHECKPOINT_DIR, or None when the script runs without the launcher."""
-    return os.environ.get(CHECKPOINT_DIR_ENV) or None
+    return settings.raw(CHECKPOINT_DIR_ENV) or None
 
 
 def enabled() -> bool:
@@ -108,7 +109,7 @@ def checkpoint_path(directory: str | os.PathLike | None = None) -> str:
 def restart() -> int:
     """$NGRAPH_ELASTIC_RESTART: how many times the launcher relaunched the job (0 at first,
     and without the launcher)."""
-    value = os.environ.get(RESTART_ENV, "") or "0"
+    value = settings.raw(RESTART_ENV) or "0"
     try:
         n = int(value)
     except ValueError:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ngraph import _ngraph
+from ngraph import _ngraph, settings
 
 __all__ = ["timeline", "Timeline", "detect_anomaly", "set_check_numerics", "get_check_numerics"]
 
@@ -224,7 +224,7 @@ timeline = Timeline()
 
 
 def _start_from_environment() -> None:
-    path = os.environ.get("NGRAPH_TIMELINE")
+    path = settings.raw("NGRAPH_TIMELINE")
     if path:
         import atexit  # noqa: PLC0415
 

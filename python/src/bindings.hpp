@@ -20,6 +20,9 @@ void init_training(pybind11::module_& m);
 void init_distributed(pybind11::module_& m);
 void init_serializer(pybind11::module_& m);
 void init_profiling(pybind11::module_& m);
+// The settings registry; the test-only fault injection (the submodule _ngraph._testing).
+void init_settings(pybind11::module_& m);
+void init_testing(pybind11::module_& m);
 
 // NumPy dtype <-> element type; unsupported dtypes raise TypeError naming the supported ones.
 element::Type element_type_of(const pybind11::dtype& dtype, const char* what);

@@ -46,4 +46,6 @@ PYBIND11_MODULE(_ngraph, m) {
   ngraph::python::init_distributed(m);
   ngraph::python::init_serializer(m);
   ngraph::python::init_profiling(m);
+  ngraph::python::init_settings(m);
+  ngraph::python::init_testing(m);
 }

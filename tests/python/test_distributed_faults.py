@@ -173,12 +173,13 @@ def test_stopped_rank_with_abort_ends_the_job_naming_it(tmp_path, ranks):
     assert "ending the job (MPI_Abort)" in out, out
 
 
-def ended_by_a_watchdog(tmp_path, switch: str, value: str, abort: bool) -> str:
-    """Runs TRAINING on 2 ranks with the test switch `switch`=`value` set on rank 1 only;
-    returns the job's output once a watchdog has ended it (the test fails if none did)."""
+def ended_by_a_watchdog(tmp_path, fault: str, abort: bool) -> str:
+    """Runs TRAINING on 2 ranks with the fault hook `fault` (a call of ngraph's test-only
+    interface ng._ngraph._testing) installed on rank 1 only; returns the job's output once a
+    watchdog has ended it (the test fails if none did)."""
     script = HEADER.replace("comm.timeout = TIMEOUT", f"""comm.timeout = TIMEOUT
 if r == 1:
-    os.environ[{switch!r}] = {value!r}
+    ng._ngraph._testing.{fault}
 """) + TRAINING
     proc = start_job(tmp_path, script, 2, False, ABORT=abort, CHECK="first", TIMEOUT=TIMEOUT,
                      STALLER=-1, SIGNAL="signal.SIGSTOP")
@@ -196,21 +197,21 @@ if r == 1:
 
 def test_rank_stopped_inside_the_node_split_ends_the_job(tmp_path):
     """MPI_Comm_split_type cannot be polled: every rank arrives at a polled barrier first,
-    then splits. Rank 1 stops between the two (the test switch NGRAPH_TEST_STOP_IN_TOPOLOGY),
+    then splits. Rank 1 stops between the two (the test hook at "topology_split"),
     so rank 0 sits in the blocking split. Its watchdog ends the job within the timeout plus
     a few seconds, naming the split and rank 1; before, it waited forever."""
-    out = ended_by_a_watchdog(tmp_path, "NGRAPH_TEST_STOP_IN_TOPOLOGY", "1", abort=True)
+    out = ended_by_a_watchdog(tmp_path, 'stop_at("topology_split")', abort=True)
     assert re.search(r"\[SharedRegion\] node topology[^\n]*rank 0 timed out after 2 s in a "
                      r"blocking MPI_Comm_split_type[^\n]*rank 1 did not answer", out), out
 
 
 def test_rank_late_for_the_node_split_ends_the_job(tmp_path):
-    """abort_on_error=False. Rank 1 arrives at the topology set-up 4 s late (the test switch
-    NGRAPH_TEST_TOPOLOGY_LATE): rank 0 raises at the barrier after the 2 s timeout, while
+    """abort_on_error=False. Rank 1 arrives at the topology set-up 4 s late (the test hook at
+    "topology_barrier"): rank 0 raises at the barrier after the 2 s timeout, while
     compiling. Rank 1 then passes the barrier (rank 0's is still pending inside MPI) into the
     blocking split, where it used to wait forever; now its watchdog ends the job, naming the
     split."""
-    out = ended_by_a_watchdog(tmp_path, "NGRAPH_TEST_TOPOLOGY_LATE", "4", abort=False)
+    out = ended_by_a_watchdog(tmp_path, 'sleep_at("topology_barrier", 4)', abort=False)
     # The topology is made when the step is compiled: rank 0's error is uncaught there.
     assert re.search(r"DistributedError: \[SharedRegion\] node topology[^\n]*\(every rank "
                      r"arriving\): rank 0 timed out after 2 s", out), out
@@ -220,13 +221,13 @@ def test_rank_late_for_the_node_split_ends_the_job(tmp_path):
 @pytest.mark.parametrize("sig", ["SIGSTOP", "SIGKILL"])
 def test_creator_stalls_or_dies_while_shared_memory_is_set_up(tmp_path, sig):
     """Rank 0 makes the shared-memory object, then stalls before anyone mapped it (the test
-    switch NGRAPH_TEST_SHM_SETUP_DELAY); the harness stops or kills it there. Stopped: rank
+    hook at "shared_object_made"); the harness stops or kills it there. Stopped: rank
     1 times out and removes the object itself. Killed: mpirun ends the job at once (Open MPI
     kills the other ranks), and the next job on the machine removes the object of the dead
     process. Either way nothing is left in /dev/shm."""
     script = HEADER.replace("comm.timeout = TIMEOUT", """comm.timeout = TIMEOUT
 if r == 0:
-    os.environ["NGRAPH_TEST_SHM_SETUP_DELAY"] = "60"
+    ng._ngraph._testing.sleep_at("shared_object_made", 60)
 """) + TRAINING
     before = ngraph_objects()
     proc = start_job(tmp_path, script, 2, False, ABORT=False, CHECK="always", TIMEOUT=TIMEOUT,

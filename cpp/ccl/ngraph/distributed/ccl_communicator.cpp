@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ngraph/distributed/mpi_detail.hpp"
+#include "ngraph/settings.hpp"
 
 namespace ngraph {
 namespace distributed {
@@ -112,11 +113,11 @@ void init_ccl_once(MPICommunicator& mpi) {
     // instead, as ngraph's own waits back off (set CCL_SPIN_COUNT/CCL_YIELD to choose).
     set_default_env("CCL_SPIN_COUNT", "100");
     set_default_env("CCL_YIELD", "sched_yield");
-    const char* lr = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
-    const char* ls = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    auto lr = settings::environment("OMPI_COMM_WORLD_LOCAL_RANK");
+    auto ls = settings::environment("OMPI_COMM_WORLD_LOCAL_SIZE");
     if (lr && ls) {
-      set_default_env("CCL_LOCAL_RANK", lr);
-      set_default_env("CCL_LOCAL_SIZE", ls);
+      set_default_env("CCL_LOCAL_RANK", *lr);
+      set_default_env("CCL_LOCAL_SIZE", *ls);
     } else {
       MPI_Comm node = MPI_COMM_NULL;
       int r = 0, s = 1;
@@ -268,9 +269,9 @@ CCLCommunicator::CCLCommunicator(std::shared_ptr<MPICommunicator> mpi)
   try {
     m_impl->comm.emplace(result.get());
   } catch (const std::exception& e) {
-    const char* provider = std::getenv("FI_PROVIDER");
+    std::string provider = settings::environment("FI_PROVIDER").value_or("");
     throw DistributedError(what + ": rank " + std::to_string(r) + ": oneCCL error: " + e.what() +
-                           " (libfabric provider FI_PROVIDER=" + (provider ? provider : "") + "; " +
+                           " (libfabric provider FI_PROVIDER=" + provider + "; " +
                            kInstallHint + ")");
   }
   m_name += ", size " + std::to_string(n);
@@ -434,8 +435,7 @@ namespace {
 // program started by mpirun a oneCCL one.
 const bool registered = [] {
   register_world_factory([]() -> std::shared_ptr<Communicator> {
-    const char* backend = std::getenv("NGRAPH_DIST_BACKEND");
-    if (backend && std::string(backend) == "ccl")
+    if (settings::text("NGRAPH_DIST_BACKEND") == "ccl")
       return std::make_shared<CCLCommunicator>(MPICommunicator::world());
     return MPICommunicator::world();
   });

@@ -9,6 +9,8 @@
 #include <mutex>
 #include <sstream>
 
+#include "ngraph/settings.hpp"
+
 namespace ngraph {
 namespace distributed {
 
@@ -50,14 +52,7 @@ std::string timeout_text(double seconds) {
 }
 
 namespace {
-double default_timeout() {
-  if (const char* env = std::getenv("NGRAPH_DIST_TIMEOUT")) {
-    char* end = nullptr;
-    double v = std::strtod(env, &end);
-    if (end != env && v > 0) return v;
-  }
-  return 60.0;
-}
+double default_timeout() { return settings::real("NGRAPH_DIST_TIMEOUT"); }
 
 // FNV-1a: the same on every rank, whatever the standard library.
 uint64_t fnv1a(const std::string& s) {
@@ -346,14 +341,20 @@ std::function<std::shared_ptr<Communicator>()>& world_factory() {
 
 namespace {
 CheckMode initial_check_mode() {
-  if (const char* env = std::getenv("NGRAPH_DIST_CHECK")) {
-    std::string v(env);
-    if (v == "first") return CheckMode::first;
-    if (v == "never") return CheckMode::never;
-  }
+  std::string v = settings::text("NGRAPH_DIST_CHECK");
+  if (v == "first") return CheckMode::first;
+  if (v == "never") return CheckMode::never;
   return CheckMode::always;
 }
 CheckMode g_check_mode = initial_check_mode();
+// The ranks must agree on the mode in effect, which init(check=...) may have replaced.
+const bool g_check_mode_registered = [] {
+  settings::set_effective("NGRAPH_DIST_CHECK", [] {
+    CheckMode mode = get_check_mode();
+    return std::string(mode == CheckMode::first ? "first" : mode == CheckMode::never ? "never" : "always");
+  });
+  return true;
+}();
 }  // namespace
 
 CheckMode get_check_mode() { return g_check_mode; }
@@ -364,15 +365,12 @@ bool get_abort_on_error() { return g_abort_on_error; }
 void set_abort_on_error(bool abort) { g_abort_on_error = abort; }
 void set_check_mode(CheckMode mode) { g_check_mode = mode; }
 
-bool shared_memory_enabled() {
-  const char* env = std::getenv("NGRAPH_SHM");
-  return !(env && std::string(env) == "0");
-}
+bool shared_memory_enabled() { return settings::flag("NGRAPH_SHM"); }
 
 bool launched_with_several_ranks() {
   for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "MV2_COMM_WORLD_SIZE",
                           "SLURM_NTASKS"}) {
-    if (const char* v = std::getenv(var)) return std::atoi(v) > 1;
+    if (auto v = settings::environment(var)) return std::atoi(v->c_str()) > 1;
   }
   return false;
 }

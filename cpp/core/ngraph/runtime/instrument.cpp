@@ -10,15 +10,13 @@
 #include <unordered_map>
 
 #include "ngraph/ops/collective.hpp"
+#include "ngraph/settings.hpp"
 
 namespace ngraph {
 namespace runtime {
 
 namespace {
-unsigned initial_bits() {
-  const char* env = std::getenv("NGRAPH_CHECK_NUMERICS");
-  return env && *env && std::string(env) != "0" ? check_numerics_bit : 0u;
-}
+unsigned initial_bits() { return settings::flag("NGRAPH_CHECK_NUMERICS") ? check_numerics_bit : 0u; }
 
 struct Timeline {
   std::mutex mutex;

@@ -1,6 +1,7 @@
 #include "ngraph/distributed/mpi_communicator.hpp"
 
 #include "ngraph/distributed/mpi_detail.hpp"
+#include "ngraph/settings.hpp"
 
 #include <unistd.h>
 
@@ -859,22 +860,12 @@ struct Setting {
   std::string name, value;
 };
 
+// The registry's settings marked `agree`, each with its value in effect on this rank.
 std::vector<Setting> settings_that_must_agree() {
-  auto env = [](const char* var) {
-    const char* v = std::getenv(var);
-    return v ? std::string(v) : std::string("(unset)");
-  };
-  const char* mode = "always";
-  if (get_check_mode() == CheckMode::first) mode = "first";
-  if (get_check_mode() == CheckMode::never) mode = "never";
-  return {
-      {"NGRAPH_SHM", shared_memory_enabled() ? "on" : "0 (off)"},
-      {"NGRAPH_SHM_NODE_SIZE", env("NGRAPH_SHM_NODE_SIZE")},
-      {"NGRAPH_SHM_SHARDED_UPDATE", env("NGRAPH_SHM_SHARDED_UPDATE")},
-      {"the check mode (NGRAPH_DIST_CHECK, ngraph.distributed.init(check=...))", mode},
-      {"NGRAPH_CPU_FUSION", env("NGRAPH_CPU_FUSION")},
-      {"NGRAPH_FUSION_THRESHOLD", env("NGRAPH_FUSION_THRESHOLD")},
-  };
+  std::vector<Setting> out;
+  for (const auto& s : settings::all())
+    if (s.agree) out.push_back({s.label.empty() ? s.name : s.label, settings::effective(s.name)});
+  return out;
 }
 constexpr size_t kSettingBytes = 64;  // each value, NUL-terminated (longer ones are cut)
 }  // namespace

@@ -42,10 +42,10 @@ class MPICommunicator : public Communicator, public NodeMemory {
   // from it (the computations' own, where their checks run), alive or gone.
   size_t get_all_checks_passed() const override;
 
-  // Every rank's value of every setting that must agree (NGRAPH_SHM, NGRAPH_SHM_NODE_SIZE,
-  // the check mode, NGRAPH_CPU_FUSION, NGRAPH_FUSION_THRESHOLD), gathered with the
-  // timeout: DistributedError on every rank naming each setting that differs and which
-  // ranks have which value.
+  // Every rank's value in effect of every setting that must agree (those of the settings
+  // registry marked `agree`: NGRAPH_SHM, the check mode, NGRAPH_CPU_FUSION, ...), gathered
+  // with the timeout: DistributedError on every rank naming each setting that differs and
+  // which ranks have which value.
   void agree_on_settings(const std::string& where);
   // MPI_Get_library_version of the library this code is linked with.
   static std::string library_version();

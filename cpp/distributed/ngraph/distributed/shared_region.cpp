@@ -44,11 +44,12 @@
 #include <memory>
 #include <sstream>
 #include <stdexcept>
-#include <thread>
 #include <vector>
 
 #include "ngraph/distributed/mpi_communicator.hpp"
 #include "ngraph/distributed/mpi_detail.hpp"
+#include "ngraph/distributed/testing.hpp"
+#include "ngraph/settings.hpp"
 
 namespace ngraph {
 namespace distributed {
@@ -299,16 +300,12 @@ void MPICommunicator::make_topology() {
   // deadline first, so a rank that never comes is an error here, not a hang inside MPI. A
   // rank stopped or lost between the barrier and a split is caught by the watchdog, which
   // ends the job with the message (no MPI call can be interrupted).
-  // Fault injection for tests: this rank arrives late, after the others gave up waiting.
-  if (const char* late = std::getenv("NGRAPH_TEST_TOPOLOGY_LATE"))
-    std::this_thread::sleep_for(std::chrono::duration<double>(std::atof(late)));
+  testing::at(testing::Point::topology_barrier);  // a test: this rank arrives late
   MPI_Request req;
   detail::check(MPI_Ibarrier(m_comm, &req), what);
   wait_request(req, what + " (every rank arriving)");
-  int node_size = 0;
-  if (const char* e = std::getenv("NGRAPH_SHM_NODE_SIZE")) node_size = std::atoi(e);
-  // Fault injection for tests: this rank stops between the barrier and the split.
-  if (const char* stop = std::getenv("NGRAPH_TEST_STOP_IN_TOPOLOGY"); stop && *stop == '1') raise(SIGSTOP);
+  int node_size = static_cast<int>(settings::integer("NGRAPH_SHM_NODE_SIZE"));
+  testing::at(testing::Point::topology_split);  // a test: this rank stops before the split
   {
     detail::BlockingGuard guard(get_timeout(), what,
                                 node_size > 0 ? "in a blocking MPI_Comm_split" : "in a blocking MPI_Comm_split_type",
@@ -382,6 +379,60 @@ void remove_stale_objects() {
   closedir(dir);
 }
 
+// A region's bytes: a header (a counter and two mailboxes per local rank), one slot per local
+// rank, then the memory held once per node (none across nodes: it would serve only the ranks
+// of one node).
+struct RegionLayout {
+  size_t header, slot, common, total;
+};
+RegionLayout region_layout(size_t bytes, size_t common, int local_size, int nodes) {
+  RegionLayout l;
+  l.header = round_up(3 * kLine * static_cast<size_t>(local_size), kPage);
+  l.slot = round_up(std::max<size_t>(bytes, 1), kPage);
+  l.common = nodes > 1 ? 0 : common;
+  l.total = l.header + l.slot * static_cast<size_t>(local_size) + round_up(l.common, kPage);
+  return l;
+}
+
+// Local rank 0 makes the object `name` with its pages reserved: its descriptor, or -1 and an
+// empty name when that fails.
+int create_object(char* name, size_t total) {
+  remove_stale_objects();
+  int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+  // fallocate reserves the pages now: tmpfs would otherwise fail later with SIGBUS.
+  if (fd >= 0 && (ftruncate(fd, static_cast<off_t>(total)) != 0 ||
+                  posix_fallocate(fd, 0, static_cast<off_t>(total)) != 0)) {
+    close(fd);
+    shm_unlink(name);
+    fd = -1;
+  }
+  if (fd < 0) name[0] = 0;
+  testing::at(testing::Point::shared_object_made);  // a test: the creator stalls, nobody mapped it
+  return fd;
+}
+
+// Maps the object open on `fd` (if any) and closes it: fd is -1 after; nullptr when not mapped.
+char* map_object(int& fd, size_t total) {
+  if (fd < 0) return nullptr;
+  void* p = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  fd = -1;
+  return p == MAP_FAILED ? nullptr : static_cast<char*>(p);
+}
+
+// Whether every rank mapped the region and all asked for the same sizes: {mapped, bytes,
+// -bytes, common, -common} at their minimum over the communicator.
+bool mapped_alike_everywhere(MPICommunicator& comm, bool mapped, size_t bytes, size_t common,
+                             const std::string& what) {
+  int64_t mine[5] = {mapped ? 1 : 0, static_cast<int64_t>(bytes), -static_cast<int64_t>(bytes),
+                     static_cast<int64_t>(common), -static_cast<int64_t>(common)};
+  int64_t all[5] = {0, 0, 0, 0, 0};
+  MPI_Request req;
+  detail::check(MPI_Iallreduce(mine, all, 5, MPI_INT64_T, MPI_MIN, comm.handle(), &req), what);
+  comm.wait_request(req, what);
+  return all[0] == 1 && all[1] == -all[2] && all[3] == -all[4];
+}
+
 }  // namespace
 
 std::shared_ptr<SharedRegion> MPICommunicator::create_shared_region(size_t bytes, size_t common) {
@@ -399,10 +450,8 @@ std::shared_ptr<SharedRegion> MPICommunicator::create_shared_region_with(size_t 
   const std::string what = "[SharedRegion] " + std::to_string(bytes) + " bytes per rank, " +
                            std::to_string(common) + " per node";
   const Topology& t = m_topology;
-  size_t header = round_up(3 * kLine * static_cast<size_t>(t.local_size), kPage);  // counters, 2 mailboxes
-  size_t slot = round_up(std::max<size_t>(bytes, 1), kPage);
-  if (t.nodes > 1) common = 0;  // memory held once per node serves only ranks of one node
-  size_t total = header + slot * static_cast<size_t>(t.local_size) + round_up(common, kPage);
+  const RegionLayout layout = region_layout(bytes, common, t.local_size, t.nodes);
+  common = layout.common;
   bool ok = t.usable && shared_memory_enabled();
   // Local rank 0 creates the object; every rank of the node knows its name (creator's pid,
   // communicator and count), so any of them can remove it when set-up fails.
@@ -410,59 +459,34 @@ std::shared_ptr<SharedRegion> MPICommunicator::create_shared_region_with(size_t 
   std::snprintf(name, sizeof name, "/ngraph-%ld-%llu-%llu", t.creator_pid,
                 static_cast<unsigned long long>(t.creator_uid), static_cast<unsigned long long>(++m_regions));
   const std::string object = name;
-  int fd = -1;
-  if (ok && t.local_rank == 0) {
-    remove_stale_objects();
-    fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
-    // fallocate reserves the pages now: tmpfs would otherwise fail later with SIGBUS.
-    if (fd >= 0 && (ftruncate(fd, static_cast<off_t>(total)) != 0 ||
-                    posix_fallocate(fd, 0, static_cast<off_t>(total)) != 0)) {
-      close(fd);
-      shm_unlink(name);
-      fd = -1;
-    }
-    if (fd < 0) name[0] = 0;
-    // Fault injection for tests: the creator stalls here, the object made, nobody mapped.
-    if (const char* delay = std::getenv("NGRAPH_TEST_SHM_SETUP_DELAY"))
-      std::this_thread::sleep_for(std::chrono::duration<double>(std::atof(delay)));
-  }
+  int fd = ok && t.local_rank == 0 ? create_object(name, layout.total) : -1;
   char* base = nullptr;
   try {
-    MPI_Request req;
     if (t.local_size > 1) {  // whether it was made
+      MPI_Request req;
       detail::check(MPI_Ibcast(name, sizeof name, MPI_CHAR, 0, t.node, &req), what);
       wait_request(req, what);
     }
     if (ok && t.local_rank != 0 && name[0]) fd = shm_open(name, O_RDWR, 0600);
-    if (fd >= 0) {
-      void* p = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-      close(fd);
-      fd = -1;
-      if (p != MAP_FAILED) base = static_cast<char*>(p);
-    }
-    // All ranks mapped it, and all asked for the same sizes: {ok, bytes, -bytes, common,
-    // -common} at their minimum.
-    int64_t mine[5] = {base ? 1 : 0, static_cast<int64_t>(bytes), -static_cast<int64_t>(bytes),
-                       static_cast<int64_t>(common), -static_cast<int64_t>(common)};
-    int64_t all[5] = {0, 0, 0, 0, 0};
-    detail::check(MPI_Iallreduce(mine, all, 5, MPI_INT64_T, MPI_MIN, m_comm, &req), what);
-    wait_request(req, what);
+    base = map_object(fd, layout.total);
+    bool alike = mapped_alike_everywhere(*this, base != nullptr, bytes, common, what);
     // Everyone has it open (or gave up): the name can go, so nothing is left in /dev/shm.
     if (t.local_rank == 0 && name[0]) shm_unlink(name);
-    if (all[0] != 1 || all[1] != -all[2] || all[3] != -all[4]) {
-      if (base) munmap(base, total);
+    if (!alike) {
+      if (base) munmap(base, layout.total);
       return nullptr;
     }
   } catch (...) {
     // A rank failed or stalled during set-up: whoever notices removes the object (the
     // creator may be the one that is gone), so nothing stays in /dev/shm.
     if (fd >= 0) close(fd);
-    if (base) munmap(base, total);
+    if (base) munmap(base, layout.total);
     if (ok) shm_unlink(object.c_str());
     throw;
   }
-  return std::make_shared<MPISharedRegion>(*this, base, total, header, slot, bytes, common, t.local_rank,
-                                           t.local_size, t.nodes, t.cross, t.node_ranks, std::move(cross));
+  return std::make_shared<MPISharedRegion>(*this, base, layout.total, layout.header, layout.slot, bytes, common,
+                                           t.local_rank, t.local_size, t.nodes, t.cross, t.node_ranks,
+                                           std::move(cross));
 }
 
 }  // namespace distributed

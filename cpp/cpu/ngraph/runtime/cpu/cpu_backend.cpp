@@ -9,6 +9,7 @@
 
 #include "ngraph/ops.hpp"
 #include "ngraph/runtime/cpu/layout.hpp"
+#include "ngraph/settings.hpp"
 
 namespace ngraph {
 namespace runtime {
@@ -95,31 +96,25 @@ void CPUExecutable::set_profiling(bool on) {
 
 std::vector<double> CPUExecutable::get_step_seconds() const { return m_runner->step_seconds(); }
 
-bool CompileOptions::default_fuse() {
-  const char* env = std::getenv("NGRAPH_CPU_FUSION");
-  return !(env && std::string(env) == "0");
-}
+bool CompileOptions::default_fuse() { return settings::flag("NGRAPH_CPU_FUSION"); }
 
-bool CompileOptions::default_variable_layouts() {
-  const char* env = std::getenv("NGRAPH_CPU_VARIABLE_LAYOUTS");
-  return !(env && std::string(env) == "0");
-}
+bool CompileOptions::default_variable_layouts() { return settings::flag("NGRAPH_CPU_VARIABLE_LAYOUTS"); }
 
 namespace {
 std::atomic<int> g_num_threads{0};
 
 int default_num_threads() {
-  for (const char* var : {"NGRAPH_NUM_THREADS", "OMP_NUM_THREADS"})
-    if (const char* env = std::getenv(var)) {
-      int n = std::atoi(env);
-      if (n > 0) return n;
-    }
+  if (int n = static_cast<int>(settings::integer("NGRAPH_NUM_THREADS")); n > 0) return n;
+  if (auto env = settings::environment("OMP_NUM_THREADS")) {
+    int n = std::atoi(env->c_str());
+    if (n > 0) return n;
+  }
   int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   int local = 1;
   for (const char* var : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "MV2_COMM_WORLD_LOCAL_SIZE",
                           "SLURM_NTASKS_PER_NODE"})
-    if (const char* env = std::getenv(var)) {
-      local = std::max(1, std::atoi(env));
+    if (auto env = settings::environment(var)) {
+      local = std::max(1, std::atoi(env->c_str()));
       break;
     }
   return std::max(1, cores / local);

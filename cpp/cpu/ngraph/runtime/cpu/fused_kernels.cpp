@@ -17,6 +17,7 @@
 #include "ngraph/runtime/cpu/kernel.hpp"
 #include "ngraph/runtime/cpu/layout.hpp"
 #include "ngraph/runtime/cpu/sharded_update.hpp"
+#include "ngraph/settings.hpp"
 
 namespace ngraph {
 namespace runtime {
@@ -25,8 +26,7 @@ namespace cpu {
 bool use_avx2_twins() {
 #if defined(__x86_64__) && defined(__GNUC__)
   static const bool avx2 = [] {
-    const char* isa = std::getenv("NGRAPH_CPU_ISA");
-    if (isa && std::string(isa) == "baseline") return false;
+    if (settings::text("NGRAPH_CPU_ISA") == "baseline") return false;
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   }();

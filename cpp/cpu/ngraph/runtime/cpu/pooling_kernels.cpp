@@ -19,6 +19,7 @@
 #include "ngraph/runtime/cpu/op/max_pool_with_workspace.hpp"
 #include "ngraph/runtime/cpu/kernel.hpp"
 #include "ngraph/runtime/cpu/layout.hpp"
+#include "ngraph/settings.hpp"
 
 namespace ngraph {
 namespace runtime {
@@ -285,10 +286,10 @@ Kernel by_real_type(const Node& node, F&& f) {
 // NGRAPH_CPU_POOL=dnnl (read when a computation is compiled) leaves all pooling to oneDNN.
 
 bool own_max_pool_enabled() {
-  const char* v = std::getenv("NGRAPH_CPU_POOL");
-  if (!v || !*v || std::string(v) == "own") return true;
-  if (std::string(v) == "dnnl") return false;
-  throw ngraph_error("NGRAPH_CPU_POOL must be 'own' or 'dnnl', not '" + std::string(v) + "'");
+  std::string v = settings::text("NGRAPH_CPU_POOL");
+  if (v == "own") return true;
+  if (v == "dnnl") return false;
+  throw ngraph_error("NGRAPH_CPU_POOL must be 'own' or 'dnnl', not '" + v + "'");
 }
 
 // The layout of an activation of rank 3 to 5 with channels blocked by 8 or 16.

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <set>
 
+#include "ngraph/settings.hpp"
 #include "ngraph/ops.hpp"
 #include "ngraph/runtime/cpu/op/fused_allreduce.hpp"
 #include "ngraph/runtime/cpu/pass/fusions.hpp"
@@ -13,14 +14,7 @@ namespace ngraph {
 namespace runtime {
 namespace cpu {
 
-size_t default_fusion_threshold() {
-  if (const char* env = std::getenv("NGRAPH_FUSION_THRESHOLD")) {
-    char* end = nullptr;
-    unsigned long long v = std::strtoull(env, &end, 10);
-    if (end != env) return static_cast<size_t>(v);
-  }
-  return size_t(64) << 20;
-}
+size_t default_fusion_threshold() { return static_cast<size_t>(settings::integer("NGRAPH_FUSION_THRESHOLD")); }
 
 namespace {
 

@@ -6,7 +6,6 @@
 // with half the memory and a third less traffic (SharedRegion::allreduce). Such an in-place
 // allreduce may then carry a sharded update (pass/sharded_update.cpp).
 #include <algorithm>
-#include <cstdlib>
 #include <set>
 #include <string>
 
@@ -14,6 +13,7 @@
 #include "ngraph/runtime/cpu/op/fused_allreduce.hpp"
 #include "ngraph/runtime/cpu/plan.hpp"
 #include "ngraph/runtime/cpu/sharded_update.hpp"
+#include "ngraph/settings.hpp"
 
 namespace ngraph {
 namespace runtime {
@@ -77,10 +77,7 @@ bool place_step(ExecutionPlan& plan, size_t s, size_t p, ContiguousGroup& in, Co
   return in_place;
 }
 
-bool sharding_enabled() {
-  const char* env = std::getenv("NGRAPH_SHM_SHARDED_UPDATE");
-  return !(env && std::string(env) == "0");
-}
+bool sharding_enabled() { return settings::flag("NGRAPH_SHM_SHARDED_UPDATE"); }
 }  // namespace
 
 void place_shared_memory(ExecutionPlan& plan) {
