@@ -28,9 +28,8 @@ int DistributedCall::rank() const { return m_checks.empty() ? -1 : m_checks[0].c
 
 int DistributedCall::size() const { return m_checks.empty() ? 1 : m_checks[0].comm->size(); }
 
-DistributedCall::Started DistributedCall::begin() {
+DistributedCall::Started DistributedCall::begin_checked() {
   Started started;
-  if (m_checks.empty()) return started;
   started.hold = m_checks[0].comm->begin_call(m_where);
   auto mode = get_check_mode();
   if (mode == CheckMode::never) return started;

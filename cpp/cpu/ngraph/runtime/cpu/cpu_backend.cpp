@@ -65,8 +65,7 @@ void CPUExecutable::call_raw(void* const* outputs, const void* const* inputs) {
     m_last_sharded = started.verified && m_sharing->decide(bits & check_numerics_bit, where);
     m_sharing->keep_private(m_program->updated(), m_last_sharded);
     m_call.rng_step = next_rng_step();
-    m_runner->run(m_program->steps(m_last_sharded), outputs, inputs, bits, where, m_distributed.rank(),
-                  m_distributed.size());
+    m_runner->run(m_program->steps(m_last_sharded), outputs, inputs, bits, m_distributed);
     if (m_last_sharded) m_sharing->arrive_after_update(where);
   } catch (...) {
     // A rank that failed part-way is out of step with the others' shared-memory arrivals.

@@ -142,11 +142,6 @@ void Program::make_copies(const ExecutionPlan& plan) {
   }
 }
 
-void Program::lay_out_variables() const {
-  for (const auto& [state, layout] : m_variable_layouts)
-    if (state->get_layout() != layout) state->set_layout(layout);
-}
-
 void Program::finish_call(void* const* outputs, const void* const* inputs) const {
   for (const auto& c : m_copies)
     if (c.bytes) std::memcpy(slot_ptr(c.to_slot, outputs, inputs), slot_ptr(c.from_slot, outputs, inputs), c.bytes);

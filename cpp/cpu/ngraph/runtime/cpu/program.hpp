@@ -68,7 +68,10 @@ class Program {
 
   // Before a call: the variables in the layouts the kernels were compiled for (another
   // executable, or Python's set_value, may have left one otherwise; the values stay).
-  void lay_out_variables() const;
+  void lay_out_variables() const {
+    for (const auto& [state, layout] : m_variable_layouts)
+      if (state->get_layout() != layout) state->set_layout(layout);
+  }
   // After the last step: results and updates no kernel wrote in place are copied, then every
   // update becomes the current value at once (after all reads of the old ones).
   void finish_call(void* const* outputs, const void* const* inputs) const;

@@ -9,12 +9,12 @@ namespace runtime {
 namespace cpu {
 
 void Runner::run(std::vector<Program::Step>& steps, void* const* outputs, const void* const* inputs, unsigned bits,
-                 const std::string& where, int rank, int size) {
+                 const distributed::DistributedCall& call) {
   m_outputs = outputs;
   m_inputs = inputs;
   m_pending.assign(steps.size(), nullptr);
   if (bits || m_profiling) {
-    begin_probe(bits, where, rank, size);
+    begin_probe(bits, call);
     run_steps<true>(steps);
   } else {
     run_steps<false>(steps);
@@ -34,7 +34,7 @@ void Runner::abandon() noexcept {
       }
 }
 
-void Runner::begin_probe(unsigned bits, const std::string& where, int rank, int size) {
+void Runner::begin_probe(unsigned bits, const distributed::DistributedCall& call) {
   const auto& parameters = m_program.function()->get_parameters();
   if (!m_probes_made) {
     m_probes_made = true;
@@ -45,7 +45,7 @@ void Runner::begin_probe(unsigned bits, const std::string& where, int rank, int 
       if (node->get_type_name() == std::string("Variable"))
         m_sources.emplace_back("variable '" + node->get_name() + "'", node);
   }
-  m_probe.begin(bits, where, rank, size);
+  m_probe.begin(bits, call.where(), call.rank(), call.size());
   if (!m_probe.checking()) return;
   for (size_t i = 0; i < m_sources.size(); ++i) {
     const auto& [what, node] = m_sources[i];

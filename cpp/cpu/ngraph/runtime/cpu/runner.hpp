@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "ngraph/distributed/call.hpp"
 #include "ngraph/runtime/cpu/kernel.hpp"
 #include "ngraph/runtime/cpu/program.hpp"
 #include "ngraph/runtime/instrument.hpp"
@@ -22,10 +23,9 @@ class Runner {
   Runner(Program& program, CallState& call) : m_program(program), m_call(call) {}
 
   // Runs `steps` (one of the program's lists) with the caller's buffers. `bits`: the
-  // instrumentation of this call (see instrument.hpp); `where`, `rank` and `size` name the
-  // call for the probe.
+  // instrumentation of this call (see instrument.hpp); `call` names it for the probe.
   void run(std::vector<Program::Step>& steps, void* const* outputs, const void* const* inputs, unsigned bits,
-           const std::string& where, int rank, int size);
+           const distributed::DistributedCall& call);
   // After a failure part-way: completes the collectives still in flight, ignoring their errors.
   void abandon() noexcept;
   // Throws the first NaN or Inf the numerics check found (after every collective of the
@@ -39,7 +39,7 @@ class Runner {
  private:
   template <bool Probed>
   void run_steps(std::vector<Program::Step>& steps);
-  void begin_probe(unsigned bits, const std::string& where, int rank, int size);
+  void begin_probe(unsigned bits, const distributed::DistributedCall& call);
   // The numerics check's copy of the variables step `s` overwrites in place, and putting it back.
   void save_in_place(const Program::Step& step, size_t s);
   void restore_in_place(const Program::Step& step, size_t s);

@@ -85,10 +85,7 @@ bool NodeSharing::decide(bool checking, const std::string& where) {
   return m_sharded;
 }
 
-void NodeSharing::keep_private(const std::vector<std::shared_ptr<VariableState>>& updated, bool sharded) const {
-  for (const auto& state : updated)
-    if (state->is_shared() && !(sharded && node_shared_here(state.get()))) state->unshare();
-}
+
 
 bool NodeSharing::decide_one(Region& r, bool checking, const std::string& where) {
   bool attached = true;

@@ -38,7 +38,10 @@ class NodeSharing {
   // Every call, after deciding: the variables it writes (`updated`) that a sharded update
   // keeps once per node (this executable's, in a call that does not run it sharded, or
   // another's) get private copies first.
-  void keep_private(const std::vector<std::shared_ptr<VariableState>>& updated, bool sharded) const;
+  void keep_private(const std::vector<std::shared_ptr<VariableState>>& updated, bool sharded) const {
+    for (const auto& state : updated)
+      if (state->is_shared() && !(sharded && node_shared_here(state.get()))) state->unshare();
+  }
   // After a sharded call: every rank's pieces are written before any rank reads the
   // variables again (the next call's forward, another executable, get_value) or writes its
   // gradients over what the others still sum.
