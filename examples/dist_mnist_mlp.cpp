@@ -182,14 +182,20 @@ Output logits_of(const Model& m, const Output& x) {
   return std::make_shared<op::Add>(std::make_shared<op::Dot>(h, m.W1), m.b1, "numpy");
 }
 
-// One training step for a local batch of `local` examples out of a global batch of `global`:
-// loss = sum of this rank's cross-entropies / global, so the AllReduce sum of the gradients is
-// the gradient of the global batch's mean loss.
+// Rows per rank of `n` examples split over `size` ranks: every rank compiles and runs the
+// same shapes (a graph is the same computation on every rank, which the agreement check
+// compares), the ranks with fewer examples padding theirs with rows of weight 0.
+size_t padded_rows(size_t n, int size) { return (n + static_cast<size_t>(size) - 1) / static_cast<size_t>(size); }
+
+// One training step for a local batch of `local` rows (padded: weight 0 in M) out of a global
+// batch of `global` examples: loss = sum of this rank's weighted cross-entropies / global, so
+// the AllReduce sum of the gradients is the gradient of the global batch's mean loss.
 std::shared_ptr<runtime::Executable> make_step(runtime::Backend& backend, const Model& m,
                                                size_t local, size_t global, float lr,
                                                const std::shared_ptr<distributed::Communicator>& comm) {
   auto X = std::make_shared<op::Parameter>(element::f32, Shape{local, 784});
   auto Y = std::make_shared<op::Parameter>(element::f32, Shape{local, 10});  // one-hot
+  auto M = std::make_shared<op::Parameter>(element::f32, Shape{local});      // 1: a real row
   Output logits = logits_of(m, X);
   // Stable cross-entropy: logsumexp(l) - sum(y * l), with the maximum subtracted.
   auto mx = std::make_shared<op::Broadcast>(std::make_shared<op::Max>(logits, AxisSet{1}),
@@ -198,7 +204,8 @@ std::shared_ptr<runtime::Executable> make_step(runtime::Backend& backend, const 
   auto lse = std::make_shared<op::Log>(
       std::make_shared<op::Sum>(std::make_shared<op::Exp>(shifted), AxisSet{1}));
   auto picked = std::make_shared<op::Sum>(std::make_shared<op::Multiply>(Y, shifted), AxisSet{1});
-  auto total = std::make_shared<op::Sum>(std::make_shared<op::Subtract>(lse, picked), AxisSet{0});
+  auto total = std::make_shared<op::Sum>(
+      std::make_shared<op::Multiply>(std::make_shared<op::Subtract>(lse, picked), M), AxisSet{0});
   auto inv_global = std::make_shared<op::Constant>(element::f32, Shape{},
                                                    std::vector<float>{1.0f / static_cast<float>(global)});
   Output loss = std::make_shared<op::Multiply>(total, inv_global);
@@ -215,7 +222,7 @@ std::shared_ptr<runtime::Executable> make_step(runtime::Backend& backend, const 
     sinks.push_back(std::make_shared<op::Assign>(w, next));
   }
   auto global_loss = std::make_shared<op::AllReduce>(loss, distributed::ReduceOp::sum, comm);
-  auto f = std::make_shared<Function>(OutputVector{global_loss}, sinks, ParameterVector{X, Y},
+  auto f = std::make_shared<Function>(OutputVector{global_loss}, sinks, ParameterVector{X, Y, M},
                                       "train_step");
   return backend.compile(f);
 }
@@ -254,16 +261,18 @@ Model initial_model(size_t hidden) {
                variable({10}, rng, 0.0f, "b1")};
 }
 
-// Evaluation: correct predictions on this rank's test shard [t0, t1), summed over ranks.
+// Evaluation: correct predictions on this rank's test shard [t0, t1), summed over ranks. The
+// shard is padded to the same rows on every rank with labels -1, which no prediction equals.
 struct Evaluation {
-  size_t t0, t1;
+  size_t t0, t1, rows;
   std::shared_ptr<runtime::Executable> exe;
+  std::vector<float> images;
   std::vector<int64_t> labels;
 };
 
 Evaluation make_evaluation(const Run& run, const Model& m, const Split& test) {
   auto [t0, t1] = shard(test.size(), run.rank, run.size);
-  size_t nt = t1 - t0;
+  size_t nt = padded_rows(test.size(), run.size);
   auto XT = std::make_shared<op::Parameter>(element::f32, Shape{nt, 784});
   auto YT = std::make_shared<op::Parameter>(element::i64, Shape{nt});
   auto hits = std::make_shared<op::Sum>(
@@ -274,15 +283,18 @@ Evaluation make_evaluation(const Run& run, const Model& m, const Split& test) {
   auto eval = run.backend->compile(std::make_shared<Function>(
       OutputVector{std::make_shared<op::AllReduce>(hits, distributed::ReduceOp::sum, run.comm)},
       ParameterVector{XT, YT}, "eval"));
-  std::vector<int64_t> test_labels(test.labels.begin() + static_cast<std::ptrdiff_t>(t0),
-                                   test.labels.begin() + static_cast<std::ptrdiff_t>(t1));
-  return {t0, t1, eval, std::move(test_labels)};
+  std::vector<float> images(nt * 784, 0.0f);
+  std::copy(test.images.begin() + static_cast<std::ptrdiff_t>(t0 * 784),
+            test.images.begin() + static_cast<std::ptrdiff_t>(t1 * 784), images.begin());
+  std::vector<int64_t> labels(nt, -1);
+  for (size_t i = t0; i < t1; ++i) labels[i - t0] = test.labels[i];
+  return {t0, t1, nt, eval, std::move(images), std::move(labels)};
 }
 
-double accuracy(const Run& run, Evaluation& ev, Split& test) {
-  size_t nt = ev.t1 - ev.t0;
+double accuracy(const Run& run, Evaluation& ev, const Split& test) {
+  size_t nt = ev.rows;
   int64_t correct = 0;
-  auto tx = run.backend->create_tensor(element::f32, Shape{nt, 784}, &test.images[ev.t0 * 784]);
+  auto tx = run.backend->create_tensor(element::f32, Shape{nt, 784}, ev.images.data());
   auto ty = run.backend->create_tensor(element::i64, Shape{nt}, ev.labels.data());
   auto tc = run.backend->create_tensor(element::i64, Shape{}, &correct);
   ev.exe->call({tc}, {tx, ty});
@@ -300,20 +312,22 @@ double train_epoch(const Run& run, const Model& m, Steps& steps, const Split& tr
   for (size_t b = 0; b < train.size(); b += opt.batch_size) {
     size_t global = std::min(opt.batch_size, train.size() - b);
     auto [s0, s1] = shard(global, run.rank, run.size);
-    size_t local = s1 - s0;
+    size_t local = padded_rows(global, run.size);
     auto& step = steps[{local, global}];
     if (!step) step = make_step(*run.backend, m, local, global, opt.lr, run.comm);
-    std::vector<float> x(local * 784), y(local * 10, 0.0f);
-    for (size_t i = 0; i < local; ++i) {
+    std::vector<float> x(local * 784, 0.0f), y(local * 10, 0.0f), mask(local, 0.0f);
+    for (size_t i = 0; i < s1 - s0; ++i) {
       size_t e = order[b + s0 + i];
       std::memcpy(&x[i * 784], &train.images[e * 784], 784 * sizeof(float));
       y[i * 10 + static_cast<size_t>(train.labels[e])] = 1.0f;
+      mask[i] = 1.0f;
     }
     float loss = 0;
     auto tx = run.backend->create_tensor(element::f32, Shape{local, 784}, x.data());
     auto ty = run.backend->create_tensor(element::f32, Shape{local, 10}, y.data());
+    auto tm = run.backend->create_tensor(element::f32, Shape{local}, mask.data());
     auto tl = run.backend->create_tensor(element::f32, Shape{}, &loss);
-    step->call({tl}, {tx, ty});
+    step->call({tl}, {tx, ty, tm});
     loss_sum += static_cast<double>(loss) * static_cast<double>(global);
   }
   return loss_sum;
