@@ -21,22 +21,6 @@
 namespace ngraph {
 namespace distributed {
 
-const char* to_string(Wire wire) {
-  switch (wire) {
-    case Wire::f32: return "none";
-    case Wire::bf16: return "bf16";
-    case Wire::fp16: return "fp16";
-  }
-  return "none";
-}
-
-Wire wire_from_string(const std::string& name) {
-  if (name == "none") return Wire::f32;
-  if (name == "bf16") return Wire::bf16;
-  if (name == "fp16") return Wire::fp16;
-  throw std::invalid_argument("[compression] '" + name + "' is not a compression (none, bf16, fp16)");
-}
-
 namespace wire {
 namespace {
 
@@ -192,6 +176,18 @@ void round_in_place(float* x, size_t n, Wire w, float* residual) {
 
 }  // namespace wire
 
+namespace {
+std::atomic<uint64_t> g_bytes_sent[3];
+}
+
+uint64_t process_bytes_sent(Wire wire) { return g_bytes_sent[static_cast<int>(wire)].load(std::memory_order_relaxed); }
+
+void CrossNodeExchange::count_sent(uint64_t values, Wire wire) {
+  uint64_t bytes = values * wire_bytes(wire);
+  m_bytes_sent.fetch_add(bytes, std::memory_order_relaxed);
+  g_bytes_sent[static_cast<int>(wire)].fetch_add(bytes, std::memory_order_relaxed);
+}
+
 CrossNodeExchange::CrossNodeExchange(MPICommunicator& owner, MPI_Comm comm) : m_owner(owner), m_comm(comm) {
   if (comm == MPI_COMM_NULL)
     throw std::invalid_argument("[CrossNodeExchange] the communicator of " + owner.name() + " is MPI_COMM_NULL");
@@ -283,7 +279,7 @@ void CrossNodeExchange::reduce_scatter_sum(float* buf, size_t count, Wire wire, 
                     what);
     wait(req, what);
   }
-  m_bytes_sent.fetch_add(values_sent * wire_bytes(wire), std::memory_order_relaxed);
+  count_sent(values_sent, wire);
   // Rank 0's contribution, then each next rank's added in f32.
   m_sum.resize(m);
   float* sum = m_sum.data();
@@ -332,7 +328,7 @@ void CrossNodeExchange::allgather(float* buf, size_t count, Wire wire, const std
                     what);
     wait(req, what);
   }
-  m_bytes_sent.fetch_add(static_cast<uint64_t>(m) * (n - 1) * wire_bytes(wire), std::memory_order_relaxed);
+  count_sent(static_cast<uint64_t>(m) * (n - 1), wire);
   if (!narrow) return;
   for (size_t q = 0; q < n; ++q) {
     if (q == me) continue;

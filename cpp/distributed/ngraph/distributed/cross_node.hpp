@@ -23,17 +23,17 @@
 #include <string>
 #include <vector>
 
+#include "ngraph/distributed/communicator.hpp"
+
 namespace ngraph {
 namespace distributed {
 
 class MPICommunicator;
 
-// How float values travel.
-enum class Wire { f32, bf16, fp16 };
-// "none" (f32), "bf16", "fp16": the names users write (compression=...).
-const char* to_string(Wire wire);
-// The inverse; std::invalid_argument naming the accepted names otherwise.
-Wire wire_from_string(const std::string& name);
+// Wire (how float values travel: f32, bf16, fp16), to_string(Wire) and wire_from_string
+// ("none", "bf16", "fp16") are declared in ngraph/distributed/communicator.hpp (core: ops
+// carry the wire as their compression attribute).
+
 // Bytes per value on the wire.
 inline size_t wire_bytes(Wire wire) { return wire == Wire::f32 ? 4 : 2; }
 
@@ -47,6 +47,10 @@ void decode(const uint16_t* in, float* out, size_t n, Wire wire);
 // x[i] = decode(encode(x[i])) in place, with the same residual rule as encode.
 void round_in_place(float* x, size_t n, Wire wire, float* residual = nullptr);
 }  // namespace wire
+
+// Payload bytes every CrossNodeExchange of this process sent with `wire` (ngraph.distributed.
+// traffic()): the network step of compressed allreduces, and whatever else uses an exchange.
+uint64_t process_bytes_sent(Wire wire);
 
 class CrossNodeExchange {
  public:
@@ -92,6 +96,7 @@ class CrossNodeExchange {
 
  private:
   void wait(MPI_Request& req, const std::string& what);
+  void count_sent(uint64_t values, Wire wire);
   void check_count(size_t count, const std::string& what) const;
   MPICommunicator& m_owner;
   MPI_Comm m_comm;
