@@ -1095,7 +1095,9 @@ BlockingGuard::~BlockingGuard() { Watchdog::get().disarm(m_id); }
 }  // namespace detail
 
 bool MPICommunicator::shares_one_node() const {
-  return m_topology.made && m_topology.nodes == 1 && shared_memory_enabled();
+  // local_size == size on every rank or on none (a node count would differ between ranks on
+  // nodes of different sizes).
+  return m_topology.made && m_topology.local_size == m_size && shared_memory_enabled();
 }
 
 void MPICommunicator::allreduce_compressed(const void* in, void* out, size_t count, element::Type type,
