@@ -261,8 +261,13 @@ def init(comm: Any = None, timeout: float | None = None, check: str | None = Non
     global _initialized, _backend
     if compression is not None or error_feedback is not None:
         current, feedback = _ngraph.get_default_compression()
-        wire = _check_compression(compression, "init: compression") if compression is not None else current
-        feedback = bool(error_feedback) if error_feedback is not None else (feedback and wire != "none")
+        wire = current
+        if compression is not None:
+            wire = _check_compression(compression, "init: compression")
+        if error_feedback is not None:
+            feedback = bool(error_feedback)
+        else:
+            feedback = feedback and wire != "none"
         if feedback and wire == "none":
             raise ValueError("init: error_feedback=True needs compression 'bf16' or 'fp16'")
         _ngraph.set_default_compression(wire, feedback)

@@ -4,10 +4,9 @@ under mpirun: tests/python/distributed/mpi_test_compression.py.)"""
 
 from __future__ import annotations
 
+import ngraph as ng
 import numpy as np
 import pytest
-
-import ngraph as ng
 from ngraph import _ngraph
 
 

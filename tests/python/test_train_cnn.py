@@ -10,13 +10,15 @@ import numpy as np
 import pytest
 from test_train_mnist import (
     FASHION,
-    MPIRUN as MPIRUN_FOR_TESTS,
     SHARED_MNIST,
     launch_env,
     needs_mnist,
     needs_mpi,
     summary,
     weights,
+)
+from test_train_mnist import (
+    MPIRUN as MPIRUN_FOR_TESTS,
 )
 from test_train_mnist import run as run_script
 

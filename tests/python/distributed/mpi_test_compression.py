@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import os
 
+import ngraph as ng
 import numpy as np
 import pytest
-
-import ngraph as ng
 from ngraph import _ngraph, _ngraph_mpi
 
 WIRES = ["bf16", "fp16"]
