@@ -79,6 +79,11 @@ class CrossNodeExchange {
   void allgather(float* buf, size_t count, Wire wire, const std::string& what);
   // reduce_scatter_sum then allgather.
   void allreduce_sum(float* buf, size_t count, Wire wire, const std::string& what);
+  // After a timeout (the owner is then broken) MPI may still complete the abandoned exchange
+  // when a late rank arrives: with Wire::f32 it sends from and receives into `buf` itself
+  // (16-bit wires use this object's buffers only), so keep `buf` alive, as the shared region's
+  // slots are. This object must outlive its pending exchanges too (the communicator and the
+  // region keep theirs after a failure).
 
   // With error feedback (16-bit wires; ignored for f32): `residual` is this rank's carried
   // rounding error, zero at the start and kept by the caller between calls.
