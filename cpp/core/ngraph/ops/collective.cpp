@@ -99,9 +99,11 @@ void check_compression(const Node& node, distributed::Wire wire, bool error_feed
     if (error_feedback) node.fail("error_feedback needs compression 'bf16' or 'fp16', got 'none'");
     return;
   }
-  if (type != element::f32 || (op != distributed::ReduceOp::sum && op != distributed::ReduceOp::mean))
-    node.fail(concat_message("compression '", distributed::to_string(wire), "' applies to f32 sum and mean only, got ",
-                             type.get_type_name(), " ", distributed::to_string(op)));
+  std::string message = concat_message("compression '", distributed::to_string(wire),
+                                        "' applies to f32 sum and mean only, got ", type.get_type_name(), " ",
+                                        distributed::to_string(op));
+  if (type != element::f32) node.fail_type(message);  // a TypeError in Python
+  if (op != distributed::ReduceOp::sum && op != distributed::ReduceOp::mean) node.fail(message);
 }
 
 void AllReduce::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
