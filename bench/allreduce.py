@@ -6,6 +6,9 @@ over MPI (NGRAPH_SHM=0, as between hosts) beside it. Against them: mpi4py's Allr
 NumPy buffer of the same bytes; the C reference (allreduce_mpi.c) runs as its own job
 (run_all.py puts them side by side). When ngraph has the oneCCL backend, the same collective
 on it (NGRAPH_SHM=0: all of it on oneCCL) is a row of its own, interleaved with the others.
+So are the compressed collectives (NGRAPH_SHM=0: the whole allreduce is the network step,
+through ngraph's exchange with bf16 or fp16 values), with the bytes each rank sent per call.
+For a network between the ranks: mpirun --mca btl tcp,self -x NGRAPH_SHM=0 ...
 
     mpirun -np 2 python bench/allreduce.py [--smoke]
 """
@@ -69,8 +72,8 @@ def main(argv=None):
     # memory (the default on one node) and over MPI (NGRAPH_SHM=0, as between hosts).
     gs = [ng.parameter(p.shape, name=f"g{i}") for i, p in enumerate(params)]
 
-    def make_probe(on=None):
-        sums = [ng.allreduce(g * 1.0, "sum", comm=on) for g in gs]
+    def make_probe(on=None, compression=None):
+        sums = [ng.allreduce(g * 1.0, "sum", comm=on, compression=compression) for g in gs]
         probe = ng.runtime().computation(
             [ng.slice(ng.reshape(s, [int(np.prod(s.shape))]), [0], [1]) for s in sums], *gs)
         (kp,) = [i for i, n in enumerate(probe.executable.schedule) if "AllReduce" in n]
@@ -79,6 +82,8 @@ def main(argv=None):
     probes = {"shm": make_probe()}
     os.environ["NGRAPH_SHM"] = "0"
     probes["mpi"] = make_probe()
+    for wire in ("bf16", "fp16"):
+        probes[wire] = make_probe(compression=wire)
     try:
         ccl = ng.distributed.as_communicator(MPI.COMM_WORLD, backend="ccl")
     except ng.distributed.DistributedError as e:  # built without oneCCL
@@ -92,13 +97,16 @@ def main(argv=None):
         for _ in range(10):
             probe(*gv)
     alone = {k: [] for k in probes}
+    sent = {k: 0 for k in probes}  # bytes through the exchange per call
     for _ in range(repeats):
         for mode, (probe, kp) in probes.items():
             pe = probe.executable
             pe.set_profiling(True)
             MPI.COMM_WORLD.Barrier()
+            before = sum(ng.distributed.traffic().values())
             for _ in range(number):
                 probe(*gv)
+            sent[mode] = (sum(ng.distributed.traffic().values()) - before) // number
             alone[mode].append(pe.step_seconds[kp] / number)
             pe.set_profiling(False)
     # The cost of the per-call agreement check: the training step with check "always" (the
@@ -131,6 +139,10 @@ def main(argv=None):
               "ngraph_s": statistics.median(alone["shm"]),
               "ngraph_mpi_s": statistics.median(alone["mpi"]),
               "ngraph_ccl_s": statistics.median(alone["ccl"]) if "ccl" in alone else None,
+              "ngraph_bf16_s": statistics.median(alone["bf16"]),
+              "ngraph_fp16_s": statistics.median(alone["fp16"]),
+              "bytes_sent_bf16": sent["bf16"], "bytes_sent_fp16": sent["fp16"],
+              "bytes_f32": 4 * count,
               "ngraph_in_training_step_s": statistics.median(in_graph),
               "step_s": statistics.median(calls), "mpi4py_s": t_mpi4py,
               "mpi4py_per_array_s": t_mpi4py_each,

@@ -83,6 +83,9 @@ def parse_args(argv=None):
     p.add_argument("--sync-bn", action="store_true",
                    help="synchronized batch norm: batch statistics over all ranks' examples "
                         "of each step (ng.nn.BatchNorm2d(sync=True))")
+    p.add_argument("--compression", choices=["none", "bf16", "fp16"], default="none",
+                   help="the gradients' values on the network step in 16 bits (summed in f32; "
+                        "not in shared memory: run with NGRAPH_SHM=0 to compress on one machine)")
     p.add_argument("--augment", action="store_true",
                    help="random flips and shifts of the training images (off by default: it "
                         "slows convergence within 10 epochs)")

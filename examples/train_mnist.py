@@ -346,10 +346,13 @@ class Trainer:
     statistics move locally in between and are averaged over the ranks in the k-th step,
     which equals averaging them every step (the moving average is linear)."""
 
-    def __init__(self, model: MLP, optimizer, comm, accumulate: int = 1):
+    def __init__(self, model: MLP, optimizer, comm, accumulate: int = 1,
+                 compression: str = "none"):
         self.model, self.optimizer, self.comm = model, optimizer, comm
         self.runtime = ng.runtime()
         self.accumulate = accumulate
+        # The gradients' allreduces only (the loss and batch norm's statistics stay f32).
+        self.compression = compression
         self.accumulator = None  # made with the first step: the loss's dtype is the model's
         self._steps = {}
         self._evals = {}
@@ -373,7 +376,10 @@ class Trainer:
             return "locally (one rank)"
         regions = [r for step in self._steps.values() for r in step.executable.shared_memory]
         over = "oneCCL" if ng.distributed.backend() == "ccl" else "MPI"
-        return f"in shared memory ({regions[0]})" if regions else f"over {over}"
+        how = f"in shared memory ({regions[0]})" if regions else f"over {over}"
+        if self.compression != "none":
+            how += f" ({self.compression} where it crosses the network)"
+        return how
 
     def _compile_step(self, local_batch: int, global_batch: int, final: bool):
         x = ng.parameter([local_batch, *self.model.input_shape], name="x")
@@ -390,13 +396,15 @@ class Trainer:
                 return self.runtime.computation(local_loss, x, y, updates=updates)
             *grads, local_loss = acc.total([*grads, local_loss])
         # The in-graph AllReduce: the global batch's gradient, on every rank.
-        grads = [ng.allreduce(g, "sum", comm=self.comm) for g in grads]
-        loss = ng.allreduce(local_loss, "sum", comm=self.comm)
+        grads = [ng.allreduce(g, "sum", comm=self.comm, compression=self.compression)
+                 for g in grads]
+        loss = ng.allreduce(local_loss, "sum", comm=self.comm, compression="none")
         updates = self.optimizer.updates(loss, self.model.params, grads=grads)
         # Buffers (batch norm's running statistics) move by the mean over ranks, so they stay
         # equal on every rank as the weights do.
         for var, value in self.model.state_updates():
-            mean = ng.allreduce(value, "mean", comm=self.comm) if self.comm.size > 1 else value
+            mean = (ng.allreduce(value, "mean", comm=self.comm, compression="none")
+                    if self.comm.size > 1 else value)
             updates.append((var, mean))
         if acc is not None:
             updates += acc.reset()
@@ -690,7 +698,7 @@ def train(args, make_model=None, augment=None) -> dict:
     updates_per_epoch = sum(final for *_, final in plan)
     optimizer = make_optimizer(args.optimizer, learning_rate(args, updates_per_epoch, lr_scale),
                                args.weight_decay)
-    trainer = Trainer(model, optimizer, comm, accumulate)
+    trainer = Trainer(model, optimizer, comm, accumulate, getattr(args, "compression", "none"))
     # Build every updating step shape once so the optimizer state exists before a resume
     # restores it.
     for lo, hi, global_batch, final in plan:
@@ -840,6 +848,8 @@ def train(args, make_model=None, augment=None) -> dict:
         "throughput_samples_per_s": trained / train_time,
         "updates": int(optimizer.step.get_value()),
         "gradient_allreduce": trainer.gradient_allreduce(),
+        # Bytes this rank sent through the compressed exchange, by wire (0 uncompressed).
+        "exchange_bytes": ng.distributed.traffic(),
         "history": history,
     }
     if lead:

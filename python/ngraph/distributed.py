@@ -21,6 +21,8 @@ import traceback
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from ngraph import _ngraph, settings
 from ngraph._ngraph import Communicator, DistributedError, Node
 from ngraph.utils import NodeInput, as_node, shape_of, to_dtype
@@ -45,6 +47,8 @@ __all__ = [
     "broadcast_variables",
     "as_communicator",
     "backend",
+    "compression",
+    "traffic",
 ]
 
 _wrapped: dict[tuple[int, str], tuple[Any, Communicator]] = {}  # (id(comm), backend) -> ours
@@ -195,8 +199,35 @@ def as_communicator(comm: Any, backend: str | None = None) -> Communicator:
     raise TypeError(f"expected an mpi4py or ngraph communicator, got {type(comm).__name__}")
 
 
+_COMPRESSIONS = ("none", "bf16", "fp16")
+
+
+def _check_compression(value: Any, where: str) -> str:
+    if value not in _COMPRESSIONS:
+        raise ValueError(f"{where} must be 'none', 'bf16' or 'fp16' (or None), got {value!r}")
+    return value
+
+
+def compression() -> tuple[str, bool]:
+    """(compression, error_feedback) that ``allreduce`` uses for f32 sum and mean when given
+    none: set by ``init``, else $NGRAPH_DIST_COMPRESSION and $NGRAPH_DIST_ERROR_FEEDBACK."""
+    return tuple(_ngraph.get_default_compression())
+
+
+def traffic() -> dict[str, int]:
+    """Payload bytes this process sent through ngraph's cross-node exchange, by wire:
+    ``{"none": ..., "bf16": ..., "fp16": ...}`` ("none": f32 values). It counts the network
+    step of compressed allreduces (the whole allreduce without shared memory, the step between
+    nodes with it); MPI's own collectives (uncompressed allreduces) are not counted. All zero
+    without MPI."""
+    if _ngraph_mpi is None:
+        return {name: 0 for name in _COMPRESSIONS}
+    return dict(_ngraph_mpi.traffic())
+
+
 def init(comm: Any = None, timeout: float | None = None, check: str | None = None,
-         abort_on_error: bool = True, backend: str | None = None) -> Communicator:
+         abort_on_error: bool = True, backend: str | None = None,
+         compression: str | None = None, error_feedback: bool | None = None) -> Communicator:
     """Sets the communicator that collectives use by default and returns it.
 
     comm: an mpi4py communicator (``comm.Split`` sub-communicators work), an ngraph
@@ -218,8 +249,28 @@ def init(comm: Any = None, timeout: float | None = None, check: str | None = Non
       docs/distributed.md); default $NGRAPH_DIST_BACKEND, else 'mpi'. It also applies to
       the mpi4py communicators given to ops later. DistributedError says what to install
       when ngraph was built without oneCCL or libccl cannot be loaded.
+    compression: the default of ``allreduce(compression=None)`` for f32 sum and mean
+      allreduces: 'bf16' or 'fp16' sends the values of the network step in 16 bits (summed
+      in f32), 'none' in f32; None keeps $NGRAPH_DIST_COMPRESSION (default 'none').
+    error_feedback: the default of ``allreduce(error_feedback=None)`` with compression: each
+      rank carries the rounding error of what it sent into its next send; None keeps
+      $NGRAPH_DIST_ERROR_FEEDBACK. True needs a compression (ValueError otherwise).
+    The ranks must agree on both: ``init`` compares them (with the other settings that must
+      agree) and raises DistributedError on every rank naming the values and the ranks.
     """
     global _initialized, _backend
+    if compression is not None or error_feedback is not None:
+        current, feedback = _ngraph.get_default_compression()
+        wire = current
+        if compression is not None:
+            wire = _check_compression(compression, "init: compression")
+        if error_feedback is not None:
+            feedback = bool(error_feedback)
+        else:
+            feedback = feedback and wire != "none"
+        if feedback and wire == "none":
+            raise ValueError("init: error_feedback=True needs compression 'bf16' or 'fp16'")
+        _ngraph.set_default_compression(wire, feedback)
     name = _check_backend(backend, "backend") if backend is not None else _current_backend()
     if name == "ccl":
         _ccl_module()  # fails early, on every rank, when oneCCL is missing
@@ -243,6 +294,9 @@ def init(comm: Any = None, timeout: float | None = None, check: str | None = Non
     _ngraph.set_abort_on_error(bool(abort_on_error))
     if abort_on_error and ours.size > 1:
         _install_excepthook()
+    if ours.size > 1 and _ngraph_mpi is not None:
+        # The compression (maybe just set) with every setting that must agree: an allgather.
+        _ngraph_mpi.agree_on_settings(ours, f"[init] {ours.name}")
     _initialized = True
     return ours
 
@@ -304,10 +358,30 @@ def _make(op: str, inputs: Sequence[Node], comm: Any, name: str | None, **attrib
     return _ngraph.make_node(op, list(inputs), attributes, name or "", as_communicator(comm))
 
 
-def allreduce(x: NodeInput, op: str = "sum", comm: Any = None, name: str | None = None) -> Node:
+def allreduce(x: NodeInput, op: str = "sum", comm: Any = None, name: str | None = None,
+              compression: str | None = None, error_feedback: bool | None = None) -> Node:
     """Every rank gets the elementwise reduction of all ranks' x: op is 'sum', 'mean'
-    (floating-point), 'max', 'min' or 'prod'."""
-    return _make("AllReduce", [as_node(x)], comm, name, reduce_op=op)
+    (floating-point), 'max', 'min' or 'prod'.
+
+    compression: 'bf16' or 'fp16' sends the values of the network step in 16 bits, summed in
+    f32 (never in shared memory: see docs/distributed.md, Gradient compression); 'none' in
+    f32; None: the default set by ``init`` for f32 sum and mean ('none' for anything else).
+    Asked explicitly for anything but an f32 sum or mean it is an error naming the op.
+    error_feedback: carry each rank's rounding error into its next send (needs compression);
+    None: the default set by ``init`` where the default compression applies."""
+    node = as_node(x)
+    if compression is None:
+        wire, feedback = _ngraph.get_default_compression()
+        applies = op in ("sum", "mean") and node.dtype == np.float32
+        compression = wire if applies else "none"
+        if error_feedback is None:
+            error_feedback = feedback and applies
+    else:
+        _check_compression(compression, "[AllReduce] compression")
+    if error_feedback is None:
+        error_feedback = False
+    return _make("AllReduce", [node], comm, name, reduce_op=op, compression=compression,
+                 error_feedback=bool(error_feedback))
 
 
 def broadcast_distributed(x: NodeInput, root: int = 0, comm: Any = None,

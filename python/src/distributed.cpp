@@ -54,6 +54,16 @@ void init_distributed(py::module_& m) {
     return "always";
   });
   m.def("set_abort_on_error", &distributed::set_abort_on_error, py::arg("abort"));
+  m.def(
+      "set_default_compression",
+      [](const std::string& wire, bool error_feedback) {
+        distributed::set_default_compression({distributed::wire_from_string(wire), error_feedback});
+      },
+      py::arg("compression"), py::arg("error_feedback"));
+  m.def("get_default_compression", [] {
+    auto c = distributed::get_default_compression();
+    return py::make_tuple(distributed::to_string(c.wire), c.error_feedback);
+  }, "(compression, error_feedback) that ng.allreduce uses for f32 sum and mean when given none.");
   m.def("get_abort_on_error", &distributed::get_abort_on_error);
 }
 

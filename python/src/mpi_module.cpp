@@ -6,12 +6,15 @@
 // ngraph._ngraph, which must be imported first.
 #include <mpi.h>
 
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <cstring>
 #include <memory>
 #include <string>
 
 #include "ngraph/distributed/communicator.hpp"
+#include "ngraph/distributed/cross_node.hpp"
 #include "ngraph/distributed/mpi_communicator.hpp"
 
 namespace py = pybind11;
@@ -51,6 +54,42 @@ PYBIND11_MODULE(_ngraph_mpi, m) {
     if (initialized) MPI_Query_thread(&level);
     return level;
   }, "MPI_Query_thread (-1 before MPI is initialised).");
+  m.def("traffic", [] {
+    py::dict bytes;
+    for (auto w : {ngraph::distributed::Wire::f32, ngraph::distributed::Wire::bf16, ngraph::distributed::Wire::fp16})
+      bytes[ngraph::distributed::to_string(w)] = ngraph::distributed::process_bytes_sent(w);
+    return bytes;
+  }, "Payload bytes this process sent through the cross-node exchange, by wire ('none' is f32).");
+  m.def(
+      "agree_on_settings",
+      [](const std::shared_ptr<Communicator>& comm, const std::string& where) {
+        auto mpi = std::dynamic_pointer_cast<MPICommunicator>(comm);
+        if (!mpi) return false;
+        py::gil_scoped_release release;  // an allgather over the ranks
+        mpi->agree_on_settings(where);
+        return true;
+      },
+      py::arg("comm"), py::arg("where"),
+      "Compares the settings that must agree (DistributedError on every rank naming those that differ); "
+      "False when `comm` is not an MPI communicator.");
+  // A test interface: the exchange itself on `comm`'s ranks, outside any graph.
+  m.def(
+      "exchange_allreduce_for_tests",
+      [](const std::shared_ptr<Communicator>& comm, py::array_t<float, py::array::c_style> values,
+         const std::string& wire) {
+        auto mpi = std::dynamic_pointer_cast<MPICommunicator>(comm);
+        if (!mpi) throw std::invalid_argument("[exchange] needs an MPI communicator");
+        ngraph::distributed::Wire w = ngraph::distributed::wire_from_string(wire);
+        py::array_t<float> out(values.request().shape);
+        std::memcpy(out.mutable_data(), values.data(), static_cast<size_t>(values.size()) * sizeof(float));
+        ngraph::distributed::CrossNodeExchange exchange(*mpi, mpi->handle());
+        {
+          py::gil_scoped_release release;
+          exchange.allreduce_sum(out.mutable_data(), static_cast<size_t>(out.size()), w, "[exchange] test");
+        }
+        return py::make_tuple(out, exchange.bytes_sent());
+      },
+      py::arg("comm"), py::arg("values"), py::arg("wire"));
   m.def(
       "abort",
       [](int code) {

@@ -1349,7 +1349,7 @@ TEST(enum_attributes, print_by_name) {
             "auto_broadcast='numpy'");
   EXPECT_EQ(std::make_shared<op::Select>(c, a, a)->attributes_string(), "auto_broadcast='none'");
   EXPECT_EQ(std::make_shared<op::AllReduce>(a, ReduceOp::max)->attributes_string(),
-            "reduce_op='max'");
+            "reduce_op='max', compression='none', error_feedback=false");
   EXPECT_EQ(std::make_shared<op::ReduceScatter>(a, ReduceOp::mean)->attributes_string(),
             "reduce_op='mean', axis=0");
   EXPECT_EQ(std::make_shared<op::AllReduce>(a, ReduceOp::prod)->collective_signature(),
@@ -1401,4 +1401,31 @@ TEST(enum_attributes, unknown_name_in_constructor_names_the_op) {
   auto c = param(element::boolean, {2});
   EXPECT_EQ(shape_error("Select", [&] { std::make_shared<op::Select>(c, a, a, "pdpd"); }),
             "[Select] auto_broadcast must be 'none' or 'numpy', got 'pdpd'");
+}
+
+// Compression is an attribute of f32 sum and mean AllReduces only; the error names the op.
+TEST(allreduce_compression, only_f32_sum_and_mean) {
+  using distributed::ReduceOp;
+  using distributed::Wire;
+  auto f = param(element::f32, {2});
+  auto i = param(element::i32, {2});
+  auto ok = std::make_shared<op::AllReduce>(f, ReduceOp::mean);
+  ok->set_compression(Wire::bf16, true);
+  EXPECT_EQ(ok->attributes_string(), "reduce_op='mean', compression='bf16', error_feedback=true");
+  EXPECT_EQ(ok->collective_signature(), "AllReduce f32{2} mean compression=bf16+error_feedback");
+  auto expect_refused = [](const std::shared_ptr<op::AllReduce>& ar, Wire w, bool ef, const std::string& part) {
+    try {
+      ar->set_compression(w, ef);
+      ADD_FAILURE() << "accepted: " << part;
+    } catch (const std::exception& e) {
+      std::string msg = e.what();
+      EXPECT_NE(msg.find("AllReduce"), std::string::npos) << msg;
+      EXPECT_NE(msg.find(part), std::string::npos) << msg;
+    }
+  };
+  expect_refused(std::make_shared<op::AllReduce>(i, ReduceOp::sum), Wire::fp16, false,
+                 "compression 'fp16' applies to f32 sum and mean only, got i32 sum");
+  expect_refused(std::make_shared<op::AllReduce>(f, ReduceOp::max), Wire::bf16, false, "got f32 max");
+  expect_refused(std::make_shared<op::AllReduce>(f, ReduceOp::sum), Wire::f32, true,
+                 "error_feedback needs compression 'bf16' or 'fp16'");
 }

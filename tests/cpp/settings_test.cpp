@@ -115,7 +115,9 @@ TEST(settings, the_ranks_agree_on_these_in_this_order) {
   for (const auto& s : settings::all())
     if (s.agree) agree.push_back(s.name);
   EXPECT_EQ(agree, (std::vector<std::string>{"NGRAPH_SHM", "NGRAPH_SHM_NODE_SIZE", "NGRAPH_SHM_SHARDED_UPDATE",
-                                             "NGRAPH_DIST_CHECK", "NGRAPH_CPU_FUSION", "NGRAPH_FUSION_THRESHOLD"}));
+                                             "NGRAPH_DIST_CHECK", "NGRAPH_DIST_COMPRESSION",
+                                             "NGRAPH_DIST_ERROR_FEEDBACK", "NGRAPH_CPU_FUSION",
+                                             "NGRAPH_FUSION_THRESHOLD"}));
   for (const auto& s : settings::all()) {
     EXPECT_EQ(s.name.rfind("NGRAPH_", 0), 0u) << s.name;
     EXPECT_FALSE(s.read.empty()) << s.name;

@@ -272,6 +272,7 @@ if r == 0:
     ("NGRAPH_SHM", ("1", "0")),
     ("NGRAPH_DIST_CHECK", ("always", "never")),
     ("NGRAPH_FUSION_THRESHOLD", ("0", "1000000")),
+    ("NGRAPH_DIST_COMPRESSION", ("bf16", "fp16")),
 ])
 def test_settings_that_differ_between_ranks_fail_at_init(tmp_path, variable, values):
     """Set on some ranks only (easy across hosts), these crashed a job ("stack smashing

@@ -151,7 +151,7 @@ def test_enum_attributes_by_name():
     for op in ("sum", "mean", "max", "min", "prod"):
         ar = ng.allreduce(x, op)
         rs = _ngraph.make_node("ReduceScatter", [x], {"reduce_op": op, "axis": 1})
-        assert ar.attributes() == f"reduce_op='{op}'"
+        assert ar.attributes() == f"reduce_op='{op}', compression='none', error_feedback=false"
         assert rs.attributes() == f"reduce_op='{op}', axis=1"
         for out in RUNTIME.computation([ar, rs], x)(v):  # one rank: identities
             np.testing.assert_array_equal(out, v)
@@ -170,6 +170,9 @@ def test_enum_attributes_by_name():
         ng.allreduce(x, "avg")
     with pytest.raises(ValueError, match=r"\[ReduceScatter\] unknown reduce_op 'avg'"):
         ng.reduce_scatter(x, "avg")
+    with pytest.raises(ValueError, match=r"\[AllReduce\] unknown compression 'int8' \(expected "
+                                         r"none, bf16 or fp16\)"):
+        _ngraph.make_node("AllReduce", [x], {"reduce_op": "sum", "compression": "int8"})
     with pytest.raises(ValueError, match=r"\[Select\] auto_broadcast must be 'none' or 'numpy', "
                                          r"got 'pytorch'"):
         _ngraph.make_node("Select", [P([2], np.bool_), P([2]), P([2])],

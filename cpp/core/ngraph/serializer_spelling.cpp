@@ -69,6 +69,8 @@ const std::vector<std::pair<std::string, Value>>& defaults() {
       {"groups", Value::integer(1)},
       {"reduction_axes_count", Value::integer(-1)},  // Dot: 0 with a scalar, else 1
       {"reduce_op", Value::string("sum")},            // nGraph's AllReduce sums
+      {"compression", Value::string("none")},         // AllReduce: f32 on the wire
+      {"error_feedback", Value::boolean(false)},
       {"root", Value::integer(0)},                    // BroadcastDistributed from rank 0
       {"tag", Value::integer(0)},                     // Send, Recv
   };

@@ -44,6 +44,18 @@ void add_distributed(std::vector<Setting>& t) {
                        "of each computation, or never (another value: always)");
   check.choices = {"always", "first", "never"};
   check.label = "the check mode (NGRAPH_DIST_CHECK, ngraph.distributed.init(check=...))";
+  Setting& compression =
+      add(t, "NGRAPH_DIST_COMPRESSION", Type::choice, "none",
+          "load of the library, once per process; ngraph.distributed.init(compression=...) replaces it", true,
+          "the default compression of f32 sum and mean allreduces (ngraph.allreduce(compression=None)): values "
+          "on the network step in bfloat16 or IEEE half, summed in f32; never in shared memory (another value is "
+          "an error when a default is needed)");
+  compression.choices = {"none", "bf16", "fp16"};
+  compression.label = "the default compression (NGRAPH_DIST_COMPRESSION, ngraph.distributed.init(compression=...))";
+  add(t, "NGRAPH_DIST_ERROR_FEEDBACK", Type::flag, "0",
+      "load of the library, once per process; ngraph.distributed.init(error_feedback=...) replaces it", true,
+      "with a default compression, each rank carries the rounding error of what it sent into its next send")
+      .label = "the default error feedback (NGRAPH_DIST_ERROR_FEEDBACK, ngraph.distributed.init(error_feedback=...))";
   add(t, "NGRAPH_DIST_TIMEOUT", Type::real, "60",
       "each communicator's creation; ngraph.distributed.init(timeout=...) replaces it", false,
       "seconds a rank waits for the others (collectives, set-up) before it raises DistributedError; inf: no limit")

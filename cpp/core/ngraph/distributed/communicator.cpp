@@ -35,6 +35,69 @@ ReduceOp reduce_op_from_string(const std::string& name) {
                               "' (expected sum, mean, max, min or prod)");
 }
 
+const char* to_string(Wire wire) {
+  switch (wire) {
+    case Wire::f32: return "none";
+    case Wire::bf16: return "bf16";
+    case Wire::fp16: return "fp16";
+  }
+  return "none";
+}
+
+Wire wire_from_string(const std::string& name) {
+  if (name == "none") return Wire::f32;
+  if (name == "bf16") return Wire::bf16;
+  if (name == "fp16") return Wire::fp16;
+  throw std::invalid_argument("unknown compression '" + name + "' (expected none, bf16 or fp16)");
+}
+
+namespace {
+// The settings' default, or the error to raise when it is used: a bad value must not fail
+// the library's loading.
+struct CompressionState {
+  DefaultCompression value;
+  std::string error;
+};
+CompressionState initial_default_compression() {
+  CompressionState c;
+  std::string name = settings::text("NGRAPH_DIST_COMPRESSION");
+  try {
+    c.value.wire = wire_from_string(name);
+  } catch (const std::invalid_argument&) {
+    c.error = "NGRAPH_DIST_COMPRESSION is '" + name + "': expected none, bf16 or fp16";
+  }
+  c.value.error_feedback = c.value.wire != Wire::f32 && settings::flag("NGRAPH_DIST_ERROR_FEEDBACK");
+  return c;
+}
+std::mutex g_compression_mutex;
+CompressionState g_default_compression = initial_default_compression();
+const bool g_compression_registered = [] {
+  settings::set_effective("NGRAPH_DIST_COMPRESSION", [] {
+    std::lock_guard<std::mutex> lock(g_compression_mutex);
+    return g_default_compression.error.empty() ? std::string(to_string(g_default_compression.value.wire))
+                                               : settings::text("NGRAPH_DIST_COMPRESSION");
+  });
+  settings::set_effective("NGRAPH_DIST_ERROR_FEEDBACK", [] {
+    std::lock_guard<std::mutex> lock(g_compression_mutex);
+    return std::string(g_default_compression.value.error_feedback ? "on" : "0 (off)");
+  });
+  return true;
+}();
+}  // namespace
+
+DefaultCompression get_default_compression() {
+  std::lock_guard<std::mutex> lock(g_compression_mutex);
+  if (!g_default_compression.error.empty()) throw std::invalid_argument("[compression] " + g_default_compression.error);
+  return g_default_compression.value;
+}
+
+void set_default_compression(DefaultCompression c) {
+  if (c.error_feedback && c.wire == Wire::f32)
+    throw std::invalid_argument("[compression] error_feedback needs a 16-bit compression (bf16 or fp16)");
+  std::lock_guard<std::mutex> lock(g_compression_mutex);
+  g_default_compression = {c, ""};
+}
+
 std::chrono::steady_clock::time_point deadline_after(double seconds) {
   using clock = std::chrono::steady_clock;
   auto now = clock::now();

@@ -38,6 +38,35 @@ const char* to_string(ReduceOp op);
 // otherwise.
 ReduceOp reduce_op_from_string(const std::string& name);
 
+// How float values travel where ranks do not share memory (gradient compression): f32, or
+// rounded to bfloat16 / IEEE half (see cpp/distributed/.../cross_node.hpp for the rounding).
+// Ops visit it as the attribute compression="none" | "bf16" | "fp16".
+enum class Wire { f32, bf16, fp16 };
+// "none" (f32), "bf16", "fp16": the names users write (compression=...).
+const char* to_string(Wire wire);
+// The inverse; std::invalid_argument naming the accepted names otherwise.
+Wire wire_from_string(const std::string& name);
+
+// A float sum or mean allreduce's compression: the wire of its network step, and with error
+// feedback the caller's storage for the carried rounding error (kept between calls; the
+// communicator sizes it, zero-filled, on first use; null: no error feedback).
+struct Compression {
+  Wire wire = Wire::f32;
+  std::vector<float>* residual = nullptr;
+};
+
+// The compression ng.allreduce uses when given none (for f32 sum and mean allreduces):
+// NGRAPH_DIST_COMPRESSION and NGRAPH_DIST_ERROR_FEEDBACK, replaced by
+// ngraph.distributed.init(compression=..., error_feedback=...). Ranks must agree on it (the
+// settings check compares it when communicators are made and computations compiled).
+struct DefaultCompression {
+  Wire wire = Wire::f32;
+  bool error_feedback = false;
+};
+DefaultCompression get_default_compression();
+// std::invalid_argument when error_feedback is asked without a 16-bit wire.
+void set_default_compression(DefaultCompression c);
+
 // A collective failed, timed out, or ranks disagree about what to run. The message names
 // the op, the rank and what differs. Python: ngraph.distributed.DistributedError.
 class DistributedError : public std::runtime_error {
@@ -90,6 +119,15 @@ class Communicator {
   // message naming the op and the rank) if it outlasts the timeout. Default: allreduce().
   virtual void allreduce_guarded(const void* in, void* out, size_t count, element::Type type,
                                  ReduceOp op) {
+    allreduce(in, out, count, type, op);
+  }
+  // A float (f32) sum or mean allreduce whose network step sends the values as `c.wire` says.
+  // Blocking (the exchange adds the pieces itself, in rank order), bounded by the timeout; in
+  // and out as for start_allreduce. Where no network is crossed (one process, the ranks of one
+  // node) and for Wire::f32 it is the plain allreduce: this default.
+  virtual void allreduce_compressed(const void* in, void* out, size_t count, element::Type type,
+                                    ReduceOp op, const Compression& c) {
+    (void)c;
     allreduce(in, out, count, type, op);
   }
 

@@ -34,6 +34,14 @@ class SharedRegion {
   // the communicator's timeout; the region is unusable after a failure.
   virtual void allreduce(size_t in_offset, size_t out_offset, size_t count, element::Type type,
                          ReduceOp op) = 0;
+  // The same with gradient compression: across several nodes, an f32 sum or mean sends the
+  // values of its step between nodes as `c.wire` says (the node's own step stays f32: memory
+  // is no wire). On one node, and in this default, the plain allreduce.
+  virtual void allreduce_compressed(size_t in_offset, size_t out_offset, size_t count, element::Type type,
+                                    ReduceOp op, const Compression& c) {
+    (void)c;
+    allreduce(in_offset, out_offset, count, type, op);
+  }
   // The node's ranks: this one's place among them, how many, and local rank l's slot. On one
   // node (single_node()) they are the communicator's ranks.
   virtual bool single_node() const = 0;

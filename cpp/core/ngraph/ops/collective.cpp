@@ -73,12 +73,37 @@ void AllReduce::validate_and_infer_types() {
   communicator();
   check_collective_type(*this, 0);
   check_reduce_op(*this, m_reduce_op, get_input_element_type(0));
+  check_compression(*this, m_compression, m_error_feedback, get_input_element_type(0), m_reduce_op);
   set_output_type(0, get_input_element_type(0), get_input_shape(0));
 }
 
+void AllReduce::set_compression(distributed::Wire wire, bool error_feedback) {
+  m_compression = wire;
+  m_error_feedback = error_feedback;
+  validate_and_infer_types();
+}
+
 std::string AllReduce::collective_signature() const {
-  return "AllReduce " + type_and_shape(input_value(0)) + " " +
-         distributed::to_string(m_reduce_op);
+  return "AllReduce " + type_and_shape(input_value(0)) + " " + distributed::to_string(m_reduce_op) +
+         compression_signature(m_compression, m_error_feedback);
+}
+
+std::string compression_signature(distributed::Wire wire, bool error_feedback) {
+  if (wire == distributed::Wire::f32) return "";
+  return std::string(" compression=") + distributed::to_string(wire) + (error_feedback ? "+error_feedback" : "");
+}
+
+void check_compression(const Node& node, distributed::Wire wire, bool error_feedback, element::Type type,
+                       distributed::ReduceOp op) {
+  if (wire == distributed::Wire::f32) {
+    if (error_feedback) node.fail("error_feedback needs compression 'bf16' or 'fp16', got 'none'");
+    return;
+  }
+  std::string message = concat_message("compression '", distributed::to_string(wire),
+                                        "' applies to f32 sum and mean only, got ", type.get_type_name(), " ",
+                                        distributed::to_string(op));
+  if (type != element::f32) node.fail_type(message);  // a TypeError in Python
+  if (op != distributed::ReduceOp::sum && op != distributed::ReduceOp::mean) node.fail(message);
 }
 
 void AllReduce::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
@@ -87,7 +112,9 @@ void AllReduce::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& d
   element::Type t = get_element_type();
   auto op = get_reduce_op();
   if (op == distributed::ReduceOp::sum || op == distributed::ReduceOp::mean) {
-    adj.add_delta(x, std::make_shared<AllReduce>(deltas[0], m_reduce_op, m_comm));
+    auto back = std::make_shared<AllReduce>(deltas[0], m_reduce_op, m_comm);
+    back->set_compression(m_compression, m_error_feedback);
+    adj.add_delta(x, back);
     return;
   }
   Output total = std::make_shared<AllReduce>(deltas[0], distributed::ReduceOp::sum, m_comm);

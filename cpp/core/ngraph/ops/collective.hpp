@@ -44,6 +44,10 @@ void use_private_communicators(Function& f);
 // ranks of the incoming gradients (an AllReduce sum); mean -> their mean; max/min -> that sum,
 // shared by the ranks whose value is the extreme; prod -> that sum times the product of the
 // other ranks' values (computed without dividing by zero).
+// compression (f32 sum and mean only; anything else with compression fails naming the op):
+// "bf16" or "fp16" sends the values of the network step in 16 bits, summed in f32 (never in
+// shared memory); error_feedback carries each rank's rounding error into its next send
+// (needs compression). The gradient's AllReduce inherits both.
 class AllReduce : public Op<AllReduce>, public Collective {
  public:
   static constexpr const char* type_name = "AllReduce";
@@ -57,15 +61,30 @@ class AllReduce : public Op<AllReduce>, public Collective {
   void validate_and_infer_types() override;
   void visit_attributes(AttributeVisitor& v) override {
     v.on_enum("reduce_op", m_reduce_op, distributed::reduce_op_from_string);
+    v.on_enum("compression", m_compression, distributed::wire_from_string);
+    v.on("error_feedback", m_error_feedback);
   }
   bool is_pure() const override { return false; }
   void generate_adjoints(autodiff::Adjoints& adjoints, const OutputVector& deltas) override;
   std::string collective_signature() const override;
   distributed::ReduceOp get_reduce_op() const { return m_reduce_op; }
+  distributed::Wire get_compression() const { return m_compression; }
+  bool get_error_feedback() const { return m_error_feedback; }
+  // Validates again (compression needs an f32 sum or mean).
+  void set_compression(distributed::Wire wire, bool error_feedback = false);
 
  private:
   distributed::ReduceOp m_reduce_op = distributed::ReduceOp::sum;
+  distributed::Wire m_compression = distributed::Wire::f32;
+  bool m_error_feedback = false;
 };
+
+// " compression=bf16" / " compression=fp16+error_feedback" for agreement signatures; "" for none.
+std::string compression_signature(distributed::Wire wire, bool error_feedback);
+// Fails on `node` unless `wire` is f32 or the type is f32 and the reduction sum or mean, and
+// unless error feedback comes with a 16-bit wire.
+void check_compression(const Node& node, distributed::Wire wire, bool error_feedback, element::Type type,
+                       distributed::ReduceOp op);
 
 // BroadcastDistributed(x, root): every rank gets root's x.
 // Gradient: the sum over ranks of the incoming gradients goes to root's x; other ranks' x get 0

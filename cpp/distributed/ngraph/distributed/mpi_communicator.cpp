@@ -1,5 +1,7 @@
 #include "ngraph/distributed/mpi_communicator.hpp"
 
+#include "ngraph/distributed/cross_node.hpp"
+
 #include "ngraph/distributed/mpi_detail.hpp"
 #include "ngraph/settings.hpp"
 
@@ -752,6 +754,8 @@ MPICommunicator::~MPICommunicator() {
   }
   int finalized = 0;
   MPI_Finalized(&finalized);
+  // After a failure MPI may still write into the exchange's buffers: they stay allocated.
+  if (is_broken()) (void)m_exchange.release();
   if (finalized || is_broken()) return;
   for (MPI_Comm* c : {&m_topology.node, &m_topology.cross, &m_comm})
     if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
@@ -1089,6 +1093,34 @@ BlockingGuard::BlockingGuard(double seconds, std::string what, const char* waiti
     : m_id(Watchdog::get().arm(seconds, std::move(what), waiting, comm)) {}
 BlockingGuard::~BlockingGuard() { Watchdog::get().disarm(m_id); }
 }  // namespace detail
+
+bool MPICommunicator::shares_one_node() const {
+  // local_size == size on every rank or on none (a node count would differ between ranks on
+  // nodes of different sizes).
+  return m_topology.made && m_topology.local_size == m_size && shared_memory_enabled();
+}
+
+void MPICommunicator::allreduce_compressed(const void* in, void* out, size_t count, element::Type type,
+                                           ReduceOp op, const Compression& c) {
+  bool sum = op == ReduceOp::sum || op == ReduceOp::mean;
+  if (c.wire == Wire::f32 || type != element::f32 || !sum || m_size < 2 || shares_one_node()) {
+    allreduce(in, out, count, type, op);
+    return;
+  }
+  check_usable("AllReduce");
+  std::string what = describe("AllReduce", count, type) + " " + to_string(op) + " sent as " + to_string(c.wire);
+  if (!m_exchange) m_exchange = std::make_unique<CrossNodeExchange>(*this, m_comm);
+  float* data = static_cast<float*>(out);
+  if (in != out && count) std::memcpy(out, in, count * sizeof(float));
+  float* residual = nullptr;
+  if (c.residual) {
+    size_t need = m_exchange->residual_count(count);
+    if (c.residual->size() != need) c.residual->assign(need, 0.0f);
+    residual = c.residual->data();
+  }
+  m_exchange->allreduce_sum(data, count, c.wire, what, residual);
+  if (op == ReduceOp::mean) scale<float>(out, count, 1.0 / m_size);
+}
 
 void MPICommunicator::allreduce_guarded(const void* in, void* out, size_t count, element::Type type,
                                         ReduceOp op) {

@@ -18,6 +18,8 @@
 namespace ngraph {
 namespace distributed {
 
+class CrossNodeExchange;
+
 class MPICommunicator : public Communicator, public NodeMemory {
  public:
   // Duplicates `comm` (collective over its ranks, bounded by the timeout), then checks that
@@ -69,6 +71,14 @@ class MPICommunicator : public Communicator, public NodeMemory {
                                       int tag) override;
   void allreduce_guarded(const void* in, void* out, size_t count, element::Type type,
                          ReduceOp op) override;
+  // Compressed through a CrossNodeExchange over all the ranks (every piece summed in rank
+  // order in f32) unless no network is crossed: the ranks share one node and shared memory is
+  // on (then, and for Wire::f32 or what is not an f32 sum or mean, the plain allreduce).
+  void allreduce_compressed(const void* in, void* out, size_t count, element::Type type, ReduceOp op,
+                            const Compression& c) override;
+  // Whether this communicator's ranks are on one node with shared memory on (known once its
+  // topology was made: at the first compile, when NGRAPH_SHM is on).
+  bool shares_one_node() const;
   // Shared memory for the ranks of each node (POSIX shm, mapped by all of them; see
   // shared_region.cpp). Ranks on several nodes get one region per node, joined by an MPI
   // allreduce between the nodes; this needs the same number of ranks on every node.
@@ -148,6 +158,8 @@ class MPICommunicator : public Communicator, public NodeMemory {
   void make_topology();
   // Gathers local rank 0's pid and uid over the node (for shared-memory names).
   void gather_creator(const std::string& what);
+  // The exchange of compressed allreduces over all ranks (made at the first one).
+  std::unique_ptr<CrossNodeExchange> m_exchange;
   int m_rank = 0, m_size = 1;
   std::string m_name;
   std::string m_broken;

@@ -44,8 +44,10 @@
 #include <memory>
 #include <sstream>
 #include <stdexcept>
+#include <type_traits>
 #include <vector>
 
+#include "ngraph/distributed/cross_node.hpp"
 #include "ngraph/distributed/mpi_communicator.hpp"
 #include "ngraph/distributed/mpi_detail.hpp"
 #include "ngraph/distributed/testing.hpp"
@@ -99,7 +101,10 @@ class MPISharedRegion : public SharedRegion {
         m_bytes(bytes), m_common(common), m_local_rank(local_rank), m_local_size(local_size), m_nodes(nodes),
         m_cross(cross), m_node_ranks(std::move(node_ranks)),
         m_cross_allreduce(std::move(cross_allreduce)) {}
-  ~MPISharedRegion() override { munmap(m_base, m_mapped); }
+  ~MPISharedRegion() override {
+    munmap(m_base, m_mapped);
+    if (!m_broken.empty()) (void)m_exchange.release();  // MPI may still write into its buffers
+  }
 
   char* local() const override { return slot_at(m_local_rank); }
   size_t size() const override { return m_bytes; }
@@ -143,6 +148,17 @@ class MPISharedRegion : public SharedRegion {
 
   void allreduce(size_t in_offset, size_t out_offset, size_t count, element::Type type,
                  ReduceOp op) override {
+    run_allreduce(in_offset, out_offset, count, type, op, nullptr);
+  }
+  void allreduce_compressed(size_t in_offset, size_t out_offset, size_t count, element::Type type, ReduceOp op,
+                            const Compression& c) override {
+    run_allreduce(in_offset, out_offset, count, type, op, m_nodes > 1 && c.wire != Wire::f32 ? &c : nullptr);
+  }
+
+ private:
+  // `compression` (null: none) applies to the step between nodes of an f32 sum or mean.
+  void run_allreduce(size_t in_offset, size_t out_offset, size_t count, element::Type type, ReduceOp op,
+                     const Compression* compression) {
     size_t es = type.size();
     std::string what = std::string("[AllReduce] ") + std::to_string(count) + " x " + type.get_type_name() +
                        " " + to_string(op) + " in shared memory";
@@ -159,8 +175,9 @@ class MPISharedRegion : public SharedRegion {
     arrive_all(what, "before reducing");  // every rank's inputs are written
     // This rank's piece, on 64-byte boundaries so no two ranks write one cache line.
     auto [lo, hi] = piece(count, es, m_local_rank, m_local_size);
+    if (compression) what += ", sent as " + std::string(to_string(compression->wire)) + " between nodes";
     switch (type.get_type_enum()) {
-      case element::Type_t::f32: reduce<float>(in_offset, out_offset, lo, hi, op, what); break;
+      case element::Type_t::f32: reduce<float>(in_offset, out_offset, lo, hi, op, what, compression); break;
       case element::Type_t::f64: reduce<double>(in_offset, out_offset, lo, hi, op, what); break;
       case element::Type_t::i32: reduce<int32_t>(in_offset, out_offset, lo, hi, op, what); break;
       case element::Type_t::i64: reduce<int64_t>(in_offset, out_offset, lo, hi, op, what); break;
@@ -171,7 +188,6 @@ class MPISharedRegion : public SharedRegion {
     arrive_all(what, "after reducing");  // every piece is in every slot
   }
 
- private:
   // Local rank l's slot; l == m_local_size: the common memory after the slots.
   char* slot_at(int l) const { return m_base + m_header + m_slot * static_cast<size_t>(l); }
   void usable(const std::string& what) const {
@@ -209,19 +225,38 @@ class MPISharedRegion : public SharedRegion {
 
   template <typename T>
   void reduce(size_t in_offset, size_t out_offset, size_t lo, size_t hi, ReduceOp op,
-              const std::string& what) {
+              const std::string& what, const Compression* compression = nullptr) {
     switch (op) {
       case ReduceOp::sum:
-      case ReduceOp::mean: reduce_with<T>(in_offset, out_offset, lo, hi, op, Sum<T>(), what); break;
+      case ReduceOp::mean: reduce_with<T>(in_offset, out_offset, lo, hi, op, Sum<T>(), what, compression); break;
       case ReduceOp::prod: reduce_with<T>(in_offset, out_offset, lo, hi, op, Prod<T>(), what); break;
       case ReduceOp::max: reduce_with<T>(in_offset, out_offset, lo, hi, op, Max<T>(), what); break;
       case ReduceOp::min: reduce_with<T>(in_offset, out_offset, lo, hi, op, Min<T>(), what); break;
     }
   }
 
+  // The step between nodes of a compressed f32 sum: this rank's reduced piece [lo, hi) of its
+  // slot with the same piece on the other nodes, through the exchange (pieces summed in rank
+  // order, so every node's copy has the same bits).
+  void cross_compressed(float* piece, size_t n, const Compression& c, const std::string& what) {
+    if (!m_exchange) m_exchange = std::make_unique<CrossNodeExchange>(m_comm, m_cross);
+    float* residual = nullptr;
+    if (c.residual) {
+      size_t need = m_exchange->residual_count(n);
+      if (c.residual->size() != need) c.residual->assign(need, 0.0f);
+      residual = c.residual->data();
+    }
+    try {
+      m_exchange->allreduce_sum(piece, n, c.wire, what + " between nodes", residual);
+    } catch (const DistributedError& e) {
+      m_broken = e.what();
+      throw;
+    }
+  }
+
   template <typename T, typename F>
   void reduce_with(size_t in_offset, size_t out_offset, size_t lo, size_t hi, ReduceOp op, F f,
-                   const std::string& what) {
+                   const std::string& what, const Compression* compression = nullptr) {
     auto in = [&](int l) { return reinterpret_cast<const T*>(slot_at(l) + in_offset); };
     auto out = [&](int l) { return reinterpret_cast<T*>(slot_at(l) + out_offset); };
     T* mine = out(m_local_rank);
@@ -248,6 +283,13 @@ class MPISharedRegion : public SharedRegion {
       return;
     }
     for (size_t b = lo; b < hi; b += kBlock) reduce_block(b, std::min(kBlock, hi - b));
+    if constexpr (std::is_same_v<T, float>) {
+      if (compression) {
+        cross_compressed(mine + lo, hi - lo, *compression, what);
+        for (size_t b = lo; b < hi; b += kBlock) publish_block(b, std::min(kBlock, hi - b));
+        return;
+      }
+    }
     if (m_cross_allreduce) {  // another backend's (oneCCL)
       try {
         m_cross_allreduce(mine + lo, hi - lo, element::from<T>(), op == ReduceOp::mean ? ReduceOp::sum : op,
@@ -284,6 +326,7 @@ class MPISharedRegion : public SharedRegion {
   MPI_Comm m_cross;
   std::vector<int> m_node_ranks;
   MPICommunicator::CrossNodeAllreduce m_cross_allreduce;
+  std::unique_ptr<CrossNodeExchange> m_exchange;  // compressed steps between nodes (made at the first)
   uint64_t m_epoch = 0;
   uint64_t m_exchanges = 0;
   std::string m_broken;

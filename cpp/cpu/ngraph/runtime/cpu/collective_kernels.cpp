@@ -36,6 +36,15 @@ NGRAPH_CPU_KERNEL("AllReduce", [](KernelContext& ctx) -> Kernel {
   element::Type t = op.get_element_type();
   auto reduce = op.get_reduce_op();
   CallState* call = ctx.call_state();
+  if (op.get_compression() != distributed::Wire::f32) {
+    // Error feedback's carried rounding error: this collective's, kept by the executable
+    // (transient: set_value and checkpoints leave it alone).
+    auto residual = op.get_error_feedback() ? std::make_shared<std::vector<float>>() : nullptr;
+    distributed::Wire wire = op.get_compression();
+    return [comm, count, t, reduce, wire, residual](const void* const* in, void* const* out) {
+      comm->allreduce_compressed(in[0], out[0], count, t, reduce, {wire, residual.get()});
+    };
+  }
   return [comm, count, t, reduce, call](const void* const* in, void* const* out) {
     if (call->collectives_verified) comm->allreduce_guarded(in[0], out[0], count, t, reduce);
     else comm->allreduce(in[0], out[0], count, t, reduce);
@@ -154,10 +163,19 @@ class RequestGroup : public distributed::Request {
   std::vector<std::shared_ptr<distributed::Request>> m_parts;
 };
 
+// Error feedback's carried rounding errors of one fused allreduce, kept by the executable
+// between calls (transient state: set_value and checkpoints leave them alone): one per
+// collective it runs over MPI (the whole range, or each tensor), and the shared region's.
+struct Residuals {
+  std::vector<std::vector<float>> mpi;
+  std::vector<float> region;
+};
+
 // How a fused allreduce runs on the communicator: blocking when nothing overlaps it, else
 // started here and completed by the executable; one collective over each range when the
 // plan laid the tensors out end to end (no copies), else one per tensor (parameters or
-// results placed by the caller; still no copies).
+// results placed by the caller; still no copies). A compressed one runs blocking (the
+// exchange adds the pieces itself), overlapping nothing.
 struct FusedOnCommunicator {
   std::shared_ptr<distributed::Communicator> comm;
   element::Type t;
@@ -165,10 +183,21 @@ struct FusedOnCommunicator {
   std::vector<size_t> offset;  // bytes: tensor i is [offset[i], offset[i + 1])
   bool contiguous, overlap;
   CallState* call;
+  distributed::Wire wire = distributed::Wire::f32;
+  std::shared_ptr<Residuals> residuals;  // null without error feedback
 
   size_t count(size_t i) const { return (offset[i + 1] - offset[i]) / t.size(); }
+  distributed::Compression compression(size_t i) const {
+    return {wire, residuals ? &residuals->mpi[i] : nullptr};
+  }
   void run(const void* const* in, void* const* out) const {
     size_t k = offset.size() - 1;
+    if (wire != distributed::Wire::f32) {
+      if (contiguous) comm->allreduce_compressed(in[0], out[0], offset[k] / t.size(), t, reduce, compression(0));
+      else
+        for (size_t i = 0; i < k; ++i) comm->allreduce_compressed(in[i], out[i], count(i), t, reduce, compression(i));
+      return;
+    }
     if (!overlap) {  // nothing to overlap with: complete it here
       // Ranks known to agree: MPI's blocking collective (the fastest), watchdog-guarded.
       bool fast = call->collectives_verified;
@@ -196,19 +225,29 @@ NGRAPH_CPU_KERNEL("CPUFusedAllReduce", [](KernelContext& ctx) -> Kernel {
   size_t k = op.get_input_size();
   FusedOnCommunicator mpi{op.get_communicator(), op.get_input_element_type(0), op.get_reduce_op(),
                           std::vector<size_t>(k + 1, 0), ctx.collective.contiguous, ctx.overlap(),
-                          ctx.call_state()};
+                          ctx.call_state(), op.get_compression(), nullptr};
   for (size_t i = 0; i < k; ++i) mpi.offset[i + 1] = mpi.offset[i] + ctx.input(i).bytes();
+  if (op.get_error_feedback()) {
+    mpi.residuals = std::make_shared<Residuals>();
+    mpi.residuals->mpi.resize(k);
+  }
   const CollectiveBuffers& buffers = ctx.collective;
   if (!buffers.shared) return [mpi](const void* const* in, void* const* out) { mpi.run(in, out); };
   // Planned into memory the node's ranks share: reduced there, nothing copied, while the
   // executable has the region and the ranks were checked to agree (else over MPI, in place).
+  // Compressed, only the region's step between nodes is.
   auto binding = buffers.shared;
   size_t in_at = buffers.in_offset, out_at = buffers.out_offset, total = mpi.offset[k] / mpi.t.size();
   return [mpi, binding, in_at, out_at, total](const void* const* in, void* const* out) {
-    if (binding->region && mpi.call->collectives_verified)
-      binding->region->allreduce(in_at, out_at, total, mpi.t, mpi.reduce);
-    else
+    if (binding->region && mpi.call->collectives_verified) {
+      if (mpi.wire == distributed::Wire::f32)
+        binding->region->allreduce(in_at, out_at, total, mpi.t, mpi.reduce);
+      else
+        binding->region->allreduce_compressed(in_at, out_at, total, mpi.t, mpi.reduce,
+                                              {mpi.wire, mpi.residuals ? &mpi.residuals->region : nullptr});
+    } else {
       mpi.run(in, out);
+    }
   };
 }, [](LayoutContext& ctx) {
   // Elementwise across ranks, so any layout passes through (zeros in padding stay zero for

@@ -37,6 +37,13 @@ size_t byte_size(const Shape& shape, element::Type t) { return shape_size(shape)
 
 NGRAPH_INTERPRETER_KERNEL("AllReduce", [](KernelCall& c) {
   auto& op = static_cast<const op::AllReduce&>(c.node);
+  if (op.get_compression() != distributed::Wire::f32) {
+    distributed::Compression compression{op.get_compression(),
+                                         op.get_error_feedback() ? &c.call.residual(&c.node) : nullptr};
+    op.get_communicator()->allreduce_compressed(c.in[0], c.out[0], shape_size(op.get_shape()), op.get_element_type(),
+                                                op.get_reduce_op(), compression);
+    return;
+  }
   op.get_communicator()->allreduce(c.in[0], c.out[0], shape_size(op.get_shape()),
                                    op.get_element_type(), op.get_reduce_op());
 });

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -89,9 +90,13 @@ class CallState {
   void clear() { m_deferred.clear(); }
   // The step random ops draw with in this call (Executable::get_rng_step).
   uint64_t rng_step = 0;
+  // A compressed AllReduce's carried rounding error (error feedback), kept between calls of
+  // the executable (transient: set_value and checkpoints leave it alone).
+  std::vector<float>& residual(const Node* node) { return m_residuals[node]; }
 
  private:
   std::vector<std::function<void()>> m_deferred;
+  std::map<const Node*, std::vector<float>> m_residuals;
 };
 
 // One run of a kernel: the node, one pointer per input and per output (row-major data of the

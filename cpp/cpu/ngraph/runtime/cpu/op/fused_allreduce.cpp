@@ -24,13 +24,20 @@ void FusedAllReduce::validate_and_infer_types() {
     if (get_input_element_type(i) != t) fail_type("inputs must share one element type");
     set_output_type(i, t, get_input_shape(i));
   }
+  op::check_compression(*this, m_compression, m_error_feedback, t, m_reduce_op);
+}
+
+void FusedAllReduce::set_compression(distributed::Wire wire, bool error_feedback) {
+  m_compression = wire;
+  m_error_feedback = error_feedback;
+  validate_and_infer_types();
 }
 
 // Written like the AllReduce ops it stands for, so a disagreement between ranks is reported
 // in the user's terms.
 std::string FusedAllReduce::collective_signature() const {
   std::string t = get_input_element_type(0).get_type_name();
-  std::string op = distributed::to_string(m_reduce_op);
+  std::string op = distributed::to_string(m_reduce_op) + op::compression_signature(m_compression, m_error_feedback);
   if (get_input_size() == 1) return "AllReduce " + t + to_braces(get_input_shape(0)) + " " + op;
   std::string s = "AllReduce " + t + " " + op + " of";
   for (size_t i = 0; i < get_input_size(); ++i) s += " " + to_braces(get_input_shape(i));

@@ -30,13 +30,21 @@ class FusedAllReduce : public Op<FusedAllReduce>, public op::Collective {
   void validate_and_infer_types() override;
   void visit_attributes(AttributeVisitor& v) override {
     v.on_enum("reduce_op", m_reduce_op, distributed::reduce_op_from_string);
+    v.on_enum("compression", m_compression, distributed::wire_from_string);
+    v.on("error_feedback", m_error_feedback);
   }
   bool is_pure() const override { return false; }
   std::string collective_signature() const override;
   distributed::ReduceOp get_reduce_op() const { return m_reduce_op; }
+  // The AllReduces' compression (a bucket holds AllReduces of one compression).
+  distributed::Wire get_compression() const { return m_compression; }
+  bool get_error_feedback() const { return m_error_feedback; }
+  void set_compression(distributed::Wire wire, bool error_feedback);
 
  private:
   distributed::ReduceOp m_reduce_op = distributed::ReduceOp::sum;
+  distributed::Wire m_compression = distributed::Wire::f32;
+  bool m_error_feedback = false;
 };
 
 }  // namespace cpu

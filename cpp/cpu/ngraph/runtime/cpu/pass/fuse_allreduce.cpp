@@ -1,5 +1,5 @@
-// Gradient fusion: consecutive AllReduces (sum or mean) of one communicator, type and
-// reduction become one FusedAllReduce, one collective over their bytes laid end to end, up to
+// Gradient fusion: consecutive AllReduces (sum or mean) of one communicator, type,
+// reduction and compression become one FusedAllReduce, one collective over their bytes laid end to end, up to
 // a size threshold.
 #include <algorithm>
 #include <cstdlib>
@@ -23,6 +23,8 @@ struct Bucket {
   std::shared_ptr<distributed::Communicator> comm;
   element::Type type;
   std::string op;
+  distributed::Wire compression;
+  bool error_feedback;
   std::vector<Node*> members;
   size_t bytes = 0;
 };
@@ -46,7 +48,7 @@ std::map<const Node*, std::set<const Node*>> allreduces_upstream(const NodeVecto
 // The AllReduces (sum or mean) of `ops` in buckets, in the order the buckets close.
 std::vector<Bucket> bucket_allreduces(const NodeVector& ops, size_t threshold_bytes) {
   std::vector<Bucket> done;
-  std::vector<Bucket> open;  // at most one open bucket per (comm, type, op)
+  std::vector<Bucket> open;  // at most one open bucket per (comm, type, op, compression)
   auto upstream = allreduces_upstream(ops);
   for (const auto& node : ops) {
     auto* ar = dynamic_cast<op::AllReduce*>(node.get());
@@ -56,7 +58,8 @@ std::vector<Bucket> bucket_allreduces(const NodeVector& ops, size_t threshold_by
     std::string op = distributed::to_string(r);
     size_t bytes = shape_size(ar->get_shape()) * ar->get_element_type().size();
     auto it = std::find_if(open.begin(), open.end(), [&](const Bucket& b) {
-      return b.comm == ar->get_communicator() && b.type == ar->get_element_type() && b.op == op;
+      return b.comm == ar->get_communicator() && b.type == ar->get_element_type() && b.op == op &&
+             b.compression == ar->get_compression() && b.error_feedback == ar->get_error_feedback();
     });
     bool depends = false;
     if (it != open.end())
@@ -68,7 +71,8 @@ std::vector<Bucket> bucket_allreduces(const NodeVector& ops, size_t threshold_by
       it = open.end();
     }
     if (it == open.end()) {
-      open.push_back(Bucket{ar->get_communicator(), ar->get_element_type(), op, {}, 0});
+      open.push_back(Bucket{ar->get_communicator(), ar->get_element_type(), op, ar->get_compression(),
+                            ar->get_error_feedback(), {}, 0});
       it = std::prev(open.end());
     }
     it->members.push_back(ar);
@@ -87,6 +91,7 @@ size_t fuse_allreduce(Function& f, size_t threshold_bytes) {
     OutputVector inputs;
     for (Node* m : b.members) inputs.push_back(m->input_value(0));
     auto fused = std::make_shared<FusedAllReduce>(inputs, b.op, b.comm);
+    fused->set_compression(b.compression, b.error_feedback);
     std::string names;
     for (Node* m : b.members) names += (names.empty() ? "" : "+") + m->get_name();
     fused->set_friendly_name(names);
