@@ -113,11 +113,22 @@ struct SharedPlacement {
 // in `whole`, which other steps read), and local rank l's update steps sum piece l of every
 // rank's gradients straight from the slots and update piece l of the weights and optimizer
 // state in the common memory, instead of every rank updating all of them.
+//
+// The variables lie in the common memory in planes: plane k (at planes_at + k * plane_bytes)
+// is laid out like the allreduce's output group, the k-th variable an update step writes at
+// the offset of the sum it reads. Across nodes, the rank at (node n, local rank l) updates its
+// share (SharedRegion::share) of the group's elements in every plane, and each plane's shares
+// are then gathered between the nodes in one allgather.
 struct ShardedUpdate {
   size_t placement = 0;          // index into ExecutionPlan::shared
   size_t allreduce = 0;          // its step
   std::vector<size_t> updates;   // the update steps, in schedule order
   std::vector<size_t> whole;     // the allreduce's members still reduced whole
+  size_t planes_at = 0, plane_bytes = 0, planes = 0;  // plane_bytes: group_bytes rounded up
+  size_t group_bytes = 0;                              // the output group's
+  // Whether it can run across nodes: f32 sums, nothing reduced whole, each update step reading
+  // one sum, and every variable in its plane (otherwise it runs sharded on one node only).
+  bool across_nodes = false;
 };
 
 struct ExecutionPlan {

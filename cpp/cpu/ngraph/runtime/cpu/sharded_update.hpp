@@ -36,16 +36,18 @@ Kernel sharded_arrive_kernel(std::shared_ptr<const RegionBinding> binding, size_
                              std::vector<std::pair<size_t, size_t>> whole, element::Type type,
                              distributed::ReduceOp op);
 
-// A sharded update: a fused elementwise update step in a sharded call. It runs its program over
-// this rank's piece (SharedRegion::piece) only, reading each input of `summed` as the sum, in
-// rank order, of every rank's slot at byte `offset` (scaled by 1/ranks for a mean): bitwise
-// what SharedRegion::allreduce would have written there.
+// A sharded update: a fused elementwise update step in a sharded call. On one node it runs its
+// program over this rank's piece (SharedRegion::piece) only, reading each input of `summed` as
+// the sum, in rank order, of every rank's slot at byte `offset` (scaled by 1/ranks for a mean):
+// bitwise what SharedRegion::allreduce would have written there. Across nodes it runs over the
+// part of its one summed input that lies in this rank's share of the group (`group_bytes` at
+// byte `group_at` of the slot), reading the sum SharedRegion::reduce_scatter left in its slot.
 struct SummedInput {
   size_t input;
   size_t offset;
 };
 Kernel sharded_update_kernel(KernelContext& ctx, std::shared_ptr<const RegionBinding> binding,
-                             std::vector<SummedInput> summed, bool mean);
+                             std::vector<SummedInput> summed, bool mean, size_t group_at, size_t group_bytes);
 
 }  // namespace cpu
 }  // namespace runtime

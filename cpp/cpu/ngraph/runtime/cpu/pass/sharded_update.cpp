@@ -148,6 +148,60 @@ class ShardedUpdateFinder {
 };
 }  // namespace
 
+namespace {
+size_t round_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+// Step s's output group (its members' byte offsets, and the group's in the slot).
+const ContiguousGroup& output_group(const ExecutionPlan& plan, size_t s) {
+  return plan.groups.at(plan.group_of.at(plan.steps[s].node->output(0)));
+}
+
+// The members of `group` that step r reads (the sums it sums its piece of).
+std::vector<size_t> summed_members(const ExecutionPlan& plan, const ContiguousGroup& group, size_t r) {
+  std::vector<size_t> members;
+  for (const auto& v : plan.steps[r].node->input_values()) {
+    auto it = std::find(group.members.begin(), group.members.end(), v);
+    if (it != group.members.end()) members.push_back(static_cast<size_t>(it - group.members.begin()));
+  }
+  return members;
+}
+
+// The variables in the common memory (see ShardedUpdate): in planes where each update step
+// reads one sum no other update step reads; any other after the planes (the update then runs
+// sharded on one node only). The same on every rank: the ranks lay them out alike.
+void lay_out_variables(ExecutionPlan& plan, ShardedUpdate& u) {
+  auto& placement = plan.shared[u.placement];
+  const ContiguousGroup& group = output_group(plan, u.allreduce);
+  u.group_bytes = group.bytes;
+  u.plane_bytes = round_up(group.bytes);
+  u.planes_at = round_up(placement.common);
+  u.across_nodes = u.whole.empty() && plan.steps[u.allreduce].node->get_output_element_type(0) == element::f32;
+  std::set<size_t> homes;
+  std::vector<size_t> apart;  // update steps laid out after the planes
+  for (size_t r : u.updates) {
+    auto members = summed_members(plan, group, r);
+    if (members.size() != 1 || !homes.insert(members[0]).second) {
+      apart.push_back(r);
+      continue;
+    }
+    const auto& outputs = plan.steps[r].node->outputs();
+    u.planes = std::max(u.planes, outputs.size());
+    for (size_t k = 0; k < outputs.size(); ++k)
+      placement.node_shared.emplace_back(plan.update_binding.at(outputs[k]),
+                                         u.planes_at + k * u.plane_bytes + group.offsets[members[0]]);
+  }
+  placement.common = u.planes_at + u.planes * u.plane_bytes;
+  u.across_nodes = u.across_nodes && apart.empty();
+  for (size_t r : apart)
+    for (const auto& o : plan.steps[r].node->outputs()) {
+      VariableState* state = plan.update_binding.at(o);
+      size_t off = round_up(placement.common);
+      placement.node_shared.emplace_back(state, off);
+      placement.common = off + state->byte_size();
+    }
+}
+}  // namespace
+
 bool plan_sharded_update(ExecutionPlan& plan, size_t s, size_t p) {
   ShardedUpdateFinder finder(plan, s);
   finder.find();
@@ -157,25 +211,12 @@ bool plan_sharded_update(ExecutionPlan& plan, size_t s, size_t p) {
   update.allreduce = s;
   update.updates = finder.updates;
   update.whole.assign(finder.whole.begin(), finder.whole.end());
-  // The variables in the common memory, in the order the steps update them, so the ranks lay
-  // them out alike.
-  auto& placement = plan.shared[p];
-  for (size_t r : update.updates)
-    for (const auto& o : plan.steps[r].node->outputs()) {
-      VariableState* state = plan.update_binding.at(o);
-      size_t off = (placement.common + kAlign - 1) / kAlign * kAlign;
-      placement.node_shared.emplace_back(state, off);
-      placement.common = off + state->byte_size();
-    }
+  lay_out_variables(plan, update);
   plan.sharded.push_back(std::move(update));
   return true;
 }
 
 namespace {
-// Step s's output group (its members' byte offsets, and the group's in the slot).
-const ContiguousGroup& output_group(const ExecutionPlan& plan, size_t s) {
-  return plan.groups.at(plan.group_of.at(plan.steps[s].node->output(0)));
-}
 
 Kernel arrive_kernel(const ExecutionPlan& plan, const ShardedUpdate& u) {
   const auto& op = static_cast<const FusedAllReduce&>(*plan.steps[u.allreduce].node);
@@ -212,7 +253,8 @@ Kernel update_kernel(ExecutionPlan& plan, const ShardedUpdate& u, size_t r) {
   KernelContext ctx(node, std::move(in), std::move(out), *plan.call_state, false);
   bool mean = static_cast<const FusedAllReduce&>(*plan.steps[u.allreduce].node).get_reduce_op() ==
               distributed::ReduceOp::mean;
-  Kernel k = sharded_update_kernel(ctx, plan.shared[u.placement].binding, std::move(summed), mean);
+  Kernel k = sharded_update_kernel(ctx, plan.shared[u.placement].binding, std::move(summed), mean,
+                                   group.shared_offset, group.bytes);
   if (ctx.scratch_bytes() != step.scratch_bytes)
     throw std::logic_error("[CPU] the sharded update of " + node.get_name() + " asks for other scratch than its plain kernel");
   return k;
@@ -233,8 +275,12 @@ Kernel sharded_arrive_kernel(std::shared_ptr<const RegionBinding> binding, size_
                              distributed::ReduceOp op) {
   std::string what = "[AllReduce] " + std::to_string(elements) + " x " + type.get_type_name() + " " +
                      to_string(op) + " in shared memory, summed by the sharded update";
-  return [binding, at, whole, type, op, what](const void* const*, void* const*) {
+  return [binding, at, elements, whole, type, op, what](const void* const*, void* const*) {
     distributed::SharedRegion& region = *binding->region;
+    if (binding->nodes > 1) {  // this rank's share summed over every rank (planned: f32, none whole)
+      region.reduce_scatter(at, elements, op, what);
+      return;
+    }
     // Every rank's gradients are written: the update kernels sum them piece by piece.
     region.arrive(what, "before the sharded update");
     for (const auto& [off, n] : whole) region.allreduce(at + off, at + off, n / type.size(), type, op);
