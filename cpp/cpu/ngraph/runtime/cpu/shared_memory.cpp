@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "ngraph/distributed/testing.hpp"
+
 namespace ngraph {
 namespace runtime {
 namespace cpu {
@@ -148,6 +150,8 @@ void NodeSharing::arrive_after_update(const std::string& where) {
     const std::string what = "[AllReduce] sharded update of " + where;
     // Each rank updated its share of every plane: the planes are gathered between the nodes
     // (each rank its piece of the node's), then every rank of the node has arrived.
+    if (r.region->nodes() > 1)  // a test: this rank lost mid-update
+      distributed::testing::at(distributed::testing::Point::sharded_update_gather);
     if (r.region->nodes() > 1)
       for (const auto& u : r.updates)
         for (size_t k = 0; k < u.planes; ++k)
