@@ -16,7 +16,9 @@ namespace python {
 
 void init_testing(py::module_& m) {
   py::module_ t = m.def_submodule(
-      "_testing", "Fault injection for tests only: hooks at points of the communicators' set-up and of a sharded update.");
+      "_testing",
+      "Fault injection for tests only: hooks at points of the communicators' set-up and of a "
+      "sharded update.");
   using distributed::testing::point_named;
   using distributed::testing::set_hook;
   t.def("sleep_at", [](const std::string& point, double seconds) {

@@ -34,7 +34,8 @@ def train(optimizer, sharded):
     w1, b1, w2 = params
     loss = ng.softmax_cross_entropy(ng.dot(ng.relu(ng.dot(x, w1) + b1), w2), y)
     grads = [ng.allreduce(g, "mean") for g in ng.gradients(loss, params)]
-    opt = ng.optimizers.SGD(0.1, momentum=0.9) if optimizer == "momentum" else ng.optimizers.Adam(0.01)
+    opt = (ng.optimizers.SGD(0.1, momentum=0.9) if optimizer == "momentum"
+           else ng.optimizers.Adam(0.01))
     step = ng.runtime().computation(loss, x, y, updates=opt.updates(loss, params, grads))
     rng = np.random.default_rng(100 + rank)
     values, flags = [], []

@@ -149,8 +149,9 @@ class MPISharedRegion : public SharedRegion {
     max_over_node(values, n, what);
     if (m_nodes == 1) return;
     MPI_Request req;
-    detail::check(MPI_Iallreduce(MPI_IN_PLACE, values, static_cast<int>(n), MPI_INT64_T, MPI_MAX, m_cross, &req),
-                  what);
+    detail::check(
+        MPI_Iallreduce(MPI_IN_PLACE, values, static_cast<int>(n), MPI_INT64_T, MPI_MAX, m_cross, &req),
+        what);
     guarded([&] { m_comm.wait_request(req, what + " between nodes"); });
   }
 
@@ -160,9 +161,12 @@ class MPISharedRegion : public SharedRegion {
     arrive_all(what, "before reducing");  // every rank's inputs are written
     auto [lo, hi] = piece(count, sizeof(float), m_local_rank, m_local_size);
     float* mine = reinterpret_cast<float*>(slot_at(m_local_rank) + offset);
-    for (size_t b = lo; b < hi; b += kBlock) reduce_block<float>(offset, offset, b, std::min(kBlock, hi - b), Sum<float>());
+    for (size_t b = lo; b < hi; b += kBlock)
+      reduce_block<float>(offset, offset, b, std::min(kBlock, hi - b), Sum<float>());
     if (m_nodes > 1)
-      guarded([&] { m_exchange->reduce_scatter_sum(mine + lo, hi - lo, Wire::f32, what + " between nodes"); });
+      guarded([&] {
+        m_exchange->reduce_scatter_sum(mine + lo, hi - lo, Wire::f32, what + " between nodes");
+      });
     if (op == ReduceOp::mean) {
       Piece mine_share = share(count, sizeof(float), m_local_rank, m_local_size, m_node, m_nodes);
       scale_by(mine + mine_share.lo, mine_share.hi - mine_share.lo, 1.0 / (m_local_size * m_nodes));
@@ -281,8 +285,9 @@ class MPISharedRegion : public SharedRegion {
   }
   static void check_range(size_t offset, size_t bytes, size_t limit, const std::string& what) {
     if (offset + bytes > limit)
-      throw std::invalid_argument(what + ": bytes [" + std::to_string(offset) + ", +" + std::to_string(bytes) +
-                                  ") lie outside the region's " + std::to_string(limit) + " bytes");
+      throw std::invalid_argument(what + ": bytes [" + std::to_string(offset) + ", +" +
+                                  std::to_string(bytes) + ") lie outside the region's " +
+                                  std::to_string(limit) + " bytes");
   }
 
   template <typename T>
@@ -321,7 +326,8 @@ class MPISharedRegion : public SharedRegion {
     if (m_exchange && !m_cross_allreduce && std::is_same<T, float>::value &&
         (op == ReduceOp::sum || op == ReduceOp::mean)) {  // deterministic: as a sharded update sums
       guarded([&] {
-        m_exchange->allreduce_sum(reinterpret_cast<float*>(mine + lo), hi - lo, Wire::f32, what + " between nodes");
+        m_exchange->allreduce_sum(reinterpret_cast<float*>(mine + lo), hi - lo, Wire::f32,
+                                  what + " between nodes");
       });
       for (size_t b = lo; b < hi; b += kBlock) publish_block(b, std::min(kBlock, hi - b));
       return;

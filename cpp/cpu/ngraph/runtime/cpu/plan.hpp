@@ -116,9 +116,10 @@ struct SharedPlacement {
 //
 // The variables lie in the common memory in planes: plane k (at planes_at + k * plane_bytes)
 // is laid out like the allreduce's output group, the k-th variable an update step writes at
-// the offset of the sum it reads. Across nodes, the rank at (node n, local rank l) updates its
-// share (SharedRegion::share) of the group's elements in every plane, and each plane's shares
-// are then gathered between the nodes in one allgather.
+// the offset of the sum it reads. Across nodes the group splits into the byte ranges of the
+// members reduced whole (`whole_ranges`) and the ranges between them (`sharded_ranges`); the
+// rank at (node n, local rank l) updates its share (SharedRegion::share) of each sharded range
+// in every plane, and each plane's shares of a range are then gathered between the nodes.
 struct ShardedUpdate {
   size_t placement = 0;          // index into ExecutionPlan::shared
   size_t allreduce = 0;          // its step
@@ -126,8 +127,9 @@ struct ShardedUpdate {
   std::vector<size_t> whole;     // the allreduce's members still reduced whole
   size_t planes_at = 0, plane_bytes = 0, planes = 0;  // plane_bytes: group_bytes rounded up
   size_t group_bytes = 0;                              // the output group's
-  // Whether it can run across nodes: f32 sums, nothing reduced whole, each update step reading
-  // one sum, and every variable in its plane (otherwise it runs sharded on one node only).
+  std::vector<std::pair<size_t, size_t>> whole_ranges, sharded_ranges;  // (offset, bytes) in the group
+  // Whether it can run across nodes: f32 sums, each update step reading one sum, and every
+  // variable in its plane (otherwise it runs sharded on one node only).
   bool across_nodes = false;
 };
 

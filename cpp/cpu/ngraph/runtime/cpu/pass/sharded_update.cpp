@@ -166,6 +166,24 @@ std::vector<size_t> summed_members(const ExecutionPlan& plan, const ContiguousGr
   return members;
 }
 
+// The group's byte ranges of the members reduced whole (adjacent ones joined), and between them.
+void split_group(const ExecutionPlan& plan, ShardedUpdate& u) {
+  const ContiguousGroup& group = output_group(plan, u.allreduce);
+  std::vector<std::pair<size_t, size_t>> whole;
+  for (size_t i : u.whole) whole.emplace_back(group.offsets[i], plan.desc(group.members[i]).bytes());
+  std::sort(whole.begin(), whole.end());
+  size_t at = 0;
+  for (const auto& [begin, bytes] : whole) {
+    if (!u.whole_ranges.empty() && u.whole_ranges.back().first + u.whole_ranges.back().second == begin)
+      u.whole_ranges.back().second += bytes;
+    else
+      u.whole_ranges.emplace_back(begin, bytes);
+    if (begin > at) u.sharded_ranges.emplace_back(at, begin - at);
+    at = begin + bytes;
+  }
+  if (group.bytes > at) u.sharded_ranges.emplace_back(at, group.bytes - at);
+}
+
 // The variables in the common memory (see ShardedUpdate): in planes where each update step
 // reads one sum no other update step reads; any other after the planes (the update then runs
 // sharded on one node only). The same on every rank: the ranks lay them out alike.
@@ -175,7 +193,7 @@ void lay_out_variables(ExecutionPlan& plan, ShardedUpdate& u) {
   u.group_bytes = group.bytes;
   u.plane_bytes = round_up(group.bytes);
   u.planes_at = round_up(placement.common);
-  u.across_nodes = u.whole.empty() && plan.steps[u.allreduce].node->get_output_element_type(0) == element::f32;
+  u.across_nodes = plan.steps[u.allreduce].node->get_output_element_type(0) == element::f32;
   std::set<size_t> homes;
   std::vector<size_t> apart;  // update steps laid out after the planes
   for (size_t r : u.updates) {
@@ -211,6 +229,7 @@ bool plan_sharded_update(ExecutionPlan& plan, size_t s, size_t p) {
   update.allreduce = s;
   update.updates = finder.updates;
   update.whole.assign(finder.whole.begin(), finder.whole.end());
+  split_group(plan, update);
   lay_out_variables(plan, update);
   plan.sharded.push_back(std::move(update));
   return true;
@@ -221,18 +240,9 @@ namespace {
 Kernel arrive_kernel(const ExecutionPlan& plan, const ShardedUpdate& u) {
   const auto& op = static_cast<const FusedAllReduce&>(*plan.steps[u.allreduce].node);
   const ContiguousGroup& group = output_group(plan, u.allreduce);
-  // Byte ranges (of the group) of the members other steps read whole, adjacent ones joined.
-  std::vector<std::pair<size_t, size_t>> whole;
-  for (size_t i : u.whole) {
-    size_t begin = group.offsets[i], bytes = plan.desc(group.members[i]).bytes();
-    if (!whole.empty() && whole.back().first + whole.back().second == begin)
-      whole.back().second += bytes;
-    else
-      whole.emplace_back(begin, bytes);
-  }
   element::Type t = op.get_output_element_type(0);
   return sharded_arrive_kernel(plan.shared[u.placement].binding, group.shared_offset, group.bytes / t.size(),
-                               std::move(whole), t, op.get_reduce_op());
+                               u.whole_ranges, u.sharded_ranges, t, op.get_reduce_op());
 }
 
 // The update step r's kernel in a sharded call; its scratch must be the plain kernel's (the
@@ -253,8 +263,14 @@ Kernel update_kernel(ExecutionPlan& plan, const ShardedUpdate& u, size_t r) {
   KernelContext ctx(node, std::move(in), std::move(out), *plan.call_state, false);
   bool mean = static_cast<const FusedAllReduce&>(*plan.steps[u.allreduce].node).get_reduce_op() ==
               distributed::ReduceOp::mean;
+  // Across nodes: the sharded range its (one) sum lies in.
+  std::pair<size_t, size_t> range{0, 0};
+  for (const auto& [off, n] : u.sharded_ranges)
+    if (!summed.empty() && summed[0].offset >= group.shared_offset + off &&
+        summed[0].offset < group.shared_offset + off + n)
+      range = {group.shared_offset + off, n};
   Kernel k = sharded_update_kernel(ctx, plan.shared[u.placement].binding, std::move(summed), mean,
-                                   group.shared_offset, group.bytes);
+                                   range.first, range.second);
   if (ctx.scratch_bytes() != step.scratch_bytes)
     throw std::logic_error("[CPU] the sharded update of " + node.get_name() + " asks for other scratch than its plain kernel");
   return k;
@@ -271,14 +287,16 @@ void select_sharded_kernels(ExecutionPlan& plan) {
 }  // namespace pass
 
 Kernel sharded_arrive_kernel(std::shared_ptr<const RegionBinding> binding, size_t at, size_t elements,
-                             std::vector<std::pair<size_t, size_t>> whole, element::Type type,
+                             std::vector<std::pair<size_t, size_t>> whole,
+                             std::vector<std::pair<size_t, size_t>> sharded, element::Type type,
                              distributed::ReduceOp op) {
   std::string what = "[AllReduce] " + std::to_string(elements) + " x " + type.get_type_name() + " " +
                      to_string(op) + " in shared memory, summed by the sharded update";
-  return [binding, at, elements, whole, type, op, what](const void* const*, void* const*) {
+  return [binding, at, whole, sharded, type, op, what](const void* const*, void* const*) {
     distributed::SharedRegion& region = *binding->region;
-    if (binding->nodes > 1) {  // this rank's share summed over every rank (planned: f32, none whole)
-      region.reduce_scatter(at, elements, op, what);
+    if (binding->nodes > 1) {  // this rank's share of each range summed over every rank (planned: f32)
+      for (const auto& [off, n] : sharded) region.reduce_scatter(at + off, n / type.size(), op, what);
+      for (const auto& [off, n] : whole) region.allreduce(at + off, at + off, n / type.size(), type, op);
       return;
     }
     // Every rank's gradients are written: the update kernels sum them piece by piece.
