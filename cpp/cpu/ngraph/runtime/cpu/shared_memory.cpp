@@ -155,8 +155,9 @@ void NodeSharing::arrive_after_update(const std::string& where) {
     if (r.region->nodes() > 1)
       for (const auto& u : r.updates)
         for (size_t k = 0; k < u.planes; ++k)
-          for (const auto& [off, n] : u.sharded_ranges)
-            r.region->allgather_common(u.planes_at + k * u.plane_bytes + off, n / sizeof(float),
+          for (size_t j = 0; j < u.sharded_ranges.size(); ++j)
+            r.region->allgather_common(u.planes_at + k * u.plane_bytes + u.plane_at[j],
+                                       u.sharded_ranges[j].second / sizeof(float),
                                        what + ": gathering the updated variables");
     r.region->arrive(what, "after the update");
   }
@@ -168,8 +169,8 @@ bool NodeSharing::across_nodes(const Region& r) {
   return true;
 }
 
-// Per variable: its piece on one node; across nodes the part of its range in the group (its
-// plane's offset) inside this rank's share of the sharded range it lies in.
+// Per variable: its piece on one node; across nodes the part of it (at its offset in its
+// sharded range) inside this rank's share of that range.
 size_t NodeSharing::sharded_update_bytes() const {
   size_t n = 0;
   for (const auto& r : m_regions) {
@@ -180,14 +181,11 @@ size_t NodeSharing::sharded_update_bytes() const {
       auto mine = distributed::SharedRegion::piece(total, es, b.local_rank, b.local_size);
       for (const auto& u : r.updates)
         if (b.nodes > 1 && off >= u.planes_at && off < u.planes_at + u.planes * u.plane_bytes) {
-          size_t in_group = (off - u.planes_at) % u.plane_bytes;
-          at = in_group / es;
-          for (const auto& [begin, bytes] : u.sharded_ranges)
-            if (in_group >= begin && in_group < begin + bytes) {
-              mine = distributed::SharedRegion::share(bytes / es, es, b.local_rank, b.local_size, b.node,
-                                                      b.nodes);
-              mine = {mine.lo + begin / es, mine.hi + begin / es};
-            }
+          size_t in_plane = (off - u.planes_at) % u.plane_bytes, j = u.range_in_plane(in_plane);
+          if (j == u.plane_at.size()) continue;
+          at = (in_plane - u.plane_at[j]) / es;
+          mine = distributed::SharedRegion::share(u.sharded_ranges[j].second / es, es, b.local_rank,
+                                                  b.local_size, b.node, b.nodes);
         }
       n += (std::clamp(mine.hi, at, at + total) - std::clamp(mine.lo, at, at + total)) * es;
     }

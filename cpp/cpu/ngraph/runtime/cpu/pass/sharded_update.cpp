@@ -190,8 +190,17 @@ void split_group(const ExecutionPlan& plan, ShardedUpdate& u) {
 void lay_out_variables(ExecutionPlan& plan, ShardedUpdate& u) {
   auto& placement = plan.shared[u.placement];
   const ContiguousGroup& group = output_group(plan, u.allreduce);
-  u.group_bytes = group.bytes;
-  u.plane_bytes = round_up(group.bytes);
+  for (const auto& [off, bytes] : u.sharded_ranges) {
+    u.plane_at.push_back(u.plane_bytes);
+    u.plane_bytes = round_up(u.plane_bytes + bytes);
+  }
+  // Where byte `at` of the group lies in a plane (`at` in a sharded range).
+  auto in_plane = [&](size_t at) {
+    for (size_t j = 0; j < u.sharded_ranges.size(); ++j)
+      if (at >= u.sharded_ranges[j].first && at < u.sharded_ranges[j].first + u.sharded_ranges[j].second)
+        return u.plane_at[j] + (at - u.sharded_ranges[j].first);
+    throw std::logic_error("[CPU] a sharded update reads a sum reduced whole");
+  };
   u.planes_at = round_up(placement.common);
   u.across_nodes = plan.steps[u.allreduce].node->get_output_element_type(0) == element::f32;
   std::set<size_t> homes;
@@ -206,7 +215,7 @@ void lay_out_variables(ExecutionPlan& plan, ShardedUpdate& u) {
     u.planes = std::max(u.planes, outputs.size());
     for (size_t k = 0; k < outputs.size(); ++k)
       placement.node_shared.emplace_back(plan.update_binding.at(outputs[k]),
-                                         u.planes_at + k * u.plane_bytes + group.offsets[members[0]]);
+                                         u.planes_at + k * u.plane_bytes + in_plane(group.offsets[members[0]]));
   }
   placement.common = u.planes_at + u.planes * u.plane_bytes;
   u.across_nodes = u.across_nodes && apart.empty();
