@@ -3,10 +3,10 @@
 Trains a small MLP data-parallel for 4 steps with SGD momentum and with Adam, once with the
 sharded update (each rank updates its share of the weights and optimizer state) and once
 without (NGRAPH_SHM_SHARDED_UPDATE=0, every rank updating everything), on values that
-differ by rank, and prints one JSON line: the host, how the gradients were summed, whether
-the calls ran sharded, whether every value after every step was bitwise the same in the
-two runs, the bytes this rank updated, and a digest of the final values (the same on every
-rank when the ranks agree).
+differ by rank. Rank 0 prints one JSON line of every rank's report: the host, how the
+gradients were summed, whether the calls ran sharded, whether every value after every step
+was bitwise the same in the two runs, the bytes this rank updated, and a digest of the
+final values (the same on every rank when the ranks agree).
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ import socket
 
 import ngraph as ng
 import numpy as np
+from mpi4py import MPI
 
-comm = ng.distributed.init()
+comm = ng.distributed.init(MPI.COMM_WORLD)
 rank = comm.rank
 
 
@@ -54,4 +55,6 @@ for optimizer in ["momentum", "adam"]:
         "shared_memory": exe.shared_memory, "flags": flags, "plain_flags": plain_flags,
         "bitwise": got == want, "updated_bytes": exe.sharded_update_bytes,
         "digest": hashlib.sha256(got[-1]).hexdigest()}
-print("SHARDED " + json.dumps(report), flush=True)
+reports = MPI.COMM_WORLD.gather(report)  # one line: the ranks' outputs would interleave
+if rank == 0:
+    print("SHARDED " + json.dumps(reports), flush=True)

@@ -158,8 +158,9 @@ def _sharded(cluster: Cluster, *mapping):
                           stderr=subprocess.STDOUT, text=True)
     rc, text = _finish(proc, 180)
     assert rc == 0, f"the sharded update on {mapping or 'the slots'} failed:\n{text}"
-    reports = [json.loads(line.split(" ", 1)[1]) for line in text.splitlines()
-               if line.startswith("SHARDED ")]
+    lines = [line for line in text.splitlines() if line.startswith("SHARDED ")]
+    assert len(lines) == 1, text
+    reports = json.loads(lines[0].split(" ", 1)[1])
     assert sorted(r["rank"] for r in reports) == [0, 1, 2, 3], text
     return sorted(reports, key=lambda r: r["rank"])
 
