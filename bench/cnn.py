@@ -89,7 +89,9 @@ def ngraph_step(model_name, batch, size, comm, lr=0.01, communicate=True):
     rng = np.random.default_rng(comm.rank)
     xs = rng.standard_normal((batch, channels, size, size), dtype=np.float32)
     ys = rng.integers(0, classes, batch)
-    return lambda: step(xs, ys)
+    run = lambda: step(xs, ys)  # noqa: E731
+    run.computation = step
+    return run
 
 
 def torch_resnet(model_name, classes):
@@ -221,6 +223,11 @@ def main(argv=None):
         "images_per_s_per_rank": per_rank,
         "images_per_s": {k: v * comm.size for k, v in per_rank.items()},
     }
+    exe = step.computation.executable
+    if comm.size > 1 and not args.lockstep:  # how the gradients were summed and the update run
+        result["shared_memory"] = exe.shared_memory
+        result["last_call_sharded"] = exe.last_call_sharded
+        result["sharded_update_bytes_per_rank"] = exe.sharded_update_bytes
     if args.peak:
         peak = conv_peak()
         flops = training_flops(args.model, size)

@@ -250,6 +250,11 @@ void def_executable(py::module_& m) {
                              [](runtime::Executable& e) { return as_cpu(e).get_node_shared_variables(); },
                              "Variables a sharded update keeps once per node (weights and optimizer "
                              "state updated piecewise by the node's ranks; 0: none planned).")
+      .def_property_readonly("sharded_update_bytes",
+                             [](runtime::Executable& e) { return as_cpu(e).get_sharded_update_bytes(); },
+                             "Bytes of the node-shared variables (weights and optimizer state) this "
+                             "rank updates in a sharded call: its piece on one node, its share "
+                             "(1/ranks) across nodes; 0 before the first call or with none.")
       .def_property_readonly("last_call_sharded",
                              [](runtime::Executable& e) { return as_cpu(e).last_call_sharded(); },
                              "Whether the last call ran the sharded update (the ranks decide it "

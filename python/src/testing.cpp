@@ -16,7 +16,9 @@ namespace python {
 
 void init_testing(py::module_& m) {
   py::module_ t = m.def_submodule(
-      "_testing", "Fault injection for tests only: hooks at points of the communicators' set-up.");
+      "_testing",
+      "Fault injection for tests only: hooks at points of the communicators' set-up and of a "
+      "sharded update.");
   using distributed::testing::point_named;
   using distributed::testing::set_hook;
   t.def("sleep_at", [](const std::string& point, double seconds) {
@@ -25,6 +27,9 @@ void init_testing(py::module_& m) {
   t.def("stop_at", [](const std::string& point) {
     set_hook(point_named(point), [] { raise(SIGSTOP); });
   }, py::arg("point"), "This process stops itself (SIGSTOP) when it passes `point`.");
+  t.def("kill_at", [](const std::string& point) {
+    set_hook(point_named(point), [] { raise(SIGKILL); });
+  }, py::arg("point"), "This process kills itself (SIGKILL) when it passes `point`.");
   t.def("clear", &distributed::testing::clear_hooks, "Removes every hook.");
 }
 

@@ -146,6 +146,54 @@ def test_hosts_are_separate():
         cluster.close()
 
 
+# ------------------------------------------------------------------- sharded update
+
+SHARDED_WORKER = Path(__file__).resolve().parent / "sharded_worker.py"
+
+
+def _sharded(cluster: Cluster, *mapping):
+    """sharded_worker.py on 4 ranks placed by `mapping`: each rank's report."""
+    proc = cluster.mpirun("-np", "4", *mapping, sys.executable, str(SHARDED_WORKER),
+                          env=_env(NGRAPH_DIST_TIMEOUT=60), stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True)
+    rc, text = _finish(proc, 180)
+    assert rc == 0, f"the sharded update on {mapping or 'the slots'} failed:\n{text}"
+    lines = [line for line in text.splitlines() if line.startswith("SHARDED ")]
+    assert len(lines) == 1, text
+    reports = json.loads(lines[0].split(" ", 1)[1])
+    assert sorted(r["rank"] for r in reports) == [0, 1, 2, 3], text
+    return sorted(reports, key=lambda r: r["rank"])
+
+
+@pytest.fixture(scope="module")
+def sharded_runs():
+    cluster = Cluster(4)
+    try:
+        # 2 slots per host, filled in order: ranks 0, 1 on h0 and 2, 3 on h1; then one per host.
+        return {"2x2": _sharded(cluster), "4x1": _sharded(cluster, "--map-by", "node")}
+    finally:
+        cluster.close()
+
+
+@pytest.mark.parametrize("layout,hosts,per_host", [("2x2", 2, 2), ("4x1", 4, 1)])
+def test_sharded_update_across_hosts(sharded_runs, layout, hosts, per_host):
+    """Each rank updates its share (1/4) of the weights and optimizer state, over shared
+    memory inside a host and TCP between hosts: bitwise the unsharded step on every rank."""
+    reports = sharded_runs[layout]
+    assert len({r["host"] for r in reports}) == hosts, reports
+    for optimizer, state in [("momentum", 1), ("adam", 2)]:
+        runs = [r[optimizer] for r in reports]
+        for run in runs:
+            assert run["shared_memory"][0].startswith(
+                f"4 ranks on {hosts} nodes ({per_host} per node)"), run
+            assert run["flags"] == [True] * 4 and run["plain_flags"] == [False] * 4, run
+            assert run["bitwise"], run
+        assert len({run["digest"] for run in runs}) == 1, runs
+        total = 4 * (20 * 300 + 300 + 300 * 5) * (1 + state)
+        shares = [run["updated_bytes"] for run in runs]
+        assert sum(shares) == total and max(shares) <= 1.05 * total / 4, (shares, total)
+
+
 # ------------------------------------------------------------------------------ training
 
 

@@ -304,3 +304,83 @@ print(f"rank {{MPI.COMM_WORLD.rank}} was not refused", flush=True)
     assert out.count(name) >= 3, out
     shown = {"NGRAPH_SHM": ("on", "0 (off)")}.get(variable, values)
     assert f"{shown[0]} on ranks 0,2" in out and f"{shown[1]} on rank 1" in out, out
+
+
+SHARDED_TRAINING = """
+x = ng.parameter([16, 20], np.float32)
+y = ng.parameter([16], np.int64)
+init = np.random.default_rng(7)
+params = [ng.variable((init.standard_normal((20, 64)) * 0.1).astype(np.float32), name="w1"),
+          ng.variable((init.standard_normal((64, 5)) * 0.1).astype(np.float32), name="w2")]
+w1, w2 = params
+loss = ng.softmax_cross_entropy(ng.dot(ng.relu(ng.dot(x, w1)), w2), y)
+opt = ng.optimizers.Adam(0.01)
+grads = [ng.allreduce(g, "mean") for g in ng.gradients(loss, params)]
+step = rt.computation(loss, x, y, updates=opt.updates(loss, params, grads))
+rng = np.random.default_rng(r)
+ckpt = os.path.join(OUT, "last.ckpt")
+for i in range(100000):
+    if i == 4:  # the last checkpoint before the fault
+        saved = [p.get_value() for p in params]
+        if r == 0:
+            ng.checkpoint.save(ckpt, params, opt, metadata={"step": i})
+        comm.barrier()
+        sharded = step.executable.last_call_sharded
+    if r == STALLER and i == 5:
+        ng._ngraph._testing.FAULT("sharded_update_gather")
+    start = time.monotonic()
+    try:
+        step(rng.standard_normal((16, 20)).astype(np.float32), rng.integers(0, 5, 16))
+    except ng.distributed.DistributedError as e:
+        took = time.monotonic() - start
+        meta = ng.checkpoint.load(ckpt, params, opt).metadata
+        restored = all(np.array_equal(p.get_value(), s) for p, s in zip(params, saved))
+        report(f"{took:.2f}\\n{meta['step']} {sharded} {restored}\\n{e}")
+        time.sleep(600)  # the harness ends the job
+"""
+
+
+@pytest.mark.parametrize("node_size", [1, 2])
+def test_rank_stopped_mid_sharded_update(tmp_path, node_size):
+    """Four ranks as nodes of `node_size` (NGRAPH_SHM_NODE_SIZE), Adam's update sharded across
+    them. Rank 1 stops itself (SIGSTOP) after updating its share of step 5, before the shares
+    are gathered: every other rank raises DistributedError naming it within the timeout and
+    a few seconds, and the checkpoint rank 0 saved after step 4 loads on every one of them,
+    giving back the values saved."""
+    script = f"import os\nos.environ['NGRAPH_SHM_NODE_SIZE'] = '{node_size}'\n" + HEADER + \
+        SHARDED_TRAINING.replace("FAULT", "stop_at")
+    proc = start_job(tmp_path, script, 4, False, ABORT=False, CHECK="first", TIMEOUT=TIMEOUT,
+                     STALLER=1, SIGNAL="")
+    live = [0, 2, 3]
+    reports = wait_for_reports(proc, tmp_path, live, JOB_LIMIT)
+    end_job(proc, tmp_path, 4)
+    for r, text in reports.items():
+        seconds, state, msg = text.split("\n", 2)
+        assert float(seconds) < TIMEOUT + SLACK, (r, text)
+        assert state == "4 True True", (r, text)  # sharded calls; the checkpoint restored
+        assert "sharded update" in msg and f"rank {r} timed out after 2 s" in msg, msg
+        assert "rank 1" in msg, msg
+
+
+def test_rank_killed_mid_sharded_update(tmp_path):
+    """Rank 1 of four (one per node) kills itself after updating its share, before the
+    shares are gathered: the job ends with an error, and the last checkpoint (saved by rank 0
+    after step 4) is whole and loads."""
+    script = "import os\nos.environ['NGRAPH_SHM_NODE_SIZE'] = '1'\n" + HEADER + \
+        SHARDED_TRAINING.replace("FAULT", "kill_at")
+    proc = start_job(tmp_path, script, 4, False, ABORT=True, CHECK="first", TIMEOUT=TIMEOUT,
+                     STALLER=1, SIGNAL="")
+    try:
+        out, _ = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        out = end_job(proc, tmp_path, 4)
+        pytest.fail(f"the job did not end after a rank was killed:\n{out}")
+    assert proc.returncode != 0, out
+    import ngraph as ng  # noqa: PLC0415
+    import numpy as np  # noqa: PLC0415
+
+    w1 = ng.variable(np.zeros((20, 64), np.float32), name="w1")
+    w2 = ng.variable(np.zeros((64, 5), np.float32), name="w2")
+    ck = ng.checkpoint.load(tmp_path / "last.ckpt", [w1, w2], strict=False)
+    assert ck.metadata["step"] == 4
+    assert np.all(np.isfinite(w1.get_value())) and np.any(w1.get_value() != 0)

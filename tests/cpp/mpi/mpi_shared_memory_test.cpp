@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -189,14 +191,78 @@ TEST(MpiSharedMemory, TwoLevelAcrossNodes) {
   check_region<int64_t>(*region, 4096 + 5, ReduceOp::max, 1, kInPlace);
 }
 
-TEST(MpiSharedMemory, OneRankPerNodeOrSwitchedOffMeansNone) {
-  {
-    ScopedEnv nodes("NGRAPH_SHM_NODE_SIZE", "1");
-    EXPECT_FALSE(fresh_world()->create_shared_region(4096));
+TEST(MpiSharedMemory, OneRankPerNodeIsANodeOfOneSlot) {
+  SKIP_IF_SWITCHED_OFF();
+  ScopedEnv nodes("NGRAPH_SHM_NODE_SIZE", "1");
+  auto comm = fresh_world();
+  auto region = comm->create_shared_region(1 << 16);
+  ASSERT_TRUE(region);
+  const int n = mpitest::size();
+  EXPECT_EQ(region->local_size(), 1);
+  EXPECT_EQ(region->nodes(), n);
+  EXPECT_EQ(region->node(), mpitest::rank());
+  for (ReduceOp op : {ReduceOp::sum, ReduceOp::mean, ReduceOp::max}) {
+    check_region<float>(*region, 1001, op);
+    check_region<float>(*region, 4096 * 2 + 3, op, 2, kInPlace);
+    check_region<double>(*region, 77, op);
   }
-  {
-    ScopedEnv off("NGRAPH_SHM", "0");
-    EXPECT_FALSE(fresh_world()->create_shared_region(4096));
+}
+
+TEST(MpiSharedMemory, SwitchedOffMeansNone) {
+  ScopedEnv off("NGRAPH_SHM", "0");
+  EXPECT_FALSE(fresh_world()->create_shared_region(4096));
+}
+
+// A sharded update's exchanges across nodes: each rank's share of the reduce-scatter holds
+// the sum (or mean) of every rank's values, the shares gathered into the common memory make
+// the whole range on every node, and max_over_all is the maximum over every rank.
+TEST(MpiSharedMemory, ReduceScatterAndGatherAcrossNodes) {
+  SKIP_IF_SWITCHED_OFF();
+  const int r = mpitest::rank(), n = mpitest::size();
+  for (const char* node_size : {"1", "2"}) {
+    int per_node = std::atoi(node_size);
+    if (n % per_node || n / per_node < 2) continue;
+    ScopedEnv nodes("NGRAPH_SHM_NODE_SIZE", node_size);
+    auto comm = fresh_world();
+    const size_t count = 4096 * 2 + 77, offset = 128;
+    auto region = comm->create_shared_region(offset + count * sizeof(float), offset + count * sizeof(float));
+    ASSERT_TRUE(region);
+    ASSERT_EQ(region->nodes(), n / per_node);
+    auto mine = distributed::SharedRegion::share(count, sizeof(float), region->local_rank(), region->local_size(),
+                                                 region->node(), region->nodes());
+    // The shares of all ranks tile the range.
+    std::vector<int64_t> bounds = {static_cast<int64_t>(mine.lo), static_cast<int64_t>(mine.hi)};
+    std::vector<int64_t> all(2 * static_cast<size_t>(n));
+    MPI_Allgather(bounds.data(), 2, MPI_INT64_T, all.data(), 2, MPI_INT64_T, MPI_COMM_WORLD);
+    std::vector<std::pair<int64_t, int64_t>> tiles;
+    for (int q = 0; q < n; ++q) tiles.emplace_back(all[2 * q], all[2 * q + 1]);
+    std::sort(tiles.begin(), tiles.end());
+    int64_t at = 0;
+    for (const auto& [lo, hi] : tiles) {
+      EXPECT_EQ(lo, at);
+      at = std::max(at, hi);
+    }
+    EXPECT_EQ(at, static_cast<int64_t>(count));
+    for (ReduceOp op : {ReduceOp::sum, ReduceOp::mean}) {
+      float* slot = reinterpret_cast<float*>(region->local() + offset);
+      for (size_t i = 0; i < count; ++i) slot[i] = value<float>(i, r, op);
+      region->reduce_scatter(offset, count, op, "test");
+      auto want = expected<float>(count, n, op);
+      for (size_t i = mine.lo; i < mine.hi; ++i)  // integers: sums exact; means scaled once
+        ASSERT_NEAR(slot[i], want[i], op == ReduceOp::sum ? 0.0 : 1e-6 * (1 + std::abs(want[i])))
+            << to_string(op) << " at " << i;
+      region->arrive("test", "after reading the share");  // before the slots are written again
+    }
+    float* common = reinterpret_cast<float*>(region->common() + offset);
+    for (size_t i = mine.lo; i < mine.hi; ++i) common[i] = 0.5f * static_cast<float>(i);
+    region->allgather_common(offset, count, "test");
+    region->arrive("test", "after gathering");
+    for (size_t i = 0; i < count; ++i) ASSERT_EQ(common[i], 0.5f * static_cast<float>(i)) << "at " << i;
+    int64_t v[2] = {r, -r};
+    region->max_over_all(v, 2, "test");
+    EXPECT_EQ(v[0], n - 1);
+    EXPECT_EQ(v[1], 0);
+    EXPECT_THROW(region->reduce_scatter(offset, count + 1000, ReduceOp::sum, "test"), std::invalid_argument);
   }
 }
 
@@ -554,23 +620,26 @@ TEST(MpiSharedMemory, AReturnedGradientIsReducedWholeAndTheRestSharded) {
   EXPECT_TRUE(same_on_every_rank(g));
 }
 
-// Across (simulated) nodes the gradients need the network: no memory is shared per node, so
-// the update runs whole on every rank.
-TEST(MpiSharedMemory, ShardedUpdateNeedsOneNode) {
+// Across (simulated) nodes each rank updates its share, reduce-scattered and gathered between
+// the nodes: the same bits as the whole update on every rank, with 2 ranks per node and 1.
+TEST(MpiSharedMemory, ShardedUpdateAcrossNodes) {
   SKIP_IF_SWITCHED_OFF();
-  if (mpitest::size() % 2 != 0) GTEST_SKIP() << "needs an even number of ranks";
-  ScopedEnv nodes("NGRAPH_SHM_NODE_SIZE", "2");
-  Momentum t = momentum(false, fresh_world());  // its own node topology
-  Momentum plain;
-  {
-    ScopedEnv env("NGRAPH_SHM_SHARDED_UPDATE", "0");
-    plain = momentum(false, fresh_world());
-  }
-  for (int c = 0; c < 2; ++c) {
-    t.step();
-    plain.step();
-    EXPECT_EQ(t.cpu().last_call_sharded(), mpitest::size() == 2) << "call " << c;
-    EXPECT_TRUE(bitwise_equal(t.values(), plain.values())) << "call " << c;
+  for (const char* node_size : {"2", "1"}) {
+    int per_node = std::atoi(node_size);
+    if (mpitest::size() % per_node != 0) continue;
+    ScopedEnv nodes("NGRAPH_SHM_NODE_SIZE", node_size);
+    Momentum t = momentum(false, fresh_world());  // its own node topology
+    Momentum plain;
+    {
+      ScopedEnv env("NGRAPH_SHM_SHARDED_UPDATE", "0");
+      plain = momentum(false, fresh_world());
+    }
+    for (int c = 0; c < 2; ++c) {
+      t.step();
+      plain.step();
+      EXPECT_TRUE(t.cpu().last_call_sharded()) << "call " << c << ", " << node_size << " per node";
+      EXPECT_TRUE(bitwise_equal(t.values(), plain.values())) << "call " << c << ", " << node_size << " per node";
+    }
   }
 }
 

@@ -245,3 +245,113 @@ def test_rank_failing_before_a_sharded_update(world, comm):
     assert step.executable.shared_memory == [] and not step.executable.last_call_sharded
     assert same_on_every_rank(world, [w.get_value()])
     assert not np.array_equal(w.get_value(), before)
+
+
+def train_mlp(comm, optimizer, sharded, monkeypatch, data, r, temperature=False):
+    """Trains a small MLP for len(data) steps (set_value on rank 0 at step 2, on every rank at
+    step 4), its logits scaled by a 0-d variable with `temperature` (whose gradient is then
+    reduced whole); returns the executable, the calls' sharded flags and the variables'
+    values after each call."""
+    monkeypatch.setenv("NGRAPH_SHM_SHARDED_UPDATE", "1" if sharded else "0")
+    rng = np.random.default_rng(7)
+    x = ng.parameter([16, 20], np.float32)
+    y = ng.parameter([16], np.int64)
+    w1 = ng.variable((rng.standard_normal((20, 300)) * 0.1).astype(np.float32))
+    b1 = ng.variable(np.zeros(300, np.float32))
+    w2 = ng.variable((rng.standard_normal((300, 5)) * 0.1).astype(np.float32))
+    params = [w1, b1, w2]
+    logits = ng.dot(ng.relu(ng.dot(x, w1) + b1), w2)
+    if temperature:
+        params.append(ng.variable(np.array(1.5, np.float32)))
+        logits = logits * params[-1]
+    loss = ng.softmax_cross_entropy(logits, y)
+    grads = [ng.allreduce(g, "mean", comm=comm) for g in ng.gradients(loss, params)]
+    opt = (ng.optimizers.SGD(0.1, momentum=0.9) if optimizer == "momentum"
+           else ng.optimizers.Adam(0.01))
+    step = ng.runtime().computation(loss, x, y, updates=opt.updates(loss, params, grads))
+    flags, values = [], []
+    for c, (xv, yv) in enumerate(data):
+        if c == 2 and r == 0:  # one rank's own value: nothing can be shared
+            w2.set_value(np.full((300, 5), 0.01, np.float32))
+        if c == 4:  # every rank loads the same values (a checkpoint): shared again
+            w2.set_value(np.full((300, 5), 0.02, np.float32))
+        step(xv, yv)
+        flags.append(step.executable.last_call_sharded)
+        values.append([p.get_value() for p in params])
+    return step.executable, flags, values
+
+
+@pytest.mark.parametrize("temperature", [False, True], ids=["pieces", "one_whole"])
+@pytest.mark.parametrize("node_size", [2, 1])
+@pytest.mark.parametrize("optimizer", ["momentum", "adam"])
+def test_sharded_update_across_nodes(world, comm, monkeypatch, optimizer, node_size, temperature):
+    """Every `node_size` consecutive ranks act as a node (NGRAPH_SHM_NODE_SIZE): each node's
+    local rank l reduces piece l of the gradients, the ranks l of all nodes reduce-scatter it,
+    each rank updates its share (1/ranks) of the weights and optimizer state, and the shares
+    are gathered back into every node's copy. The same bits as every rank updating
+    everything, on every rank, through set_value on one rank and on every rank. With a 0-d
+    temperature its gradient is reduced whole between the others' ranges, and every rank
+    updates it."""
+    if shm_switched_off():
+        pytest.skip("NGRAPH_SHM=0 in this run")
+    r, n = comm.rank, comm.size
+    if n % node_size or n // node_size < 2:
+        pytest.skip(f"{n} ranks do not make several nodes of {node_size}")
+    monkeypatch.setenv("NGRAPH_SHM_NODE_SIZE", str(node_size))
+    ours = ng.distributed.as_communicator(world.Dup())  # a fresh communicator reads it
+    rng = np.random.default_rng(300 + r)
+    data = [(rng.standard_normal((16, 20)).astype(np.float32),
+             rng.integers(0, 5, 16).astype(np.int64)) for _ in range(6)]
+    exe, flags, got = train_mlp(ours, optimizer, True, monkeypatch, data, r, temperature)
+    plain, plain_flags, want = train_mlp(ours, optimizer, False, monkeypatch, data, r,
+                                         temperature)
+    for a, b in zip(got, want):
+        for u, v in zip(a, b):
+            assert u.tobytes() == v.tobytes()
+    assert not any(plain_flags) and plain.sharded_update_bytes == 0
+    nodes = n // node_size
+    assert exe.shared_memory[0].startswith(
+        f"{n} ranks on {nodes} nodes ({node_size} per node), "
+        f"{exe.shared_bytes} bytes per rank and ")
+    assert exe.node_shared_variables == 3 * (2 if optimizer == "momentum" else 3)
+    assert flags == [True, True, False, False, True, True]
+    assert same_on_every_rank(world, got[-1])
+    # Each rank updates its share of the weights and optimizer state: 1/ranks of them.
+    total = 4 * (20 * 300 + 300 + 300 * 5) * (2 if optimizer == "momentum" else 3)
+    mine = exe.sharded_update_bytes
+    shares = world.allgather(mine)
+    assert sum(shares) == total, shares
+    assert all(abs(s - total / n) <= 0.05 * total / n for s in shares), (shares, total)
+
+
+def test_sharded_update_across_nodes_against_numpy(world, comm, monkeypatch):
+    """One rank per node, plain SGD over summed gradients that differ by rank, a 0-d
+    variable's gradient reduced whole beside the others: the weights every rank holds after
+    the sharded steps are NumPy's."""
+    if shm_switched_off():
+        pytest.skip("NGRAPH_SHM=0 in this run")
+    r, n = comm.rank, comm.size
+    monkeypatch.setenv("NGRAPH_SHM_NODE_SIZE", "1")
+    ours = ng.distributed.as_communicator(world.Dup())
+    x = ng.parameter([4, 40], np.float32)
+    w = ng.variable(np.full((40, 30), 0.1, np.float32))
+    b = ng.variable(np.zeros(30, np.float32))
+    t = ng.variable(np.array(1.5, np.float32))
+    loss = ng.sum((ng.dot(x, w) + b) * t)
+    grads = [ng.allreduce(g, "sum", comm=ours) for g in ng.gradients(loss, [w, b, t])]
+    step = ng.runtime().computation(
+        loss, x, updates=ng.optimizers.SGD(0.01).updates(loss, [w, b, t], grads))
+    xs = [rank_values((4, 40), k, np.float32) * 0.01 for k in range(n)]
+    want_w, want_b, want_t = np.full((40, 30), 0.1), np.zeros(30), 1.5
+    for _ in range(2):
+        step(xs[r])
+        assert step.executable.last_call_sharded
+        gw = sum(np.outer(xk.sum(axis=0), np.ones(30)) for xk in xs) * want_t
+        gb = 4 * n * want_t * np.ones(30)
+        gt = sum((xk @ want_w + want_b).sum() for xk in xs)
+        want_w, want_b, want_t = want_w - 0.01 * gw, want_b - 0.01 * gb, want_t - 0.01 * gt
+    np.testing.assert_allclose(w.get_value(), want_w, rtol=1e-4)
+    np.testing.assert_allclose(b.get_value(), want_b, rtol=1e-4)
+    np.testing.assert_allclose(t.get_value(), want_t, rtol=1e-4)
+    assert step.executable.shared_memory[0].startswith(f"{n} ranks on {n} nodes (1 per node)")
+    assert same_on_every_rank(world, [w.get_value(), b.get_value(), t.get_value()])

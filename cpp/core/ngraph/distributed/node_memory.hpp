@@ -48,9 +48,12 @@ class SharedRegion {
   virtual int local_rank() const = 0;
   virtual int local_size() const = 0;
   virtual const char* slot(int local_rank) const = 0;
+  // The nodes: how many, and this rank's (its place among the ranks of its local rank on
+  // every node, the cross-node communicator). One node: 1 and 0.
+  virtual int nodes() const = 0;
+  virtual int node() const = 0;
   // Memory held once per node, not per rank (`common` bytes asked for at creation, 64-byte
-  // aligned; null when none was, or when the ranks span several nodes): every rank of the
-  // node reads and writes the same bytes.
+  // aligned; null when none was): every rank of the node reads and writes the same bytes.
   virtual char* common() const = 0;
   virtual size_t common_size() const = 0;
   // Every rank of the node arrives (blocking, collective over the node; DistributedError after
@@ -63,6 +66,20 @@ class SharedRegion {
   // inside MPI).
   static constexpr size_t kMaxOver = 7;
   virtual void max_over_node(int64_t* values, size_t n, const std::string& what) = 0;
+  // The same over every rank of every node: the node's maximum, then the maximum over the
+  // nodes (between them over the communicator, bounded by its timeout). One node: the above.
+  virtual void max_over_all(int64_t* values, size_t n, const std::string& what) = 0;
+
+  // A sharded update across nodes (f32 sums only). reduce_scatter: the node's ranks arrive,
+  // local rank l sums piece l of `count` floats at byte `offset` of every slot into its own
+  // slot (in rank order), then the ranks l of all nodes sum those (in node order), leaving in
+  // this rank's slot its share (share() below) of the result, scaled by 1/ranks for a mean: the
+  // same bits the allreduce writes there. The rest of piece l of the slot is left unspecified.
+  // allgather_common: each rank's share of `count` floats at byte `offset` of the common
+  // memory is copied to the same place on every other node (among the ranks l), so every
+  // node's common memory holds the whole range once its ranks have arrived.
+  virtual void reduce_scatter(size_t offset, size_t count, ReduceOp op, const std::string& what) = 0;
+  virtual void allgather_common(size_t offset, size_t count, const std::string& what) = 0;
   // "2 ranks on 1 node, 3.8 MB per rank" (for logs and tests).
   virtual std::string describe() const = 0;
 
@@ -78,6 +95,13 @@ class SharedRegion {
       return q >= size ? count : count * static_cast<size_t>(q) / static_cast<size_t>(size) / align * align;
     };
     return {bound(l), bound(l + 1)};
+  }
+  // The elements of `count` that the rank at (node, local rank l) owns in a sharded update
+  // across nodes: piece l (of the node's ranks), split again among the nodes by the same rule.
+  static Piece share(size_t count, size_t element_size, int l, int size, int node, int nodes) {
+    Piece p = piece(count, element_size, l, size);
+    Piece q = piece(p.hi - p.lo, element_size, node, nodes);
+    return {p.lo + q.lo, p.lo + q.hi};
   }
 };
 

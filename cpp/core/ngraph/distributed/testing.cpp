@@ -11,7 +11,8 @@ namespace testing {
 
 namespace {
 
-constexpr std::array<const char*, 3> kNames = {"topology_barrier", "topology_split", "shared_object_made"};
+constexpr std::array<const char*, 4> kNames = {"topology_barrier", "topology_split", "shared_object_made",
+                                               "sharded_update_gather"};
 
 struct Hooks {
   std::mutex mutex;

@@ -16,6 +16,8 @@ enum class Point {
   topology_barrier,    // a communicator's node topology, before the barrier every rank passes
   topology_split,      // the same, after that barrier and before the (blocking) node split
   shared_object_made,  // local rank 0 made a shared-memory object; nobody has mapped it yet
+  sharded_update_gather,  // a sharded update across nodes: this rank updated its share, before
+                          // the shares are gathered between the nodes
 };
 
 // Installs `hook` at `point` (an empty function removes it); it runs every time the point is

@@ -23,10 +23,13 @@
 // after the first arrival each rank sums its piece of every slot inside the update kernels,
 // and an arrival after the update replaces the second.
 //
-// Several nodes: local rank l's reduced piece is then allreduced (MPI) with local rank l of
-// every other node before it is written into the node's slots: a two-level allreduce with
-// the same bytes across the network as one flat ring would carry per rank, divided by the
-// ranks per node.
+// Several nodes: local rank l's reduced piece is then allreduced with local rank l of every
+// other node before it is written into the node's slots: a two-level allreduce with the same
+// bytes across the network as one flat ring would carry per rank, divided by the ranks per
+// node. Float sums go through the deterministic CrossNodeExchange (cross_node.hpp: each
+// element added in node order), so a sharded update across nodes, which reduce-scatters the
+// same pieces with it, sums the same bits. One rank per node is a node of one slot (no
+// arrivals); the region then serves only to give the two paths the same sums.
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -43,6 +46,7 @@
 #include <cstring>
 #include <memory>
 #include <sstream>
+#include <type_traits>
 #include <stdexcept>
 #include <type_traits>
 #include <vector>
@@ -100,7 +104,12 @@ class MPISharedRegion : public SharedRegion {
       : m_comm(comm), m_base(base), m_mapped(mapped), m_header(header), m_slot(slot),
         m_bytes(bytes), m_common(common), m_local_rank(local_rank), m_local_size(local_size), m_nodes(nodes),
         m_cross(cross), m_node_ranks(std::move(node_ranks)),
-        m_cross_allreduce(std::move(cross_allreduce)) {}
+        m_cross_allreduce(std::move(cross_allreduce)) {
+    if (m_nodes > 1) {
+      m_exchange = std::make_unique<CrossNodeExchange>(m_comm, m_cross);
+      m_node = m_exchange->rank();
+    }
+  }
   ~MPISharedRegion() override {
     munmap(m_base, m_mapped);
     if (!m_broken.empty()) (void)m_exchange.release();  // MPI may still write into its buffers
@@ -109,6 +118,8 @@ class MPISharedRegion : public SharedRegion {
   char* local() const override { return slot_at(m_local_rank); }
   size_t size() const override { return m_bytes; }
   bool single_node() const override { return m_nodes == 1; }
+  int nodes() const override { return m_nodes; }
+  int node() const override { return m_node; }
   int local_rank() const override { return m_local_rank; }
   int local_size() const override { return m_local_size; }
   const char* slot(int l) const override {
@@ -136,6 +147,43 @@ class MPISharedRegion : public SharedRegion {
       const int64_t* theirs = mailbox(l, box);
       for (size_t i = 0; i < n; ++i) values[i] = std::max(values[i], theirs[i]);
     }
+  }
+
+  void max_over_all(int64_t* values, size_t n, const std::string& what) override {
+    max_over_node(values, n, what);
+    if (m_nodes == 1) return;
+    MPI_Request req;
+    detail::check(
+        MPI_Iallreduce(MPI_IN_PLACE, values, static_cast<int>(n), MPI_INT64_T, MPI_MAX, m_cross, &req),
+        what);
+    guarded([&] { m_comm.wait_request(req, what + " between nodes"); });
+  }
+
+  void reduce_scatter(size_t offset, size_t count, ReduceOp op, const std::string& what) override {
+    usable(what);
+    check_range(offset, count * sizeof(float), m_bytes, what);
+    arrive_all(what, "before reducing");  // every rank's inputs are written
+    auto [lo, hi] = piece(count, sizeof(float), m_local_rank, m_local_size);
+    float* mine = reinterpret_cast<float*>(slot_at(m_local_rank) + offset);
+    for (size_t b = lo; b < hi; b += kBlock)
+      reduce_block<float>(offset, offset, b, std::min(kBlock, hi - b), Sum<float>());
+    if (m_nodes > 1)
+      guarded([&] {
+        m_exchange->reduce_scatter_sum(mine + lo, hi - lo, Wire::f32, what + " between nodes");
+      });
+    if (op == ReduceOp::mean) {
+      Piece mine_share = share(count, sizeof(float), m_local_rank, m_local_size, m_node, m_nodes);
+      scale_by(mine + mine_share.lo, mine_share.hi - mine_share.lo, 1.0 / (m_local_size * m_nodes));
+    }
+  }
+
+  void allgather_common(size_t offset, size_t count, const std::string& what) override {
+    usable(what);
+    check_range(offset, count * sizeof(float), m_common, what);
+    if (m_nodes == 1) return;  // one node: every share is in the common memory already
+    auto [lo, hi] = piece(count, sizeof(float), m_local_rank, m_local_size);
+    float* data = reinterpret_cast<float*>(common() + offset);
+    guarded([&] { m_exchange->allgather(data + lo, hi - lo, Wire::f32, what + " between nodes"); });
   }
 
   std::string describe() const override {
@@ -223,6 +271,40 @@ class MPISharedRegion : public SharedRegion {
     }
   }
 
+  // Elements [b, b + n) of the slots' inputs at in_offset reduced, in rank order, into this
+  // rank's slot at out_offset. In place, a block is reduced into scratch first: the output
+  // aliases every input.
+  template <typename T, typename F>
+  void reduce_block(size_t in_offset, size_t out_offset, size_t b, size_t n, F f) {
+    auto in = [&](int l) { return reinterpret_cast<const T*>(slot_at(l) + in_offset); };
+    T* mine = reinterpret_cast<T*>(slot_at(m_local_rank) + out_offset);
+    const bool in_place = in_offset == out_offset;
+    if (m_local_size == 1) {  // one rank on the node: its own values
+      if (!in_place) std::memcpy(mine + b, in(0) + b, n * sizeof(T));
+      return;
+    }
+    T* dst = in_place ? reinterpret_cast<T*>(m_scratch.get()) : mine + b;
+    combine(dst, in(0) + b, in(1) + b, n, f);
+    for (int l = 2; l < m_local_size; ++l) combine(dst, dst, in(l) + b, n, f);
+    if (in_place) std::memcpy(mine + b, dst, n * sizeof(T));
+  }
+  // Runs a step between nodes; a failure there leaves the region unusable.
+  template <typename F>
+  void guarded(F step) {
+    try {
+      step();
+    } catch (const DistributedError& e) {
+      m_broken = e.what();
+      throw;
+    }
+  }
+  static void check_range(size_t offset, size_t bytes, size_t limit, const std::string& what) {
+    if (offset + bytes > limit)
+      throw std::invalid_argument(what + ": bytes [" + std::to_string(offset) + ", +" +
+                                  std::to_string(bytes) + ") lie outside the region's " +
+                                  std::to_string(limit) + " bytes");
+  }
+
   template <typename T>
   void reduce(size_t in_offset, size_t out_offset, size_t lo, size_t hi, ReduceOp op,
               const std::string& what, const Compression* compression = nullptr) {
@@ -257,18 +339,10 @@ class MPISharedRegion : public SharedRegion {
   template <typename T, typename F>
   void reduce_with(size_t in_offset, size_t out_offset, size_t lo, size_t hi, ReduceOp op, F f,
                    const std::string& what, const Compression* compression = nullptr) {
-    auto in = [&](int l) { return reinterpret_cast<const T*>(slot_at(l) + in_offset); };
     auto out = [&](int l) { return reinterpret_cast<T*>(slot_at(l) + out_offset); };
     T* mine = out(m_local_rank);
     double factor = op == ReduceOp::mean ? 1.0 / (m_local_size * m_nodes) : 1.0;
-    // In place, a block is reduced into scratch first: the output aliases every input.
-    const bool in_place = in_offset == out_offset;
-    auto reduce_block = [&](size_t b, size_t n) {
-      T* dst = in_place ? reinterpret_cast<T*>(m_scratch.get()) : mine + b;
-      combine(dst, in(0) + b, in(1) + b, n, f);
-      for (int l = 2; l < m_local_size; ++l) combine(dst, dst, in(l) + b, n, f);
-      if (in_place) std::memcpy(mine + b, dst, n * sizeof(T));
-    };
+    auto reduce_block = [&](size_t b, size_t n) { this->reduce_block<T>(in_offset, out_offset, b, n, f); };
     auto publish_block = [&](size_t b, size_t n) {
       if (factor != 1.0) scale_by(mine + b, n, factor);
       for (int l = 0; l < m_local_size; ++l)
@@ -289,6 +363,15 @@ class MPISharedRegion : public SharedRegion {
         for (size_t b = lo; b < hi; b += kBlock) publish_block(b, std::min(kBlock, hi - b));
         return;
       }
+    }
+    if (m_exchange && !m_cross_allreduce && std::is_same<T, float>::value &&
+        (op == ReduceOp::sum || op == ReduceOp::mean)) {  // deterministic: as a sharded update sums
+      guarded([&] {
+        m_exchange->allreduce_sum(reinterpret_cast<float*>(mine + lo), hi - lo, Wire::f32,
+                                  what + " between nodes");
+      });
+      for (size_t b = lo; b < hi; b += kBlock) publish_block(b, std::min(kBlock, hi - b));
+      return;
     }
     if (m_cross_allreduce) {  // another backend's (oneCCL)
       try {
@@ -326,7 +409,8 @@ class MPISharedRegion : public SharedRegion {
   MPI_Comm m_cross;
   std::vector<int> m_node_ranks;
   MPICommunicator::CrossNodeAllreduce m_cross_allreduce;
-  std::unique_ptr<CrossNodeExchange> m_exchange;  // compressed steps between nodes (made at the first)
+  std::unique_ptr<CrossNodeExchange> m_exchange;  // several nodes: the network step
+  int m_node = 0;                                 // this rank's place in m_cross
   uint64_t m_epoch = 0;
   uint64_t m_exchanges = 0;
   std::string m_broken;
@@ -371,7 +455,8 @@ void MPICommunicator::make_topology() {
   int sizes[2] = {m_topology.local_size, -m_topology.local_size}, agreed[2] = {0, 0};
   detail::check(MPI_Iallreduce(sizes, agreed, 2, MPI_INT, MPI_MIN, m_comm, &req), what);
   wait_request(req, what);
-  m_topology.usable = agreed[0] == -agreed[1] && m_topology.local_size > 1;
+  // One rank per node too (a node of one slot), so a sharded update can serve it.
+  m_topology.usable = agreed[0] == -agreed[1];
   m_topology.nodes = m_size / m_topology.local_size;
   // Every rank has passed the allreduce: the split below finds them all.
   {
@@ -423,16 +508,15 @@ void remove_stale_objects() {
 }
 
 // A region's bytes: a header (a counter and two mailboxes per local rank), one slot per local
-// rank, then the memory held once per node (none across nodes: it would serve only the ranks
-// of one node).
+// rank, then the memory held once per node.
 struct RegionLayout {
   size_t header, slot, common, total;
 };
-RegionLayout region_layout(size_t bytes, size_t common, int local_size, int nodes) {
+RegionLayout region_layout(size_t bytes, size_t common, int local_size) {
   RegionLayout l;
   l.header = round_up(3 * kLine * static_cast<size_t>(local_size), kPage);
   l.slot = round_up(std::max<size_t>(bytes, 1), kPage);
-  l.common = nodes > 1 ? 0 : common;
+  l.common = common;
   l.total = l.header + l.slot * static_cast<size_t>(local_size) + round_up(l.common, kPage);
   return l;
 }
@@ -493,7 +577,7 @@ std::shared_ptr<SharedRegion> MPICommunicator::create_shared_region_with(size_t 
   const std::string what = "[SharedRegion] " + std::to_string(bytes) + " bytes per rank, " +
                            std::to_string(common) + " per node";
   const Topology& t = m_topology;
-  const RegionLayout layout = region_layout(bytes, common, t.local_size, t.nodes);
+  const RegionLayout layout = region_layout(bytes, common, t.local_size);
   common = layout.common;
   bool ok = t.usable && shared_memory_enabled();
   // Local rank 0 creates the object; every rank of the node knows its name (creator's pid,

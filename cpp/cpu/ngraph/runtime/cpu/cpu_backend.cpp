@@ -86,6 +86,8 @@ size_t CPUExecutable::get_node_shared_variables() const { return m_sharing->node
 
 size_t CPUExecutable::get_shared_bytes() const { return m_sharing->bytes(); }
 
+size_t CPUExecutable::get_sharded_update_bytes() const { return m_sharing->sharded_update_bytes(); }
+
 std::vector<std::string> CPUExecutable::get_shared_memory() const { return m_sharing->describe(); }
 
 void CPUExecutable::set_profiling(bool on) {

@@ -163,6 +163,7 @@ class FusedProgram {
     m_run_instr = pick_run_instr<T>();
   }
   size_t total() const { return m_total; }
+  size_t inputs() const { return m_nin; }
 
   // Elements [lo, hi) of every output; the inputs in `summed` are read as sums of slots.
   void run(const void* const* in, void* const* out, size_t lo, size_t hi,
@@ -246,13 +247,34 @@ Kernel fused_kernel(KernelContext& ctx) {
   };
 }
 
-// A sharded update's kernel: this rank's piece, summing the ranks' gradients as it reads them.
+// Across nodes: the part of the update's one summed input inside this rank's share of its
+// sharded range, read from its own slot, where SharedRegion::reduce_scatter left the sums.
+template <typename T>
+void run_share(const FusedProgram<T>& program, const RegionBinding& b, const SummedInput& summed,
+               size_t range_at, size_t range_bytes, const void* const* in, void* const* out) {
+  static const std::vector<SummedRead<T>> none;
+  auto share = distributed::SharedRegion::share(range_bytes / sizeof(T), sizeof(T), b.local_rank,
+                                                b.local_size, b.node, b.nodes);
+  size_t at = (summed.offset - range_at) / sizeof(T), total = program.total();
+  size_t lo = std::clamp(share.lo, at, at + total) - at, hi = std::clamp(share.hi, at, at + total) - at;
+  if (lo >= hi) return;
+  std::vector<const void*> inputs(in, in + program.inputs());
+  inputs[summed.input] = b.base + summed.offset;
+  program.run(inputs.data(), out, lo, hi, none);
+}
+
+// A sharded update's kernel: this rank's piece, summing the ranks' gradients as it reads them
+// (one node), or its share of the sums reduce-scattered across nodes.
 template <typename T>
 Kernel sharded_fused_kernel(KernelContext& ctx, std::shared_ptr<const RegionBinding> binding,
-                            std::vector<SummedInput> summed, bool mean) {
+                            std::vector<SummedInput> summed, bool mean, size_t range_at, size_t range_bytes) {
   auto program = std::make_shared<const FusedProgram<T>>(ctx);
-  return [program, binding, summed, mean](const void* const* in, void* const* out) {
+  return [program, binding, summed, mean, range_at, range_bytes](const void* const* in, void* const* out) {
     const RegionBinding& b = *binding;
+    if (b.nodes > 1) {  // planned so only with one summed input (ShardedUpdate::across_nodes)
+      run_share(*program, b, summed.at(0), range_at, range_bytes, in, out);
+      return;
+    }
     std::vector<SummedRead<T>> reads;
     for (const auto& input : summed) {
       SummedRead<T> r{input.input, {}, mean ? 1.0 / b.local_size : 1.0};
@@ -274,10 +296,15 @@ NGRAPH_CPU_KERNEL("CPUFusedElementwise", [](KernelContext& ctx) -> Kernel {
 }  // namespace
 
 Kernel sharded_update_kernel(KernelContext& ctx, std::shared_ptr<const RegionBinding> binding,
-                             std::vector<SummedInput> summed, bool mean) {
+                             std::vector<SummedInput> summed, bool mean, size_t range_at,
+                             size_t range_bytes) {
   element::Type t = ctx.node.get_output_element_type(0);
-  if (t == element::f32) return sharded_fused_kernel<float>(ctx, std::move(binding), std::move(summed), mean);
-  if (t == element::f64) return sharded_fused_kernel<double>(ctx, std::move(binding), std::move(summed), mean);
+  if (t == element::f32)
+    return sharded_fused_kernel<float>(ctx, std::move(binding), std::move(summed), mean, range_at,
+                                       range_bytes);
+  if (t == element::f64)
+    return sharded_fused_kernel<double>(ctx, std::move(binding), std::move(summed), mean, range_at,
+                                        range_bytes);
   ctx.node.fail_type("a sharded update needs f32 or f64, got " + t.get_type_name());
 }
 

@@ -67,6 +67,7 @@ struct RegionBinding {
   char* base = nullptr;               // region->local()
   std::vector<const char*> slots;     // region->slot(l) for each local rank l
   int local_rank = 0, local_size = 1;
+  int node = 0, nodes = 1;            // region->node(), region->nodes()
 };
 
 // Where the plan put a fused allreduce's buffers (pass/collective_placement.cpp and

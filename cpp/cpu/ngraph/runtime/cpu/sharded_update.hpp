@@ -29,23 +29,27 @@ void select_sharded_kernels(ExecutionPlan& plan);
 }  // namespace pass
 
 // A sharded arrive: the fused allreduce's step in a sharded call. Every rank's gradients are
-// in its slot: it arrives (the update kernels then read them) and reduces whole only the byte
-// ranges `whole` of the group (`elements` in all) at byte `at` of the slot (members other
-// steps read whole).
+// in its slot: on one node it arrives (the update kernels then read them) and reduces whole
+// only the byte ranges `whole` of the group (`elements` in all) at byte `at` of the slot
+// (members other steps read whole); across nodes it reduce-scatters each of the `sharded`
+// byte ranges (SharedRegion::reduce_scatter) and allreduces the `whole` ones.
 Kernel sharded_arrive_kernel(std::shared_ptr<const RegionBinding> binding, size_t at, size_t elements,
-                             std::vector<std::pair<size_t, size_t>> whole, element::Type type,
+                             std::vector<std::pair<size_t, size_t>> whole,
+                             std::vector<std::pair<size_t, size_t>> sharded, element::Type type,
                              distributed::ReduceOp op);
 
-// A sharded update: a fused elementwise update step in a sharded call. It runs its program over
-// this rank's piece (SharedRegion::piece) only, reading each input of `summed` as the sum, in
-// rank order, of every rank's slot at byte `offset` (scaled by 1/ranks for a mean): bitwise
-// what SharedRegion::allreduce would have written there.
+// A sharded update: a fused elementwise update step in a sharded call. On one node it runs its
+// program over this rank's piece (SharedRegion::piece) only, reading each input of `summed` as
+// the sum, in rank order, of every rank's slot at byte `offset` (scaled by 1/ranks for a mean):
+// bitwise what SharedRegion::allreduce would have written there. Across nodes it runs over the
+// part of its one summed input that lies in this rank's share of its sharded range (`range_bytes`
+// at byte `range_at` of the slot), reading the sum SharedRegion::reduce_scatter left there.
 struct SummedInput {
   size_t input;
   size_t offset;
 };
 Kernel sharded_update_kernel(KernelContext& ctx, std::shared_ptr<const RegionBinding> binding,
-                             std::vector<SummedInput> summed, bool mean);
+                             std::vector<SummedInput> summed, bool mean, size_t range_at, size_t range_bytes);
 
 }  // namespace cpu
 }  // namespace runtime

@@ -1,6 +1,9 @@
 #include "ngraph/runtime/cpu/shared_memory.hpp"
 
+#include <algorithm>
 #include <cstring>
+
+#include "ngraph/distributed/testing.hpp"
 
 namespace ngraph {
 namespace runtime {
@@ -16,6 +19,7 @@ NodeSharing::NodeSharing(const ExecutionPlan& plan) {
     r.common = placement.common;
     m_regions.push_back(std::move(r));
   }
+  for (const auto& u : plan.sharded) m_regions[u.placement].updates.push_back(u);
 }
 
 NodeSharing::~NodeSharing() {
@@ -34,6 +38,8 @@ void NodeSharing::set_up() {
     for (int l = 0; l < r.region->local_size(); ++l) b.slots.push_back(r.region->slot(l));
     b.local_rank = r.region->local_rank();
     b.local_size = r.region->local_size();
+    b.node = r.region->node();
+    b.nodes = r.region->nodes();
     b.base = r.region->local();
     b.region = r.region.get();
   }
@@ -78,7 +84,7 @@ bool NodeSharing::decide(bool checking, const std::string& where) {
     if (r.node_shared.empty()) continue;
     any = true;
     // The same on every rank: the ranks made the region together.
-    if (!r.region || !r.region->single_node() || !r.region->common()) all = false;
+    if (!r.region || !r.region->common() || (!r.region->single_node() && !across_nodes(r))) all = false;
     else all = decide_one(r, checking, where) && all;
   }
   m_sharded = any && all;
@@ -98,14 +104,17 @@ bool NodeSharing::decide_one(Region& r, bool checking, const std::string& where)
   // after the timeout instead of meeting a collective it never calls.
   int64_t all[3] = {attached && !checking ? 0 : 1, !attached && versions != r.compared_versions ? 1 : 0,
                     checking ? 1 : 0};
-  r.region->max_over_node(all, 3, "[AllReduce] sharded update of " + where + ": deciding");
+  r.region->max_over_all(all, 3, "[AllReduce] sharded update of " + where + ": deciding");
   if (all[0] == 0) return true;
   unshare_from(r);
   return all[1] && !all[2] && share_values(r, where);
 }
 
-// Collective over the region's node (one node): local rank 0 writes its values into the
-// common memory, every rank compares its own with them, and all share them if all match.
+// Collective over the region's ranks: local rank 0 writes its values into the common memory,
+// every rank compares its own with them, and all share them if all match. Across nodes the
+// nodes' copies are compared too, by a hash of the values (each node's ranks found theirs
+// equal to it): the maximum of the hash and of its negation over all ranks agree only when
+// every node holds the same.
 bool NodeSharing::share_values(Region& r, const std::string& where) {
   auto& region = *r.region;
   char* common = region.common();
@@ -115,24 +124,73 @@ bool NodeSharing::share_values(Region& r, const std::string& where) {
   if (region.local_rank() == 0)
     for (const auto& [state, off] : r.node_shared) std::memcpy(common + off, state->read_buffer(), state->byte_size());
   region.arrive(what, "after local rank 0 wrote its values");
-  int64_t differ = 0;
-  uint64_t versions = 0;
+  int64_t differ[3] = {0, 0, 0};
+  uint64_t versions = 0, hash = 1469598103934665603ull;  // FNV-1a
   for (const auto& [state, off] : r.node_shared) {
-    differ = differ || std::memcmp(common + off, state->read_buffer(), state->byte_size()) != 0;
+    differ[0] = differ[0] || std::memcmp(common + off, state->read_buffer(), state->byte_size()) != 0;
     versions += state->version();
+    if (region.nodes() > 1)
+      for (size_t i = 0; i < state->byte_size(); ++i)
+        hash = (hash ^ static_cast<unsigned char>(common[off + i])) * 1099511628211ull;
   }
-  region.max_over_node(&differ, 1, what);
+  differ[1] = static_cast<int64_t>(hash >> 1);
+  differ[2] = -differ[1];
+  region.max_over_all(differ, 3, what);
+  if (differ[1] != -differ[2]) differ[0] = 1;
   r.compared_versions = versions;
-  if (differ) return false;
+  if (differ[0]) return false;
   for (const auto& [state, off] : r.node_shared) state->share(common + off, r.region);
   return true;
 }
 
 void NodeSharing::arrive_after_update(const std::string& where) {
   if (!m_sharded) return;
-  for (auto& r : m_regions)
-    if (!r.node_shared.empty())
-      r.region->arrive("[AllReduce] sharded update of " + where, "after the update");
+  for (auto& r : m_regions) {
+    if (r.node_shared.empty()) continue;
+    const std::string what = "[AllReduce] sharded update of " + where;
+    // Each rank updated its share of every plane: the planes are gathered between the nodes
+    // (each rank its piece of the node's), then every rank of the node has arrived.
+    if (r.region->nodes() > 1)  // a test: this rank lost mid-update
+      distributed::testing::at(distributed::testing::Point::sharded_update_gather);
+    if (r.region->nodes() > 1)
+      for (const auto& u : r.updates)
+        for (size_t k = 0; k < u.planes; ++k)
+          for (size_t j = 0; j < u.sharded_ranges.size(); ++j)
+            r.region->allgather_common(u.planes_at + k * u.plane_bytes + u.plane_at[j],
+                                       u.sharded_ranges[j].second / sizeof(float),
+                                       what + ": gathering the updated variables");
+    r.region->arrive(what, "after the update");
+  }
+}
+
+bool NodeSharing::across_nodes(const Region& r) {
+  for (const auto& u : r.updates)
+    if (!u.across_nodes) return false;
+  return true;
+}
+
+// Per variable: its piece on one node; across nodes the part of it (at its offset in its
+// sharded range) inside this rank's share of that range.
+size_t NodeSharing::sharded_update_bytes() const {
+  size_t n = 0;
+  for (const auto& r : m_regions) {
+    if (!r.region) continue;
+    const auto& b = *r.binding;
+    for (const auto& [state, off] : r.node_shared) {
+      size_t es = state->get_element_type().size(), total = state->byte_size() / es, at = 0;
+      auto mine = distributed::SharedRegion::piece(total, es, b.local_rank, b.local_size);
+      for (const auto& u : r.updates)
+        if (b.nodes > 1 && off >= u.planes_at && off < u.planes_at + u.planes * u.plane_bytes) {
+          size_t in_plane = (off - u.planes_at) % u.plane_bytes, j = u.range_in_plane(in_plane);
+          if (j == u.plane_at.size()) continue;
+          at = (in_plane - u.plane_at[j]) / es;
+          mine = distributed::SharedRegion::share(u.sharded_ranges[j].second / es, es, b.local_rank,
+                                                  b.local_size, b.node, b.nodes);
+        }
+      n += (std::clamp(mine.hi, at, at + total) - std::clamp(mine.lo, at, at + total)) * es;
+    }
+  }
+  return n;
 }
 
 size_t NodeSharing::bytes() const {

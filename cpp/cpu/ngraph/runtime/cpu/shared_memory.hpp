@@ -42,13 +42,18 @@ class NodeSharing {
     for (const auto& state : updated)
       if (state->is_shared() && !(sharded && node_shared_here(state.get()))) state->unshare();
   }
-  // After a sharded call: every rank's pieces are written before any rank reads the
-  // variables again (the next call's forward, another executable, get_value) or writes its
-  // gradients over what the others still sum.
+  // After a sharded call: every rank's pieces are written (across nodes: first gathered from
+  // the other nodes into the node's common memory) before any rank reads the variables again
+  // (the next call's forward, another executable, get_value) or writes its gradients over
+  // what the others still sum.
   void arrive_after_update(const std::string& where);
 
   size_t bytes() const;                 // per rank, planned
   size_t node_shared_variables() const;  // planned
+  // Bytes of the node-shared variables (weights and optimizer state) this rank updates in a
+  // sharded call: its piece of them on one node, its share across nodes (0 before the regions
+  // are made, or with none).
+  size_t sharded_update_bytes() const;
   std::vector<std::string> describe() const;  // one line per region in use
 
  private:
@@ -60,11 +65,13 @@ class NodeSharing {
     // A sharded update's variables and their offsets in the region's common memory.
     std::vector<std::pair<VariableState*, size_t>> node_shared;
     size_t common = 0;
+    std::vector<ShardedUpdate> updates;  // the sharded updates on this region (their layouts)
     uint64_t compared_versions = ~uint64_t{0};  // the variables' versions when last compared
   };
   bool decide_one(Region& r, bool checking, const std::string& where);
   bool share_values(Region& r, const std::string& where);  // collective: true when every rank's values matched
   static bool shared_in(const Region& r, const VariableState& state, size_t offset);
+  static bool across_nodes(const Region& r);  // every sharded update on r can run across nodes
   static void unshare_from(Region& r);
   bool node_shared_here(const VariableState* state) const;
 

@@ -148,6 +148,87 @@ class ShardedUpdateFinder {
 };
 }  // namespace
 
+namespace {
+size_t round_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+// Step s's output group (its members' byte offsets, and the group's in the slot).
+const ContiguousGroup& output_group(const ExecutionPlan& plan, size_t s) {
+  return plan.groups.at(plan.group_of.at(plan.steps[s].node->output(0)));
+}
+
+// The members of `group` that step r reads (the sums it sums its piece of).
+std::vector<size_t> summed_members(const ExecutionPlan& plan, const ContiguousGroup& group, size_t r) {
+  std::vector<size_t> members;
+  for (const auto& v : plan.steps[r].node->input_values()) {
+    auto it = std::find(group.members.begin(), group.members.end(), v);
+    if (it != group.members.end()) members.push_back(static_cast<size_t>(it - group.members.begin()));
+  }
+  return members;
+}
+
+// The group's byte ranges of the members reduced whole (adjacent ones joined), and between them.
+void split_group(const ExecutionPlan& plan, ShardedUpdate& u) {
+  const ContiguousGroup& group = output_group(plan, u.allreduce);
+  std::vector<std::pair<size_t, size_t>> whole;
+  for (size_t i : u.whole) whole.emplace_back(group.offsets[i], plan.desc(group.members[i]).bytes());
+  std::sort(whole.begin(), whole.end());
+  size_t at = 0;
+  for (const auto& [begin, bytes] : whole) {
+    if (!u.whole_ranges.empty() && u.whole_ranges.back().first + u.whole_ranges.back().second == begin)
+      u.whole_ranges.back().second += bytes;
+    else
+      u.whole_ranges.emplace_back(begin, bytes);
+    if (begin > at) u.sharded_ranges.emplace_back(at, begin - at);
+    at = begin + bytes;
+  }
+  if (group.bytes > at) u.sharded_ranges.emplace_back(at, group.bytes - at);
+}
+
+// The variables in the common memory (see ShardedUpdate): in planes where each update step
+// reads one sum no other update step reads; any other after the planes (the update then runs
+// sharded on one node only). The same on every rank: the ranks lay them out alike.
+void lay_out_variables(ExecutionPlan& plan, ShardedUpdate& u) {
+  auto& placement = plan.shared[u.placement];
+  const ContiguousGroup& group = output_group(plan, u.allreduce);
+  for (const auto& [off, bytes] : u.sharded_ranges) {
+    u.plane_at.push_back(u.plane_bytes);
+    u.plane_bytes = round_up(u.plane_bytes + bytes);
+  }
+  // Where byte `at` of the group lies in a plane (`at` in a sharded range).
+  auto in_plane = [&](size_t at) {
+    for (size_t j = 0; j < u.sharded_ranges.size(); ++j)
+      if (at >= u.sharded_ranges[j].first && at < u.sharded_ranges[j].first + u.sharded_ranges[j].second)
+        return u.plane_at[j] + (at - u.sharded_ranges[j].first);
+    throw std::logic_error("[CPU] a sharded update reads a sum reduced whole");
+  };
+  u.planes_at = round_up(placement.common);
+  u.across_nodes = plan.steps[u.allreduce].node->get_output_element_type(0) == element::f32;
+  std::set<size_t> homes;
+  std::vector<size_t> apart;  // update steps laid out after the planes
+  for (size_t r : u.updates) {
+    auto members = summed_members(plan, group, r);
+    if (members.size() != 1 || !homes.insert(members[0]).second) {
+      apart.push_back(r);
+      continue;
+    }
+    const auto& outputs = plan.steps[r].node->outputs();
+    u.planes = std::max(u.planes, outputs.size());
+    for (size_t k = 0; k < outputs.size(); ++k)
+      placement.node_shared.emplace_back(plan.update_binding.at(outputs[k]),
+                                         u.planes_at + k * u.plane_bytes + in_plane(group.offsets[members[0]]));
+  }
+  placement.common = u.planes_at + u.planes * u.plane_bytes;
+  u.across_nodes = u.across_nodes && apart.empty();
+  for (size_t r : apart)
+    for (const auto& o : plan.steps[r].node->outputs()) {
+      VariableState* state = plan.update_binding.at(o);
+      size_t off = round_up(placement.common);
+      placement.node_shared.emplace_back(state, off);
+      placement.common = off + state->byte_size();
+    }
+}
+}  // namespace
+
 bool plan_sharded_update(ExecutionPlan& plan, size_t s, size_t p) {
   ShardedUpdateFinder finder(plan, s);
   finder.find();
@@ -157,41 +238,20 @@ bool plan_sharded_update(ExecutionPlan& plan, size_t s, size_t p) {
   update.allreduce = s;
   update.updates = finder.updates;
   update.whole.assign(finder.whole.begin(), finder.whole.end());
-  // The variables in the common memory, in the order the steps update them, so the ranks lay
-  // them out alike.
-  auto& placement = plan.shared[p];
-  for (size_t r : update.updates)
-    for (const auto& o : plan.steps[r].node->outputs()) {
-      VariableState* state = plan.update_binding.at(o);
-      size_t off = (placement.common + kAlign - 1) / kAlign * kAlign;
-      placement.node_shared.emplace_back(state, off);
-      placement.common = off + state->byte_size();
-    }
+  split_group(plan, update);
+  lay_out_variables(plan, update);
   plan.sharded.push_back(std::move(update));
   return true;
 }
 
 namespace {
-// Step s's output group (its members' byte offsets, and the group's in the slot).
-const ContiguousGroup& output_group(const ExecutionPlan& plan, size_t s) {
-  return plan.groups.at(plan.group_of.at(plan.steps[s].node->output(0)));
-}
 
 Kernel arrive_kernel(const ExecutionPlan& plan, const ShardedUpdate& u) {
   const auto& op = static_cast<const FusedAllReduce&>(*plan.steps[u.allreduce].node);
   const ContiguousGroup& group = output_group(plan, u.allreduce);
-  // Byte ranges (of the group) of the members other steps read whole, adjacent ones joined.
-  std::vector<std::pair<size_t, size_t>> whole;
-  for (size_t i : u.whole) {
-    size_t begin = group.offsets[i], bytes = plan.desc(group.members[i]).bytes();
-    if (!whole.empty() && whole.back().first + whole.back().second == begin)
-      whole.back().second += bytes;
-    else
-      whole.emplace_back(begin, bytes);
-  }
   element::Type t = op.get_output_element_type(0);
   return sharded_arrive_kernel(plan.shared[u.placement].binding, group.shared_offset, group.bytes / t.size(),
-                               std::move(whole), t, op.get_reduce_op());
+                               u.whole_ranges, u.sharded_ranges, t, op.get_reduce_op());
 }
 
 // The update step r's kernel in a sharded call; its scratch must be the plain kernel's (the
@@ -212,7 +272,14 @@ Kernel update_kernel(ExecutionPlan& plan, const ShardedUpdate& u, size_t r) {
   KernelContext ctx(node, std::move(in), std::move(out), *plan.call_state, false);
   bool mean = static_cast<const FusedAllReduce&>(*plan.steps[u.allreduce].node).get_reduce_op() ==
               distributed::ReduceOp::mean;
-  Kernel k = sharded_update_kernel(ctx, plan.shared[u.placement].binding, std::move(summed), mean);
+  // Across nodes: the sharded range its (one) sum lies in.
+  std::pair<size_t, size_t> range{0, 0};
+  for (const auto& [off, n] : u.sharded_ranges)
+    if (!summed.empty() && summed[0].offset >= group.shared_offset + off &&
+        summed[0].offset < group.shared_offset + off + n)
+      range = {group.shared_offset + off, n};
+  Kernel k = sharded_update_kernel(ctx, plan.shared[u.placement].binding, std::move(summed), mean,
+                                   range.first, range.second);
   if (ctx.scratch_bytes() != step.scratch_bytes)
     throw std::logic_error("[CPU] the sharded update of " + node.get_name() + " asks for other scratch than its plain kernel");
   return k;
@@ -229,12 +296,18 @@ void select_sharded_kernels(ExecutionPlan& plan) {
 }  // namespace pass
 
 Kernel sharded_arrive_kernel(std::shared_ptr<const RegionBinding> binding, size_t at, size_t elements,
-                             std::vector<std::pair<size_t, size_t>> whole, element::Type type,
+                             std::vector<std::pair<size_t, size_t>> whole,
+                             std::vector<std::pair<size_t, size_t>> sharded, element::Type type,
                              distributed::ReduceOp op) {
   std::string what = "[AllReduce] " + std::to_string(elements) + " x " + type.get_type_name() + " " +
                      to_string(op) + " in shared memory, summed by the sharded update";
-  return [binding, at, whole, type, op, what](const void* const*, void* const*) {
+  return [binding, at, whole, sharded, type, op, what](const void* const*, void* const*) {
     distributed::SharedRegion& region = *binding->region;
+    if (binding->nodes > 1) {  // this rank's share of each range summed over every rank (planned: f32)
+      for (const auto& [off, n] : sharded) region.reduce_scatter(at + off, n / type.size(), op, what);
+      for (const auto& [off, n] : whole) region.allreduce(at + off, at + off, n / type.size(), type, op);
+      return;
+    }
     // Every rank's gradients are written: the update kernels sum them piece by piece.
     region.arrive(what, "before the sharded update");
     for (const auto& [off, n] : whole) region.allreduce(at + off, at + off, n / type.size(), type, op);
