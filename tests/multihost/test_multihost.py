@@ -33,6 +33,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,17 +71,17 @@ pytestmark = pytest.mark.skipif(
 class Cluster:
     """Hosts h0, h1, ... made by tools/multihost.sh; always torn down by close()."""
 
-    def __init__(self, hosts: int = 2):
+    def __init__(self, hosts: int = 2, slots: int = 2):
         _harness("clean", check=False)  # clusters left by runs that died
         self.id = f"p{os.getpid()}n{next(_ids)}"
         self.hosts = [f"h{i}" for i in range(hosts)]
-        _harness("up", self.id, str(hosts))
+        _harness("up", self.id, str(hosts), str(slots))
 
     def close(self):
         _harness("down", self.id, check=False)
 
     def mpirun(self, *args, env=None, **popen):
-        """Popen of mpirun on h0 over every host (2 slots each)."""
+        """Popen of mpirun on h0 over every host (`slots` each)."""
         return subprocess.Popen([str(HARNESS), "mpirun", self.id, *args], env=env,
                                 start_new_session=True, **popen)
 
@@ -360,3 +361,75 @@ def test_fault_names_the_stuck_ranks(fault):
     # "rank 2", "rank(s) 2, 3", "ranks 1 and 3", or the host's name.
     stuck = re.compile(r"\branks?(\(s\))?:? (\d+(, | and |,))*[23]\b|ngmh-\w+-h1")
     assert any(stuck.search(e) for e in errors), "\n".join(errors)
+
+
+# ------------------------------------------------------------- 4 hosts, limited links
+
+
+def _allreduce_4(cluster: Cluster, count: int, calls: int) -> list[dict]:
+    proc = cluster.mpirun("-np", "4", "--bind-to", "none", "-x", "NGMH_COUNT", "-x", "NGMH_CALLS",
+                          sys.executable, str(ROOT / "tests" / "multihost" / "allreduce_worker.py"),
+                          env=_env(NGMH_COUNT=count, NGMH_CALLS=calls, NGRAPH_DIST_TIMEOUT=60),
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    rc, out = _finish(proc, 120)
+    assert rc == 0, out
+    rows = sorted((json.loads(x) for x in out.splitlines() if x.startswith("{")),
+                  key=lambda r: r["rank"])
+    assert [r["rank"] for r in rows] == [0, 1, 2, 3], out
+    return rows
+
+
+def _transfer(cluster: Cluster, count: int) -> float:
+    """Seconds to send `count` bytes from h0 to h1 over TCP (tools/linkprobe.py)."""
+    probe = str(ROOT / "tools" / "linkprobe.py")
+    recv = cluster.exec("h1", sys.executable, probe, "recv", "5001", stdout=subprocess.PIPE,
+                        stderr=subprocess.STDOUT, text=True)
+    addr = _harness("addr", cluster.id, "h1").stdout.strip()
+    send = cluster.exec("h0", sys.executable, probe, "send", addr, "5001", str(count),
+                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    rc_send, out_send = _finish(send, 60)
+    rc, out = _finish(recv, 60)
+    assert rc == 0 and rc_send == 0, out + out_send
+    result = json.loads(out.splitlines()[-1])
+    assert result["bytes"] == count, result
+    return result["seconds"]
+
+
+def test_four_hosts_one_rank_each_and_a_limited_link():
+    """4 hosts of 1 slot: the allreduce of values that differ by rank gives NumPy's sum on
+    every rank, one rank per host. Then a 100 Mbit/s token bucket on every link (`rate`):
+    a transfer between two hosts and the allreduce take at least the time the limit allows
+    (with a generous margin), where without it they take a fraction of that; `rate off`
+    removes it."""
+    cluster = Cluster(hosts=4, slots=1)
+    try:
+        count = 1000
+        rows = _allreduce_4(cluster, count, 1)
+        expected = sum(((r + 1) * np.arange(count) + r / 7).astype(np.float32)
+                       for r in range(4))
+        for r in rows:
+            np.testing.assert_allclose(r["strided"], expected[::r["stride"]], rtol=1e-6,
+                                       err_msg=f"rank {r['rank']}")
+            assert r["sum"] == pytest.approx(float(expected.astype(np.float64).sum()), rel=1e-6)
+        assert [r["host"] for r in rows] == [f"ngmh-{cluster.id}-h{i}" for i in range(4)]
+
+        rate = 100e6  # bits/s
+        size = 5_000_000
+        free = _transfer(cluster, size)
+        _harness("rate", cluster.id, "100mbit")
+        limited = _transfer(cluster, size)
+        bound = size * 8 / rate  # 0.4 s
+        assert limited > 0.7 * bound, f"{size} bytes in {limited:.3f} s at 100 Mbit/s"
+        assert limited < 4 * bound, f"{size} bytes in {limited:.3f} s at 100 Mbit/s"
+        assert limited > 3 * free, (limited, free)
+        # The allreduce's MPI traffic crosses the limited links: each rank sends at least
+        # (N - 1) / N of the 4 MB buffer.
+        floats = 1_000_000
+        slow = max(r["seconds"] for r in _allreduce_4(cluster, floats, 2))
+        print(f"\n[multihost] 100 Mbit/s: {size} bytes in {limited:.3f} s ({free:.4f} s "
+              f"unlimited), allreduce of {floats} floats on 4 hosts {slow:.3f} s")
+        assert slow > 0.5 * 0.75 * floats * 4 * 8 / rate, slow
+        _harness("rate", cluster.id, "off")
+        assert _transfer(cluster, size) < limited / 3
+    finally:
+        cluster.close()
