@@ -50,7 +50,7 @@ CONFIGS = ["2x1", "4x1", "8x1", "2x2", "4x2"]
 RATES = ["off", "25gbit", "10gbit", "1gbit"]
 MODELS = ["resnet50", "mlp"]
 # Timed steps per model: ResNet-50 at 64x64 is about 0.12 s a step alone here, the MLP 1 ms.
-STEPS = {"resnet50": (2, 4), "mlp": (20, 40)}
+STEPS = {"resnet50": (2, 4), "mlp": (20, 200)}
 AR_BYTES = "2000000,16000000,64000000"
 # Open MPI with more ranks than cores: ranks unbound (each "host" would bind its rank 0 to
 # core 0) and yielding the core while they wait.
@@ -98,7 +98,7 @@ def worker_args(mode, model, args, smoke):
 
 
 def lone_processes(n, model, args, env, smoke):
-    """n one-rank processes at once (no MPI): each one's median step time."""
+    """n one-rank processes at once (no MPI): each one's mean step time."""
     with tempfile.TemporaryDirectory() as group:
         cmd = worker_args("step", model, args, smoke) + ["--group", group, "--members", str(n)]
         procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -110,8 +110,8 @@ def lone_processes(n, model, args, env, smoke):
                 for q in procs:
                     q.kill()
                 raise RuntimeError(f"lone {model} process failed:\n{err[-3000:]}")
-            medians.append(json_lines(out)[0]["median_step_s"])
-    return {"processes": n, "median_step_s": statistics.median(medians), "per_process": medians}
+            medians.append(json_lines(out)[0]["mean_step_s"])
+    return {"processes": n, "mean_step_s": statistics.median(medians), "per_process": medians}
 
 
 def probe_link(cid, rate):
@@ -220,7 +220,7 @@ def main(argv=None):
             for model in models:
                 r = lone_processes(n, model, args, env, args.smoke)
                 results["lone"][f"{model}/{n}"] = r
-                print(f"lone {model} x{n}: {1e3 * r['median_step_s']:.1f} ms/step ({load()})",
+                print(f"lone {model} x{n}: {1e3 * r['mean_step_s']:.1f} ms/step ({load()})",
                       flush=True)
                 save()
     mpirun = shutil.which("mpirun")
@@ -241,7 +241,7 @@ def main(argv=None):
                 r.update(hosts=1, slots=slots, rate="shm", series=series,
                          sharded_setting=args.sharded, load=os.getloadavg()[0])
                 results["step"][f"{series}/{model}/1x{slots}@shm"] = r
-                print(f"step {model} 1x{slots}: {1e3 * r['median_step_s']:.1f} ms, "
+                print(f"step {model} 1x{slots}: {1e3 * r['mean_step_s']:.1f} ms, "
                       f"{r['images_per_s']:.1f} img/s, sharded {r['sharded']} ({load()})",
                       flush=True)
                 save()
@@ -278,7 +278,7 @@ def main(argv=None):
                             for s in r["sizes"]) + f" ({load()})", flush=True)
                     elif kind == "step":
                         results["step"][f"{series}/{model}/{where}"] = r
-                        print(f"step {model} {where}: {1e3 * r['median_step_s']:.1f} ms, "
+                        print(f"step {model} {where}: {1e3 * r['mean_step_s']:.1f} ms, "
                               f"{r['images_per_s']:.1f} img/s ({load()})", flush=True)
                     else:
                         prof = timeline_profile(tl)
