@@ -17,12 +17,13 @@ each configuration and each link rate (`off`: the veth's own speed) the driver m
 - each model's training step (ResNet-50 at 64x64, batch 8 per rank; the 784-600-10 MLP,
   batch 64 per rank), weak scaling: the per-rank batch stays, images/s in total.
 
-Once per number of processes N it runs N lone one-rank processes at once (no MPI, no
-exchange), each timing its steps while all N share the CPU: the compute part of a step under
-the same CPU sharing as the N-rank job. And once, the shared-memory allreduce of one node
-(`mpirun -np 2` here), and the timeline of each model's step on 2 hosts (when each gradient
-bucket's collective starts and where the step waits for it: the overlap the executable
-plans). Results are merged into the JSON by key, so parts can be rerun.
+Before and after each configuration of N ranks it runs N lone one-rank processes at once (no
+MPI, no exchange), each timing its steps while all N share the CPU: the compute part of a
+step under the same CPU sharing as the N-rank job, measured close in time to it. And once,
+the shared-memory allreduce of one node (`mpirun -np 2` here), and the timeline of each
+model's step on 2 hosts (when each gradient bucket's collective starts and where the step
+waits for it: the overlap the executable plans). Results are merged into the JSON by key,
+so parts can be rerun.
 """
 
 from __future__ import annotations
@@ -215,14 +216,20 @@ def main(argv=None):
     def load():
         return f"load {os.getloadavg()[0]:.2f}"
 
-    if "lone" not in skip:
-        for n in sorted({1} | {h * s for h, s in configs}):
-            for model in models:
-                r = lone_processes(n, model, args, env, args.smoke)
-                results["lone"][f"{model}/{n}"] = r
-                print(f"lone {model} x{n}: {1e3 * r['mean_step_s']:.1f} ms/step ({load()})",
-                      flush=True)
-                save()
+    def lone(n, when):
+        """The compute of a step with n processes sharing the CPU, measured now (the
+        machine's load drifts: each configuration measures it before and after its runs)."""
+        if "lone" in skip:
+            return
+        for model in models:
+            r = lone_processes(n, model, args, env, args.smoke)
+            r["load"] = os.getloadavg()[0]
+            results["lone"].setdefault(f"{model}/{n}", {})[when] = r
+            print(f"lone {model} x{n} ({when}): {1e3 * r['mean_step_s']:.1f} ms/step "
+                  f"({load()})", flush=True)
+            save()
+
+    lone(1, "start")
     mpirun = shutil.which("mpirun")
     if "shm" not in skip:
         r = run([mpirun, "--allow-run-as-root", *MPI_ARGS, "-np", "2",
@@ -234,6 +241,7 @@ def main(argv=None):
     for hosts, slots in configs:
         cid = f"b{os.getpid()}"
         n = hosts * slots
+        lone(n, f"before {hosts}x{slots}")
         if hosts == 1:  # one node: plain mpirun on this machine, shared memory only
             for model in models if "step" not in skip else []:
                 r = run([mpirun, "--allow-run-as-root", *MPI_ARGS, "-np", str(n),
@@ -245,6 +253,7 @@ def main(argv=None):
                       f"{r['images_per_s']:.1f} img/s, sharded {r['sharded']} ({load()})",
                       flush=True)
                 save()
+            lone(n, f"after {hosts}x{slots}")
             continue
         harness("up", cid, str(hosts), str(slots))
         try:
@@ -291,6 +300,7 @@ def main(argv=None):
                     save()
         finally:
             harness("down", cid, check=False)
+        lone(n, f"after {hosts}x{slots}")
     save()
     print("saved", args.out)
     return results

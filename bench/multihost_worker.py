@@ -7,10 +7,10 @@ allreduce alone, timed; prints one JSON line (rank 0).
     mpirun -np 4 python bench/multihost_worker.py allreduce --bytes 1000000,16000000
 
 `step` under several ranks times `--steps` consecutive steps (after `--warmup` and a
-barrier), each step on its own; images/s come from their mean. Alone (one process) there is no exchange: with
-`--group DIR --members N`, N such processes started together wait for each other before
-timing and keep stepping until all have timed theirs, so each is measured while N processes
-share the CPU. `--timeline PATH` also writes an `ng.timeline` of the timed steps.
+barrier), each step on its own; images/s come from their mean. Alone (one process) there is
+no exchange: with `--group DIR --members N`, N such processes started together wait for each
+other before timing and keep stepping until all have timed theirs, so each is measured while
+N processes share the CPU. `--timeline PATH` also writes an `ng.timeline` of the timed steps.
 `--compression` is passed to `ng.allreduce` (a build with 16-bit exchange reads it).
 
 `allreduce` times the in-graph allreduce (a computed tensor, so the same path as fused
