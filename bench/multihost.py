@@ -20,7 +20,8 @@ each configuration and each link rate (`off`: the veth's own speed) the driver m
 Before and after each configuration of N ranks it runs N lone one-rank processes at once (no
 MPI, no exchange), each timing its steps while all N share the CPU: the compute part of a
 step under the same CPU sharing as the N-rank job, measured close in time to it. And once,
-the shared-memory allreduce of one node (`mpirun -np 2` here), and the timeline of each
+the shared-memory allreduce of one node (`mpirun -np 2` here), one rank of ResNet-50 at
+224x224 alone (the node of the projection), and the timeline of each
 model's step on 2 hosts (when each gradient bucket's collective starts and where the step
 waits for it: the overlap the executable plans). Results are merged into the JSON by key,
 so parts can be rerun.
@@ -172,15 +173,15 @@ def timeline_profile(path):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--configs", default=None,
-                    help=f"HxL: hosts x ranks per host (default {','.join(CONFIGS)})")
+                    help=f"HxL: hosts x ranks per host (default {','.join(CONFIGS)}), or none")
     ap.add_argument("--rates", default=",".join(RATES), help="tc rates, or off")
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--compression", default="none", help="passed to ng.allreduce (bf16, ...)")
     ap.add_argument("--sharded", choices=["default", "0", "1"], default="default",
                     help="NGRAPH_SHM_SHARDED_UPDATE for every rank")
     ap.add_argument("--tag", default="", help="a name for this series (keys of the results)")
-    ap.add_argument("--skip", default="", help="comma-separated parts to skip: lone, shm, "
-                                                "timeline, link, allreduce, step")
+    ap.add_argument("--skip", default="", help="comma-separated parts to skip: lone, node, "
+                                                "shm, timeline, link, allreduce, step")
     ap.add_argument("--out", default=os.path.join(common.RESULTS_DIR, "multihost.json"))
     ap.add_argument("--smoke", action="store_true", help="2x1 unlimited, tiny sizes")
     args = ap.parse_args(argv)
@@ -189,7 +190,8 @@ def main(argv=None):
         args.configs, args.rates, args.out = args.configs or "2x1", "off", os.path.join(
             common.RESULTS_DIR, "multihost_smoke.json")
     args.configs = args.configs or ",".join(CONFIGS)
-    configs = [tuple(int(v) for v in c.split("x")) for c in args.configs.split(",")]
+    configs = [] if args.configs == "none" else [tuple(int(v) for v in c.split("x"))
+                                                  for c in args.configs.split(",")]
     rates, models = args.rates.split(","), args.models.split(",")
     skip = set(filter(None, args.skip.split(",")))
     why = subprocess.run([HARNESS, "check"], capture_output=True, text=True).stdout.strip()
@@ -230,6 +232,17 @@ def main(argv=None):
             save()
 
     lone(1, "start")
+    if "node" not in skip and "resnet50" in models:
+        # One rank alone at ImageNet's 224x224: the node of the projection to many nodes.
+        cmd = worker_args("step", "resnet50", args, args.smoke)
+        if not args.smoke:
+            cmd += ["--image-size", "224", "--warmup", "1", "--steps", "3"]
+        r = run(cmd, env)
+        r["load"] = os.getloadavg()[0]
+        results.setdefault("node", {})["resnet50@224"] = r
+        print(f"one rank, ResNet-50 224x224: {1e3 * r['mean_step_s']:.0f} ms/step ({load()})",
+              flush=True)
+        save()
     mpirun = shutil.which("mpirun")
     if "shm" not in skip:
         r = run([mpirun, "--allow-run-as-root", *MPI_ARGS, "-np", "2",

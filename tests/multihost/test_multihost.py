@@ -236,20 +236,23 @@ def _rank_pid(logs: Path, rank: int) -> int:
     return int(m.group(1))
 
 
-def _run_fault(fault: str, tmp: Path) -> dict:
-    cluster = Cluster()
+def _run_fault(fault: str, tmp: Path, hosts: int = 2, slots: int = 2,
+               down: str = "h1") -> dict:
+    cluster = Cluster(hosts, slots)
     logs = tmp / "logs"
     logs.mkdir()
     try:
         env = _env(NGRAPH_DIST_TIMEOUT=TIMEOUT, NGMH_LOGDIR=logs)
         out = open(tmp / "mpirun.log", "w+")
-        proc = cluster.mpirun("-np", "4", "-x", "NGMH_LOGDIR", sys.executable, str(WORKER),
-                              env=env, stdout=out, stderr=subprocess.STDOUT)
+        # One slot per host: each host's daemon would bind its rank to core 0.
+        bind = ["--bind-to", "none"] if slots == 1 else []
+        proc = cluster.mpirun("-np", "4", *bind, "-x", "NGMH_LOGDIR", sys.executable,
+                              str(WORKER), env=env, stdout=out, stderr=subprocess.STDOUT)
         try:
             _wait_for_steps(logs, 4, 20, proc, time.monotonic() + 120)
             t0 = time.monotonic()
             if fault == "link_down":
-                cluster.link("h1", "down")
+                cluster.link(down, "down")
                 silent = []  # every rank runs on: all must report
             elif fault == "kill_rank":
                 os.kill(_rank_pid(logs, 3), signal.SIGKILL)
@@ -344,6 +347,18 @@ def test_fault_leaves_nothing_in_dev_shm(fault):
     assert not any(ours.values()), f"left in the hosts' /dev/shm: {ours}"
     # Open MPI's own shared-memory segments (vader) must be gone as well.
     assert not any(fault["shm"].values()), f"left in the hosts' /dev/shm: {fault['shm']}"
+
+
+def test_link_down_on_four_hosts_ends_the_job_promptly(tmp_path):
+    """4 hosts of 1 rank (MPI alone between them, no shared memory): host h2's link goes down
+    mid-training; mpirun exits non-zero within the bound and leaves nothing behind."""
+    result = _run_fault("link_down", tmp_path, hosts=4, slots=1, down="h2")
+    print(f"\n[multihost] link_down on 4 hosts: mpirun exit {result['rc']} "
+          f"{result['elapsed']:.1f} s after the fault (NGRAPH_DIST_TIMEOUT={TIMEOUT})")
+    assert result["rc"] is not None and result["rc"] != 0, _report(result)
+    assert result["elapsed"] < EXIT_BOUND, _report(result)
+    assert not result["left"], f"processes left on the hosts: {result['left']}"
+    assert not any(result["shm"].values()), f"left in the hosts' /dev/shm: {result['shm']}"
 
 
 def test_fault_names_the_stuck_ranks(fault):

@@ -1,0 +1,292 @@
+"""A model of data-parallel training throughput on N nodes, fitted to and checked against the
+measurements of bench/multihost.py (bench/results/multihost.json); see docs/scaling.md.
+
+    python bench/scaling_model.py                                # fit, validation table
+    python bench/scaling_model.py --chart docs/scaling.png       # and the chart
+    python bench/scaling_model.py --markdown                     # the table for the docs
+    python bench/scaling_model.py --smoke                        # the committed results, no chart
+
+A step of N = H x L ranks (H nodes of L ranks) is simulated from three measured inputs:
+
+- compute: the step time of one rank when N lone processes share the CPU (no exchange),
+  and where in that compute each gradient bucket's collective starts and where the step
+  first waits for it (the timeline of a 2-node step: the overlap the executable plans);
+- the network: a bucket of S bytes costs 2(H-1) a + 2(H-1)/H S b (a ring allreduce between
+  nodes: latency a per message, b seconds per byte), a and b fitted per link rate by least
+  squares to the allreduce measured alone on 2, 4 and 8 hosts of one rank;
+- shared memory: with L > 1 ranks per node, a + b S more (fitted to the one-node allreduce).
+
+Collectives run one at a time in bucket order, each starting when its bucket is ready and
+the previous one is done; the compute stops where it needs a bucket that has not arrived.
+The projection to 2,048 nodes takes one rank alone per node, a from the unlimited link, and
+b(R) = b_cpu + 1 / (eta R): the unlimited link's cost per byte (this CPU's) plus the wire at
+the efficiency eta measured on the limited links.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DEFAULT = os.path.join(HERE, "results", "multihost.json")
+RATE_BITS = {"1gbit": 1e9, "10gbit": 10e9, "25gbit": 25e9, "100gbit": 100e9}
+
+# Published figures (docs/scaling.md says where each was read).
+# You et al. 2017 (arXiv 1709.05011): 90-epoch ResNet-50 in 20 minutes on 2,048 Xeon Phi 7250
+# (KNL); with ImageNet-1k's 1,281,167 training images that is 96,088 images/s in all.
+YOU_2048 = {"nodes": 2048, "images_per_s": 90 * 1_281_167 / (20 * 60)}
+# Das et al. 2016 (arXiv 1602.06709), speedups: VGG-A (minibatch 512) 90x on 128 nodes, VGG-A
+# and OverFeat-FAST (minibatch 256) 53x and 42x on 64 nodes, a 7-layer DNN 6.5x on 16 nodes,
+# and ~14x on 16 nodes of an Ethernet AWS cluster.
+DAS = [("VGG-A, mb 512", 128, 90), ("VGG-A, mb 256", 64, 53), ("OverFeat-FAST, mb 256", 64, 42),
+       ("7-layer DNN", 16, 6.5), ("AWS Ethernet", 16, 14)]
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def compute_s(res, model, n):
+    """The mean step of one of n lone processes, over every time it was measured."""
+    entry = res["lone"][f"{model}/{n}"]
+    return statistics.mean(v["mean_step_s"] for v in entry.values())
+
+
+def fit_line(xs, ys):
+    """Least squares y = a x0 + b x1 with a, b >= 0 (a dropped if it comes out negative)."""
+    x, y = np.array(xs, float), np.array(ys, float)
+    coef, *_ = np.linalg.lstsq(x, y, rcond=None)
+    if coef[0] < 0:
+        coef = np.array([0.0, float(np.dot(x[:, 1], y) / np.dot(x[:, 1], x[:, 1]))])
+    return float(coef[0]), float(coef[1])
+
+
+def fit_links(res, series):
+    """Per rate: (a, b) of the ring model, from the allreduce on H hosts of one rank."""
+    by_rate = {}
+    for key, r in res["allreduce"].items():
+        if not key.startswith(series + "/") or r["slots"] != 1:
+            continue
+        h = r["hosts"]
+        for s in r["sizes"]:
+            by_rate.setdefault(r["rate"], []).append(
+                ([2 * (h - 1), 2 * (h - 1) / h * s["bytes"]], s["seconds"]))
+    return {rate: fit_line(*zip(*pts)) for rate, pts in by_rate.items()}
+
+
+def fit_shm(res, series):
+    r = res["shm"][f"{series}/1x2"]
+    return fit_line([[1.0, s["bytes"]] for s in r["sizes"]], [s["seconds"] for s in r["sizes"]])
+
+
+def wire_efficiency(links):
+    """b(R) = b_cpu + 1 / (eta R): b_cpu from the unlimited link, eta from the limited ones."""
+    b_cpu = links["off"][1]
+    etas = [1 / (RATE_BITS[r] / 8 * (b - b_cpu)) for r, (_, b) in links.items()
+            if r in RATE_BITS and b > b_cpu]
+    return b_cpu, (statistics.median(etas) if etas else 1.0)
+
+
+def simulate(t_compute, buckets, cost):
+    """Step time: compute t_compute, buckets [(bytes, ready, needed)] as fractions of it,
+    cost(bytes) of each collective, run one at a time in order."""
+    events = []
+    for i, (_, ready, needed) in enumerate(buckets):
+        events += [(ready, 0, i), (needed, 1, i)]
+    stall, net_free, ends = 0.0, 0.0, {}
+    for frac, kind, i in sorted(events):
+        now = frac * t_compute + stall
+        if kind == 0:
+            ends[i] = max(now, net_free) + cost(buckets[i][0])
+            net_free = ends[i]
+        elif ends[i] > now:
+            stall += ends[i] - now
+    return t_compute + stall
+
+
+def buckets_of(res, series, model):
+    tl = res["timeline"].get(f"{series}/{model}") or res["timeline"][f"f32/{model}"]
+    return [(b["bytes"], b["ready"], b["needed"]) for b in tl["buckets"]]
+
+
+def predict(res, series, model, hosts, slots, rate, links, shm):
+    n = hosts * slots
+    t_c = compute_s(res, model, n)
+    if hosts == 1:
+        def cost(s):
+            return shm[0] + shm[1] * s
+    else:
+        a, b = links[rate]
+
+        def cost(s):
+            t = 2 * (hosts - 1) * a + 2 * (hosts - 1) / hosts * s * b
+            return t + (shm[0] + shm[1] * s if slots > 1 else 0.0)
+    return simulate(t_c, buckets_of(res, series, model), cost), t_c
+
+
+def validation(res, series):
+    links, shm = fit_links(res, series), fit_shm(res, series)
+    rows = []
+    for key, r in sorted(res["step"].items(), key=lambda kv: (kv[1]["model"], kv[1]["hosts"],
+                                                              kv[1]["slots"], kv[1]["rate"])):
+        if not key.startswith(series + "/"):
+            continue
+        if r["hosts"] > 1 and r["rate"] not in links:
+            continue
+        t, t_c = predict(res, series, r["model"], r["hosts"], r["slots"], r["rate"], links, shm)
+        ips = r["ranks"] * r["batch_per_rank"] / t
+        rows.append({"model": r["model"], "config": f"{r['hosts']}x{r['slots']}",
+                     "rate": r["rate"], "compute_s": t_c, "predicted_s": t,
+                     "measured_s": r["mean_step_s"], "predicted_ips": ips,
+                     "measured_ips": r["images_per_s"],
+                     "error": ips / r["images_per_s"] - 1, "sharded": r.get("sharded")})
+    return rows, links, shm
+
+
+def projection(res, series, model, t_node, rate_bits, links, nodes):
+    """images/s on each number of nodes (one rank each) on a link of rate_bits."""
+    b_cpu, eta = wire_efficiency(links)
+    a = links["off"][0]
+    b = b_cpu + 8 / (eta * rate_bits)
+    buckets = buckets_of(res, series, model)
+    batch = 8 if model == "resnet50" else 64
+    out = []
+    for m in nodes:
+        def cost(s, m=m):
+            return 2 * (m - 1) * a + 2 * (m - 1) / m * s * b if m > 1 else 0.0
+        out.append(m * batch / simulate(t_node, buckets, cost))
+    return out
+
+
+def table_text(rows, markdown=False):
+    head = ["model", "config", "link", "compute ms", "predicted ms", "measured ms",
+            "predicted img/s", "measured img/s", "error"]
+    lines = []
+    for r in rows:
+        lines.append([r["model"], r["config"], r["rate"], f"{1e3 * r['compute_s']:.1f}",
+                      f"{1e3 * r['predicted_s']:.1f}", f"{1e3 * r['measured_s']:.1f}",
+                      f"{r['predicted_ips']:,.1f}", f"{r['measured_ips']:,.1f}",
+                      f"{100 * r['error']:+.0f}%"])
+    if markdown:
+        out = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+        return "\n".join(out + ["| " + " | ".join(x) + " |" for x in lines])
+    widths = [max(len(h), *(len(x[i]) for x in lines)) for i, h in enumerate(head)]
+    out = ["  ".join(h.ljust(w) for h, w in zip(head, widths))]
+    return "\n".join(out + ["  ".join(c.ljust(w) for c, w in zip(x, widths)) for x in lines])
+
+
+def chart(res, series, rows, links, path):
+    import matplotlib  # noqa: PLC0415
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    fig, axes = plt.subplots(1, 3, figsize=(17, 4.8))
+    # (a) The seeds' chart: ResNet-50 images/s on 1, 2, 4, 8 nodes, measured and predicted.
+    ax = axes[0]
+    rates = [r for r in ("off", "25gbit", "10gbit", "1gbit") if r in links]
+    width = 0.8 / max(1, len(rates))
+    nodes = [1, 2, 4, 8]
+    one = 8 / compute_s(res, "resnet50", 1)
+    for j, rate in enumerate(rates):
+        meas, pred = [one], [one]
+        for m in nodes[1:]:
+            r = next((x for x in rows if x["model"] == "resnet50" and x["config"] == f"{m}x1"
+                      and x["rate"] == rate), None)
+            meas.append(r["measured_ips"] if r else np.nan)
+            pred.append(r["predicted_ips"] if r else np.nan)
+        xs = np.arange(len(nodes)) + (j - (len(rates) - 1) / 2) * width
+        label = "unlimited veth" if rate == "off" else rate.replace("gbit", " Gbit/s")
+        ax.bar(xs, meas, width, label=f"measured, {label}")
+        ax.plot(xs, pred, "k_", markersize=12, markeredgewidth=2,
+                label="model" if j == 0 else None)
+    ax.set_xticks(range(len(nodes)), [f"{m} node{'s' if m > 1 else ''}" for m in nodes])
+    ax.set(ylabel="images/s in all (higher is better)",
+           title="ResNet-50 64x64, batch 8/node, harness hosts\n(all on 2 shared cores)")
+    ax.legend(fontsize="small")
+    # (b) Projection: images/s per node on 1 to 2,048 nodes, one rank alone per node.
+    ax = axes[1]
+    many = [2 ** k for k in range(12)]
+    t64 = compute_s(res, "resnet50", 1)
+    for rate, style in (("10gbit", "-"), ("25gbit", "--"), ("100gbit", ":")):
+        ips = projection(res, series, "resnet50", t64, RATE_BITS[rate], links, many)
+        ax.plot(many, [v / m for v, m in zip(ips, many)], style, color="tab:blue",
+                label=f"64x64, {rate.replace('gbit', ' Gbit/s')} (projected)")
+        node = res.get("node", {}).get("resnet50@224")
+        if node:
+            ips = projection(res, series, "resnet50", node["mean_step_s"], RATE_BITS[rate],
+                             links, many)
+            ax.plot(many, [v / m for v, m in zip(ips, many)], style, color="tab:green",
+                    label=f"224x224, {rate.replace('gbit', ' Gbit/s')} (projected)")
+    meas = [(1, one)] + [(int(x["config"][0]), x["measured_ips"] / int(x["config"][0]))
+                         for x in rows if x["model"] == "resnet50" and x["config"].endswith("x1")
+                         and x["rate"] == "10gbit"]
+    ax.plot(*zip(*meas), "o", color="tab:red", label="measured, 10 Gbit/s (shared CPU)")
+    ax.plot([YOU_2048["nodes"]], [YOU_2048["images_per_s"] / YOU_2048["nodes"]], "*",
+            color="black", markersize=12,
+            label="You et al. 2017: 2,048 KNL, 224x224\n(90 epochs in 20 min)")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set(xlabel="nodes", ylabel="images/s per node",
+           title="Projection: one rank of this CPU per node")
+    ax.legend(fontsize="x-small")
+    # (c) Scaling efficiency: projected against Das et al.'s measured speedups.
+    ax = axes[2]
+    for rate, style in (("10gbit", "-"), ("25gbit", "--"), ("100gbit", ":")):
+        t = res.get("node", {}).get("resnet50@224", {}).get("mean_step_s", t64)
+        ips = projection(res, series, "resnet50", t, RATE_BITS[rate], links, many)
+        ax.plot(many, [v / (m * ips[0]) for v, m in zip(ips, many)], style, color="tab:green",
+                label=f"model, {rate.replace('gbit', ' Gbit/s')}")
+    for name, m, speedup in DAS:
+        ax.plot([m], [speedup / m], "s", label=f"Das et al. 2016: {name}")
+    ax.set_xscale("log", base=2)
+    ax.set_ylim(0, 1.05)
+    ax.set(xlabel="nodes", ylabel="speedup / nodes",
+           title="Scaling efficiency (ResNet-50 224x224 model;\nDas et al.: their networks)")
+    ax.legend(fontsize="x-small")
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--results", default=DEFAULT)
+    ap.add_argument("--series", default="f32", help="the driver's series (tag)")
+    ap.add_argument("--chart", default=None)
+    ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--smoke", action="store_true", help="the committed results, no chart")
+    args = ap.parse_args(argv)
+    res = load(args.results)
+    rows, links, shm = validation(res, args.series)
+    print(f"results of {res['machine']['date']} on {res['machine']['cpu']}, "
+          f"{res['machine']['cores']} cores")
+    for rate, (a, b) in sorted(links.items()):
+        print(f"link {rate}: a = {1e6 * a:.0f} us, 1/b = {8 / b / 1e9:.2f} Gbit/s"
+              + (f" (TCP transfer {8 * res['link'][rate] / 1e9:.2f} Gbit/s)"
+                 if rate in res["link"] else ""))
+    b_cpu, eta = wire_efficiency(links)
+    print(f"shared memory: a = {1e6 * shm[0]:.0f} us, 1/b = {1 / shm[1] / 1e9:.2f} GB/s; "
+          f"wire efficiency eta = {eta:.2f}, the CPU's own cost per byte 1/b_cpu = "
+          f"{8 / b_cpu / 1e9:.2f} Gbit/s")
+    print(table_text(rows, args.markdown))
+    worst = max(abs(r["error"]) for r in rows)
+    within = sum(abs(r["error"]) <= 0.15 for r in rows)
+    print(f"{within} of {len(rows)} configurations within 15%; the largest error "
+          f"{100 * worst:.0f}%")
+    if args.chart and not args.smoke:
+        chart(res, args.series, rows, links, args.chart)
+        print("wrote", args.chart)
+    return {"rows": rows, "links": links, "shm": shm}
+
+
+if __name__ == "__main__":
+    sys.exit(main() and 0)
