@@ -182,6 +182,8 @@ def main(argv=None):
     ap.add_argument("--tag", default="", help="a name for this series (keys of the results)")
     ap.add_argument("--skip", default="", help="comma-separated parts to skip: lone, node, "
                                                 "shm, timeline, link, allreduce, step")
+    ap.add_argument("--lone-each-rate", action="store_true",
+                    help="also measure the lone processes before each rate's runs")
     ap.add_argument("--out", default=os.path.join(common.RESULTS_DIR, "multihost.json"))
     ap.add_argument("--smoke", action="store_true", help="2x1 unlimited, tiny sizes")
     args = ap.parse_args(argv)
@@ -273,6 +275,8 @@ def main(argv=None):
             for rate in rates:
                 harness("rate", cid, rate)
                 where = f"{hosts}x{slots}@{rate}"
+                if args.lone_each_rate:
+                    lone(n, f"at {where}")
                 if "link" not in skip and rate not in results["link"] or args.smoke:
                     results["link"][rate] = probe_link(cid, rate)
                     print(f"link {rate}: {8 * results['link'][rate] / 1e9:.2f} Gbit/s", flush=True)

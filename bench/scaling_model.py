@@ -53,32 +53,41 @@ def load(path):
         return json.load(f)
 
 
-def compute_s(res, model, n):
-    """The mean step of one of n lone processes, over every time it was measured."""
+def compute_s(res, model, n, near=None, rate=None):
+    """The mean step of one of n lone processes: measured just before configuration `near`
+    ("HxL") ran at `rate` where it was (bench/multihost.py --lone-each-rate), else before and
+    after that configuration (the machine's load drifts), else every time it was."""
     entry = res["lone"][f"{model}/{n}"]
-    return statistics.mean(v["mean_step_s"] for v in entry.values())
+    if near and rate and f"at {near}@{rate}" in entry:
+        return entry[f"at {near}@{rate}"]["mean_step_s"]
+    close = [v for k, v in entry.items() if near and k in (f"before {near}", f"after {near}")]
+    return statistics.mean(v["mean_step_s"] for v in close or entry.values())
+
+
+def nnls(xs, ys):
+    """Least squares with every coefficient >= 0: refits without the negative ones."""
+    x, y = np.array(xs, float), np.array(ys, float)
+    keep = list(range(x.shape[1]))
+    while True:
+        coef = np.zeros(x.shape[1])
+        if keep:
+            sol, *_ = np.linalg.lstsq(x[:, keep], y, rcond=None)
+            coef[keep] = sol
+        if (coef >= 0).all():
+            return coef
+        keep = [i for i in keep if coef[i] > 0]
 
 
 def fit_line(xs, ys):
-    """Least squares y = a x0 + b x1 with a, b >= 0 (a dropped if it comes out negative)."""
-    x, y = np.array(xs, float), np.array(ys, float)
-    coef, *_ = np.linalg.lstsq(x, y, rcond=None)
-    if coef[0] < 0:
-        coef = np.array([0.0, float(np.dot(x[:, 1], y) / np.dot(x[:, 1], x[:, 1]))])
-    return float(coef[0]), float(coef[1])
+    """Least squares y = a x0 + b x1 with a, b >= 0."""
+    a, b = nnls(xs, ys)
+    return float(a), float(b)
 
 
-def fit_links(res, series):
-    """Per rate: (a, b) of the ring model, from the allreduce on H hosts of one rank."""
-    by_rate = {}
-    for key, r in res["allreduce"].items():
-        if not key.startswith(series + "/") or r["slots"] != 1:
-            continue
-        h = r["hosts"]
-        for s in r["sizes"]:
-            by_rate.setdefault(r["rate"], []).append(
-                ([2 * (h - 1), 2 * (h - 1) / h * s["bytes"]], s["seconds"]))
-    return {rate: fit_line(*zip(*pts)) for rate, pts in by_rate.items()}
+def sharing(res, n, near=None, rate=None):
+    """How much slower one process computes when n share the CPU (and other jobs load it):
+    lone(n), measured around configuration `near`, over lone(1)."""
+    return compute_s(res, "resnet50", n, near, rate) / compute_s(res, "resnet50", 1)
 
 
 def fit_shm(res, series):
@@ -86,12 +95,68 @@ def fit_shm(res, series):
     return fit_line([[1.0, s["bytes"]] for s in r["sizes"]], [s["seconds"] for s in r["sizes"]])
 
 
-def wire_efficiency(links):
-    """b(R) = b_cpu + 1 / (eta R): b_cpu from the unlimited link, eta from the limited ones."""
-    b_cpu = links["off"][1]
-    etas = [1 / (RATE_BITS[r] / 8 * (b - b_cpu)) for r, (_, b) in links.items()
-            if r in RATE_BITS and b > b_cpu]
-    return b_cpu, (statistics.median(etas) if etas else 1.0)
+def shm_cost(res, shm, nbytes, n, near=None, rate=None):
+    """The one-node allreduce (fitted on 2 ranks) with n processes sharing the CPU."""
+    return (shm[0] + shm[1] * nbytes) * sharing(res, n, near, rate) / sharing(res, 2, "1x2")
+
+
+class Links:
+    """The network's costs: a bucket of S bytes on H hosts of L ranks (N = H L processes
+    sharing the CPU, slowed s_N), on a link of rate R, costs
+
+        2(H-1) a + 2(H-1)/H S (c s_N / L + w_R)   (+ the one-node allreduce when L > 1)
+
+    a: latency per message; c: the CPU's own work per byte (copies, TCP, reduction: each of
+    the L ranks of a host carries S/L over its own connection, and computes at 1/s_N of a
+    core); w_R: the wire's time per byte at rate R (0 unlimited). Fitted together, by least
+    squares of the relative error with every term >= 0, to the allreduce measured alone in
+    every configuration."""
+
+    def __init__(self, res, series):
+        self.shm = fit_shm(res, series)
+        rows, ys, self.points = [], [], []
+        self.rates = sorted({r["rate"] for k, r in res["allreduce"].items()
+                             if k.startswith(series + "/") and r["rate"] != "off"},
+                            key=lambda r: RATE_BITS[r])
+        for key, r in res["allreduce"].items():
+            if not key.startswith(series + "/"):
+                continue
+            h, slots = r["hosts"], r["slots"]
+            n, near = h * slots, f"{h}x{slots}"
+            for p in r["sizes"]:
+                s = p["bytes"]
+                ring = 2 * (h - 1) / h * s
+                share = sharing(res, n, near, r["rate"])
+                rows.append([2 * (h - 1), ring * share / slots]
+                            + [ring if r["rate"] == rate else 0.0 for rate in self.rates])
+                shm = shm_cost(res, self.shm, s, n, near, r["rate"]) if slots > 1 else 0.0
+                ys.append(p["seconds"] - shm)
+                self.points.append((key, s, p["seconds"], shm))
+        # Relative errors: each point weighted by 1 / its time, so that the 2 MB exchanges
+        # (the MLP's) weigh as much as the 64 MB ones.
+        weight = 1 / np.array([p[2] for p in self.points])
+        coef = nnls(np.array(rows) * weight[:, None], np.array(ys) * weight)
+        self.a, self.c = float(coef[0]), float(coef[1])
+        self.w = {"off": 0.0, **{rate: float(w) for rate, w in zip(self.rates, coef[2:])}}
+        pred = np.array(rows) @ coef + np.array([p[3] for p in self.points])
+        meas = np.array([p[2] for p in self.points])
+        self.rel_errors = pred / meas - 1
+
+    def eta(self):
+        """The wire's efficiency: achieved / nominal rate, median over the limited links
+        whose fitted cost is positive."""
+        etas = [8 / (RATE_BITS[r] * w) for r, w in self.w.items() if r in RATE_BITS and w > 0]
+        return statistics.median(etas) if etas else 1.0
+
+    def cost(self, res, nbytes, hosts, slots, rate, share=None):
+        n, near = hosts * slots, f"{hosts}x{slots}"
+        share = sharing(res, n, near, rate) if share is None else share
+        if hosts == 1:
+            return shm_cost(res, self.shm, nbytes, n, near)
+        w = self.w[rate] if rate in self.w else 8 / (self.eta() * RATE_BITS[rate])
+        t = 2 * (hosts - 1) * self.a + 2 * (hosts - 1) / hosts * nbytes * (
+            self.c * share / slots + w)
+        return t + (shm_cost(res, self.shm, nbytes, n, near, rate) if slots > 1 else 0.0)
 
 
 def simulate(t_compute, buckets, cost):
@@ -116,53 +181,37 @@ def buckets_of(res, series, model):
     return [(b["bytes"], b["ready"], b["needed"]) for b in tl["buckets"]]
 
 
-def predict(res, series, model, hosts, slots, rate, links, shm):
-    n = hosts * slots
-    t_c = compute_s(res, model, n)
-    if hosts == 1:
-        def cost(s):
-            return shm[0] + shm[1] * s
-    else:
-        a, b = links[rate]
-
-        def cost(s):
-            t = 2 * (hosts - 1) * a + 2 * (hosts - 1) / hosts * s * b
-            return t + (shm[0] + shm[1] * s if slots > 1 else 0.0)
-    return simulate(t_c, buckets_of(res, series, model), cost), t_c
+def predict(res, series, model, hosts, slots, rate, links):
+    t_c = compute_s(res, model, hosts * slots, f"{hosts}x{slots}", rate)
+    return simulate(t_c, buckets_of(res, series, model),
+                    lambda s: links.cost(res, s, hosts, slots, rate)), t_c
 
 
 def validation(res, series):
-    links, shm = fit_links(res, series), fit_shm(res, series)
+    links = Links(res, series)
     rows = []
     for key, r in sorted(res["step"].items(), key=lambda kv: (kv[1]["model"], kv[1]["hosts"],
                                                               kv[1]["slots"], kv[1]["rate"])):
         if not key.startswith(series + "/"):
             continue
-        if r["hosts"] > 1 and r["rate"] not in links:
-            continue
-        t, t_c = predict(res, series, r["model"], r["hosts"], r["slots"], r["rate"], links, shm)
+        t, t_c = predict(res, series, r["model"], r["hosts"], r["slots"], r["rate"], links)
         ips = r["ranks"] * r["batch_per_rank"] / t
         rows.append({"model": r["model"], "config": f"{r['hosts']}x{r['slots']}",
                      "rate": r["rate"], "compute_s": t_c, "predicted_s": t,
                      "measured_s": r["mean_step_s"], "predicted_ips": ips,
                      "measured_ips": r["images_per_s"],
                      "error": ips / r["images_per_s"] - 1, "sharded": r.get("sharded")})
-    return rows, links, shm
+    return rows, links
 
 
-def projection(res, series, model, t_node, rate_bits, links, nodes):
-    """images/s on each number of nodes (one rank each) on a link of rate_bits."""
-    b_cpu, eta = wire_efficiency(links)
-    a = links["off"][0]
-    b = b_cpu + 8 / (eta * rate_bits)
+def projection(res, series, model, t_node, rate, links, nodes):
+    """images/s on each number of nodes, one rank alone on each (no CPU sharing), on a link
+    of `rate` (a measured one, or any in RATE_BITS through the wire's efficiency)."""
     buckets = buckets_of(res, series, model)
     batch = 8 if model == "resnet50" else 64
-    out = []
-    for m in nodes:
-        def cost(s, m=m):
-            return 2 * (m - 1) * a + 2 * (m - 1) / m * s * b if m > 1 else 0.0
-        out.append(m * batch / simulate(t_node, buckets, cost))
-    return out
+    return [m * batch / simulate(t_node, buckets,
+                                 lambda s, m=m: links.cost(res, s, m, 1, rate, share=1.0)
+                                 if m > 1 else 0.0) for m in nodes]
 
 
 def table_text(rows, markdown=False):
@@ -191,7 +240,7 @@ def chart(res, series, rows, links, path):
     fig, axes = plt.subplots(1, 3, figsize=(17, 4.8))
     # (a) The seeds' chart: ResNet-50 images/s on 1, 2, 4, 8 nodes, measured and predicted.
     ax = axes[0]
-    rates = [r for r in ("off", "25gbit", "10gbit", "1gbit") if r in links]
+    rates = [r for r in ("off", "25gbit", "10gbit", "1gbit") if r in links.w]
     width = 0.8 / max(1, len(rates))
     nodes = [1, 2, 4, 8]
     one = 8 / compute_s(res, "resnet50", 1)
@@ -216,13 +265,12 @@ def chart(res, series, rows, links, path):
     many = [2 ** k for k in range(12)]
     t64 = compute_s(res, "resnet50", 1)
     for rate, style in (("10gbit", "-"), ("25gbit", "--"), ("100gbit", ":")):
-        ips = projection(res, series, "resnet50", t64, RATE_BITS[rate], links, many)
+        ips = projection(res, series, "resnet50", t64, rate, links, many)
         ax.plot(many, [v / m for v, m in zip(ips, many)], style, color="tab:blue",
                 label=f"64x64, {rate.replace('gbit', ' Gbit/s')} (projected)")
         node = res.get("node", {}).get("resnet50@224")
         if node:
-            ips = projection(res, series, "resnet50", node["mean_step_s"], RATE_BITS[rate],
-                             links, many)
+            ips = projection(res, series, "resnet50", node["mean_step_s"], rate, links, many)
             ax.plot(many, [v / m for v, m in zip(ips, many)], style, color="tab:green",
                     label=f"224x224, {rate.replace('gbit', ' Gbit/s')} (projected)")
     meas = [(1, one)] + [(int(x["config"][0]), x["measured_ips"] / int(x["config"][0]))
@@ -241,7 +289,7 @@ def chart(res, series, rows, links, path):
     ax = axes[2]
     for rate, style in (("10gbit", "-"), ("25gbit", "--"), ("100gbit", ":")):
         t = res.get("node", {}).get("resnet50@224", {}).get("mean_step_s", t64)
-        ips = projection(res, series, "resnet50", t, RATE_BITS[rate], links, many)
+        ips = projection(res, series, "resnet50", t, rate, links, many)
         ax.plot(many, [v / (m * ips[0]) for v, m in zip(ips, many)], style, color="tab:green",
                 label=f"model, {rate.replace('gbit', ' Gbit/s')}")
     for name, m, speedup in DAS:
@@ -266,17 +314,23 @@ def main(argv=None):
     ap.add_argument("--smoke", action="store_true", help="the committed results, no chart")
     args = ap.parse_args(argv)
     res = load(args.results)
-    rows, links, shm = validation(res, args.series)
+    rows, links = validation(res, args.series)
     print(f"results of {res['machine']['date']} on {res['machine']['cpu']}, "
           f"{res['machine']['cores']} cores")
-    for rate, (a, b) in sorted(links.items()):
-        print(f"link {rate}: a = {1e6 * a:.0f} us, 1/b = {8 / b / 1e9:.2f} Gbit/s"
-              + (f" (TCP transfer {8 * res['link'][rate] / 1e9:.2f} Gbit/s)"
-                 if rate in res["link"] else ""))
-    b_cpu, eta = wire_efficiency(links)
-    print(f"shared memory: a = {1e6 * shm[0]:.0f} us, 1/b = {1 / shm[1] / 1e9:.2f} GB/s; "
-          f"wire efficiency eta = {eta:.2f}, the CPU's own cost per byte 1/b_cpu = "
-          f"{8 / b_cpu / 1e9:.2f} Gbit/s")
+    print(f"fit of {len(links.points)} allreduce measurements: latency a = "
+          f"{1e6 * links.a:.0f} us per message, the CPU's own cost 1/c = "
+          f"{8 / links.c / 1e9:.2f} Gbit/s per rank alone on a core; the wire 1/w: "
+          + ", ".join(f"{r} {8 / w / 1e9:.2f} Gbit/s" if w else f"{r} -"
+                      for r, w in links.w.items() if r != "off")
+          + f" (efficiency {links.eta():.2f}); fit errors "
+          f"{100 * np.median(np.abs(links.rel_errors)):.0f}% median, "
+          f"{100 * np.max(np.abs(links.rel_errors)):.0f}% largest")
+    print("TCP transfers: " + ", ".join(f"{r} {8 * v / 1e9:.2f} Gbit/s"
+                                        for r, v in res["link"].items()))
+    print(f"shared memory (2 ranks): {1e6 * links.shm[0]:.0f} us + "
+          f"{1 / links.shm[1] / 1e9:.2f} GB/s; CPU sharing s_N = "
+          + ", ".join(f"{n}: {sharing(res, n):.2f}" for n in (2, 4, 8)
+                      if f"resnet50/{n}" in res["lone"]))
     print(table_text(rows, args.markdown))
     worst = max(abs(r["error"]) for r in rows)
     within = sum(abs(r["error"]) <= 0.15 for r in rows)
@@ -285,7 +339,7 @@ def main(argv=None):
     if args.chart and not args.smoke:
         chart(res, args.series, rows, links, args.chart)
         print("wrote", args.chart)
-    return {"rows": rows, "links": links, "shm": shm}
+    return {"rows": rows, "links": links}
 
 
 if __name__ == "__main__":
