@@ -13,7 +13,8 @@ cores); 1xL is L ranks under a plain mpirun on this machine (shared memory, no l
 each configuration and each link rate (`off`: the veth's own speed) the driver measures:
 
 - the link: a TCP transfer between two hosts (tools/linkprobe.py), the achieved rate;
-- the allreduce alone (bench/multihost_worker.py allreduce) at three sizes, for the fit;
+- the allreduce alone (bench/multihost_worker.py allreduce) of 4 KB, 2, 16 and 64 MB, for
+  the fit;
 - each model's training step (ResNet-50 at 64x64, batch 8 per rank; the 784-600-10 MLP,
   batch 64 per rank), weak scaling: the per-rank batch stays, images/s in total.
 
@@ -53,7 +54,8 @@ RATES = ["off", "25gbit", "10gbit", "1gbit"]
 MODELS = ["resnet50", "mlp"]
 # Timed steps per model: ResNet-50 at 64x64 is about 0.12 s a step alone here, the MLP 1 ms.
 STEPS = {"resnet50": (2, 4), "mlp": (20, 200)}
-AR_BYTES = "2000000,16000000,64000000"
+# The allreduce's sizes: 4 KB (latency), 2 MB (the MLP's bucket) and up to ResNet-50's.
+AR_BYTES = "4096,2000000,16000000,64000000"
 # Open MPI with more ranks than cores: ranks unbound (each "host" would bind its rank 0 to
 # core 0) and yielding the core while they wait.
 MPI_ARGS = ["--bind-to", "none", "--mca", "mpi_yield_when_idle", "1"]
@@ -300,7 +302,7 @@ def main(argv=None):
                     if kind == "allreduce":
                         results["allreduce"][f"{series}/{where}"] = r
                         print(f"allreduce {where}: " + ", ".join(
-                            f"{s['bytes'] / 1e6:.0f} MB {1e3 * s['seconds']:.1f} ms"
+                            f"{s['bytes'] / 1e6:.3g} MB {1e3 * s['seconds']:.2f} ms"
                             for s in r["sizes"]) + f" ({load()})", flush=True)
                     elif kind == "step":
                         results["step"][f"{series}/{model}/{where}"] = r
