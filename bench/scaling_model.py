@@ -11,16 +11,17 @@ A step of N = H x L ranks (H nodes of L ranks) is simulated from three measured 
 - compute: the step time of one rank when N lone processes share the CPU (no exchange),
   and where in that compute each gradient bucket's collective starts and where the step
   first waits for it (the timeline of a 2-node step: the overlap the executable plans);
-- the network: a bucket of S bytes costs 2(H-1) a + 2(H-1)/H S b (a ring allreduce between
-  nodes: latency a per message, b seconds per byte), a and b fitted per link rate by least
-  squares to the allreduce measured alone on 2, 4 and 8 hosts of one rank;
-- shared memory: with L > 1 ranks per node, a + b S more (fitted to the one-node allreduce).
+- the network: a bucket of S bytes costs 2 log2(H) a + 2(H-1)/H S b between H nodes
+  (Rabenseifner's allreduce: latency a per message, b seconds per byte), where b is the
+  CPU's work per byte (scaled by the measured CPU sharing, divided among a host's ranks)
+  plus the wire's at the link's rate; fitted by least squares to the allreduce measured
+  alone (4 KB to 64 MB) in every configuration;
+- shared memory: with L > 1 ranks per node, the one-node allreduce more (fitted on 2 ranks).
 
 Collectives run one at a time in bucket order, each starting when its bucket is ready and
 the previous one is done; the compute stops where it needs a bucket that has not arrived.
-The projection to 2,048 nodes takes one rank alone per node, a from the unlimited link, and
-b(R) = b_cpu + 1 / (eta R): the unlimited link's cost per byte (this CPU's) plus the wire at
-the efficiency eta measured on the limited links.
+The projection to 2,048 nodes takes one rank alone per node (no CPU sharing) and the wire at
+the nominal rate times the efficiency measured on the 1 Gbit/s links.
 """
 
 from __future__ import annotations
@@ -104,13 +105,16 @@ class Links:
     """The network's costs: a bucket of S bytes on H hosts of L ranks (N = H L processes
     sharing the CPU, slowed s_N), on a link of rate R, costs
 
-        2(H-1) a + 2(H-1)/H S (c s_N / L + w_R)   (+ the one-node allreduce when L > 1)
+        2 log2(H) a s_N + 2(H-1)/H S (c s_N / L + w_R)   (+ the one-node allreduce, L > 1)
 
-    a: latency per message; c: the CPU's own work per byte (copies, TCP, reduction: each of
-    the L ranks of a host carries S/L over its own connection, and computes at 1/s_N of a
-    core); w_R: the wire's time per byte at rate R (0 unlimited). Fitted together, by least
-    squares of the relative error with every term >= 0, to the allreduce measured alone in
-    every configuration."""
+    the cost of Rabenseifner's allreduce (reduce-scatter by recursive halving, allgather by
+    recursive doubling; a ring has the same bytes and 2(H-1) messages). a: a message's
+    latency, which on this shared CPU is mostly the wait for a core, so it scales with s_N
+    like the work; c: the CPU's own work per byte (copies, TCP, reduction: each of the L
+    ranks of a host carries S/L over its own connection at 1/s_N of a core); w_R: the
+    wire's time per byte at rate R (0 unlimited). Fitted together, by least squares of the
+    relative error with every term >= 0, to the allreduce measured alone in every
+    configuration."""
 
     def __init__(self, res, series):
         self.shm = fit_shm(res, series)
@@ -127,7 +131,7 @@ class Links:
                 s = p["bytes"]
                 ring = 2 * (h - 1) / h * s
                 share = sharing(res, n, near, r["rate"])
-                rows.append([2 * (h - 1), ring * share / slots]
+                rows.append([2 * np.log2(h) * share, ring * share / slots]
                             + [ring if r["rate"] == rate else 0.0 for rate in self.rates])
                 shm = shm_cost(res, self.shm, s, n, near, r["rate"]) if slots > 1 else 0.0
                 ys.append(p["seconds"] - shm)
@@ -143,18 +147,23 @@ class Links:
         self.rel_errors = pred / meas - 1
 
     def eta(self):
-        """The wire's efficiency: achieved / nominal rate, median over the limited links
-        whose fitted cost is positive."""
-        etas = [8 / (RATE_BITS[r] * w) for r, w in self.w.items() if r in RATE_BITS and w > 0]
-        return statistics.median(etas) if etas else 1.0
+        """The wire's efficiency (the allreduce's achieved / nominal rate) on the slowest
+        limited link, the one where the wire, not this CPU, is what limits (on faster ones
+        the fitted w is near 0 and says nothing about the wire)."""
+        limited = [r for r in sorted(self.w, key=lambda r: RATE_BITS.get(r, 1e99))
+                   if r in RATE_BITS and self.w[r] > 0]
+        return 8 / (RATE_BITS[limited[0]] * self.w[limited[0]]) if limited else 1.0
 
     def cost(self, res, nbytes, hosts, slots, rate, share=None):
+        """A bucket's allreduce in a measured configuration; with `share` given (a
+        projection: no CPU sharing is 1.0), the wire is the nominal rate times eta."""
         n, near = hosts * slots, f"{hosts}x{slots}"
+        projected = share is not None
         share = sharing(res, n, near, rate) if share is None else share
         if hosts == 1:
             return shm_cost(res, self.shm, nbytes, n, near)
-        w = self.w[rate] if rate in self.w else 8 / (self.eta() * RATE_BITS[rate])
-        t = 2 * (hosts - 1) * self.a + 2 * (hosts - 1) / hosts * nbytes * (
+        w = 8 / (self.eta() * RATE_BITS[rate]) if projected else self.w[rate]
+        t = 2 * np.log2(hosts) * self.a * share + 2 * (hosts - 1) / hosts * nbytes * (
             self.c * share / slots + w)
         return t + (shm_cost(res, self.shm, nbytes, n, near, rate) if slots > 1 else 0.0)
 
@@ -231,74 +240,89 @@ def table_text(rows, markdown=False):
     return "\n".join(out + ["  ".join(c.ljust(w) for c, w in zip(x, widths)) for x in lines])
 
 
+def _label(rate):
+    return "unlimited veth" if rate == "off" else rate.replace("gbit", " Gbit/s")
+
+
 def chart(res, series, rows, links, path):
     import matplotlib  # noqa: PLC0415
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
-    fig, axes = plt.subplots(1, 3, figsize=(17, 4.8))
-    # (a) The seeds' chart: ResNet-50 images/s on 1, 2, 4, 8 nodes, measured and predicted.
+    fig, axes = plt.subplots(1, 3, figsize=(18, 5.2))
+    resnet = [x for x in rows if x["model"] == "resnet50" and x["config"].endswith("x1")]
+    # (a) The seeds' chart on the harness: ResNet-50 images/s on 1, 2, 4, 8 nodes (hosts of
+    # one rank), measured, predicted, and the ceiling without communication (N lone
+    # processes sharing the same 2 cores).
     ax = axes[0]
     rates = [r for r in ("off", "25gbit", "10gbit", "1gbit") if r in links.w]
-    width = 0.8 / max(1, len(rates))
+    width = 0.8 / len(rates)
     nodes = [1, 2, 4, 8]
     one = 8 / compute_s(res, "resnet50", 1)
+    ax.bar([0], [one], 0.8 * width * 2, color="gray", label="1 node: one rank alone")
     for j, rate in enumerate(rates):
-        meas, pred = [one], [one]
-        for m in nodes[1:]:
-            r = next((x for x in rows if x["model"] == "resnet50" and x["config"] == f"{m}x1"
-                      and x["rate"] == rate), None)
-            meas.append(r["measured_ips"] if r else np.nan)
-            pred.append(r["predicted_ips"] if r else np.nan)
-        xs = np.arange(len(nodes)) + (j - (len(rates) - 1) / 2) * width
-        label = "unlimited veth" if rate == "off" else rate.replace("gbit", " Gbit/s")
-        ax.bar(xs, meas, width, label=f"measured, {label}")
-        ax.plot(xs, pred, "k_", markersize=12, markeredgewidth=2,
+        xs, meas, pred, ceil = [], [], [], []
+        for i, m in enumerate(nodes[1:], start=1):
+            r = next((x for x in resnet if x["config"] == f"{m}x1" and x["rate"] == rate), None)
+            if r:
+                xs.append(i + (j - (len(rates) - 1) / 2) * width)
+                meas.append(r["measured_ips"])
+                pred.append(r["predicted_ips"])
+                ceil.append(8 * m / r["compute_s"])
+        ax.bar(xs, meas, width, label=f"measured, {_label(rate)}")
+        ax.plot(xs, pred, "k_", markersize=14, markeredgewidth=2.5,
                 label="model" if j == 0 else None)
+        ax.plot(xs, ceil, "_", color="tab:gray", markersize=14, markeredgewidth=1.5,
+                label="no exchange (lone processes)" if j == 0 else None)
     ax.set_xticks(range(len(nodes)), [f"{m} node{'s' if m > 1 else ''}" for m in nodes])
     ax.set(ylabel="images/s in all (higher is better)",
-           title="ResNet-50 64x64, batch 8/node, harness hosts\n(all on 2 shared cores)")
-    ax.legend(fontsize="small")
+           title="ResNet-50 64x64, batch 8 per node: the harness\n"
+                 "(every node's rank on the same 2 shared cores)")
+    ax.legend(fontsize="x-small")
     # (b) Projection: images/s per node on 1 to 2,048 nodes, one rank alone per node.
     ax = axes[1]
     many = [2 ** k for k in range(12)]
-    t64 = compute_s(res, "resnet50", 1)
-    for rate, style in (("10gbit", "-"), ("25gbit", "--"), ("100gbit", ":")):
-        ips = projection(res, series, "resnet50", t64, rate, links, many)
-        ax.plot(many, [v / m for v, m in zip(ips, many)], style, color="tab:blue",
-                label=f"64x64, {rate.replace('gbit', ' Gbit/s')} (projected)")
-        node = res.get("node", {}).get("resnet50@224")
-        if node:
-            ips = projection(res, series, "resnet50", node["mean_step_s"], rate, links, many)
-            ax.plot(many, [v / m for v, m in zip(ips, many)], style, color="tab:green",
-                    label=f"224x224, {rate.replace('gbit', ' Gbit/s')} (projected)")
-    meas = [(1, one)] + [(int(x["config"][0]), x["measured_ips"] / int(x["config"][0]))
-                         for x in rows if x["model"] == "resnet50" and x["config"].endswith("x1")
-                         and x["rate"] == "10gbit"]
-    ax.plot(*zip(*meas), "o", color="tab:red", label="measured, 10 Gbit/s (shared CPU)")
+    node224 = res.get("node", {}).get("resnet50@224")
+    sizes = [("64x64", compute_s(res, "resnet50", 1), "tab:blue")]
+    if node224:
+        sizes.append(("224x224", node224["mean_step_s"], "tab:green"))
+    for name, t_node, color in sizes:
+        for rate, style in (("10gbit", "-"), ("25gbit", "--"), ("100gbit", ":")):
+            ips = projection(res, series, "resnet50", t_node, rate, links, many)
+            ax.plot(many, [v / m for v, m in zip(ips, many)], style, color=color,
+                    label=f"{name}, {_label(rate)} (projected)")
+        ax.plot([1], [8 / t_node], "o", color=color, label=f"{name}, 1 node (measured)")
     ax.plot([YOU_2048["nodes"]], [YOU_2048["images_per_s"] / YOU_2048["nodes"]], "*",
-            color="black", markersize=12,
-            label="You et al. 2017: 2,048 KNL, 224x224\n(90 epochs in 20 min)")
+            color="black", markersize=13,
+            label="You et al. 2017: 2,048 Xeon Phi nodes,\n224x224 (90 epochs in 20 min)")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
-    ax.set(xlabel="nodes", ylabel="images/s per node",
-           title="Projection: one rank of this CPU per node")
+    ax.set(xlabel="nodes", ylabel="images/s per node (weak scaling, batch 8 per node)",
+           title="Projection: one rank (one core of this CPU) per node")
     ax.legend(fontsize="x-small")
-    # (c) Scaling efficiency: projected against Das et al.'s measured speedups.
+    # (c) Scaling efficiency: projected and measured, beside Das et al.'s speedups.
     ax = axes[2]
-    for rate, style in (("10gbit", "-"), ("25gbit", "--"), ("100gbit", ":")):
-        t = res.get("node", {}).get("resnet50@224", {}).get("mean_step_s", t64)
-        ips = projection(res, series, "resnet50", t, rate, links, many)
-        ax.plot(many, [v / (m * ips[0]) for v, m in zip(ips, many)], style, color="tab:green",
-                label=f"model, {rate.replace('gbit', ' Gbit/s')}")
+    if node224:
+        for rate, style in (("10gbit", "-"), ("25gbit", "--"), ("100gbit", ":")):
+            ips = projection(res, series, "resnet50", node224["mean_step_s"], rate, links, many)
+            ax.plot(many, [v / (m * ips[0]) for v, m in zip(ips, many)], style,
+                    color="tab:green", label=f"model, 224x224, {_label(rate)}")
+    for rate in rates:
+        pts = sorted((int(x["config"].split("x")[0]), x["measured_ips"] * x["compute_s"]
+                      / (8 * int(x["config"].split("x")[0])))
+                     for x in resnet if x["rate"] == rate)
+        if pts:
+            ax.plot(*zip(*pts), "o", alpha=0.7,
+                    label=f"measured, harness 64x64, {_label(rate)}")
     for name, m, speedup in DAS:
-        ax.plot([m], [speedup / m], "s", label=f"Das et al. 2016: {name}")
+        ax.plot([m], [speedup / m], "s", markersize=8, label=f"Das et al. 2016: {name}")
     ax.set_xscale("log", base=2)
-    ax.set_ylim(0, 1.05)
-    ax.set(xlabel="nodes", ylabel="speedup / nodes",
-           title="Scaling efficiency (ResNet-50 224x224 model;\nDas et al.: their networks)")
-    ax.legend(fontsize="x-small")
+    ax.set_ylim(0, 1.3)
+    ax.set(xlabel="nodes", ylabel="throughput / (nodes x one node's)",
+           title="Scaling efficiency (harness: against the same CPU\n"
+                 "sharing without exchange; Das et al.: their networks)")
+    ax.legend(fontsize="x-small", ncol=2)
     fig.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.savefig(path, dpi=100)

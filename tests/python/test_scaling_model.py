@@ -47,5 +47,26 @@ def test_ring_fit_recovers_latency_and_bandwidth():
 def test_model_on_the_committed_measurements():
     fit = scaling_model.main(["--smoke"])
     assert fit["rows"], "no configuration to validate"
-    for rate, (a, b) in fit["links"].items():
-        assert a >= 0 and b > 0, (rate, a, b)
+    links = fit["links"]
+    assert links.a >= 0 and links.c > 0 and all(w >= 0 for w in links.w.values()), vars(links)
+    # Every measured step has its prediction, and a slower link never predicts a faster step.
+    for r in fit["rows"]:
+        assert r["predicted_s"] >= r["compute_s"] > 0, r
+    by = {(r["model"], r["config"], r["rate"]): r["predicted_s"] for r in fit["rows"]}
+    for (model, config, rate), t in by.items():
+        if rate == "1gbit" and (model, config, "10gbit") in by:
+            assert t >= by[(model, config, "10gbit")], (model, config)
+
+
+def test_more_nodes_cost_more_exchange():
+    # The ring's bytes per node grow with the nodes: a projection's per-node throughput
+    # does not rise with them.
+    res = scaling_model.load(scaling_model.DEFAULT) if Path(scaling_model.DEFAULT).exists() \
+        else None
+    if res is None:
+        pytest.skip("no committed bench/results/multihost.json")
+    links = scaling_model.Links(res, "f32")
+    ips = scaling_model.projection(res, "f32", "resnet50", 0.1, "10gbit", links,
+                                   [1, 2, 8, 64, 2048])
+    per_node = [v / m for v, m in zip(ips, [1, 2, 8, 64, 2048])]
+    assert all(a >= b for a, b in zip(per_node, per_node[1:])), per_node
