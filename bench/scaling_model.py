@@ -225,13 +225,14 @@ def projection(res, series, model, t_node, rate, links, nodes):
 
 def table_text(rows, markdown=False):
     head = ["model", "config", "link", "compute ms", "predicted ms", "measured ms",
-            "predicted img/s", "measured img/s", "error"]
+            "predicted img/s", "measured img/s", "error", "weak scaling vs no exchange"]
     lines = []
     for r in rows:
         lines.append([r["model"], r["config"], r["rate"], f"{1e3 * r['compute_s']:.1f}",
                       f"{1e3 * r['predicted_s']:.1f}", f"{1e3 * r['measured_s']:.1f}",
                       f"{r['predicted_ips']:,.1f}", f"{r['measured_ips']:,.1f}",
-                      f"{100 * r['error']:+.0f}%"])
+                      f"{100 * r['error']:+.0f}%",
+                      f"{100 * r['compute_s'] / r['measured_s']:.0f}%"])
     if markdown:
         out = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
         return "\n".join(out + ["| " + " | ".join(x) + " |" for x in lines])
