@@ -233,9 +233,10 @@ def main(argv=None):
 
         print("\n== scaling model against the multi-host measurements (bench/scaling_model.py)")
         fit = scaling_model.main(["--smoke"])
-        out["scaling"] = {"configurations": len(fit["rows"]),
-                          "within_15_percent": sum(abs(r["error"]) <= 0.15 for r in fit["rows"]),
-                          "largest_error": max(abs(r["error"]) for r in fit["rows"])}
+        errors = [abs(float(r["error"])) for r in fit["rows"]]
+        out["scaling"] = {"configurations": len(errors),
+                          "within_15_percent": sum(e <= 0.15 for e in errors),
+                          "largest_error": max(errors)}
     if "onnx" in only:
         import onnx_bridge  # noqa: PLC0415
 
