@@ -10,7 +10,11 @@ memory inside a host, TCP between hosts.
 - Faults while training: a host's link taken down, a rank killed (kill -9), a host stopped
   (SIGSTOP of its ranks). mpirun must exit non-zero within the timeout and a margin, every
   rank that still runs must report the failure, no process may be left on any host, and
-  no ngraph object may be left in any host's /dev/shm.
+  no ngraph object may be left in any host's /dev/shm. The link fault also on 4 hosts of 1
+  rank each.
+- 4 hosts of 1 rank: an allreduce of values that differ by rank gives NumPy's sum on every
+  rank; a token-bucket limit on the links (`multihost.sh rate`) bounds a transfer and the
+  allreduce from below, and lifting it restores the speed.
 
 Needs root and network namespaces; skipped with the reason otherwise. Run with
 
