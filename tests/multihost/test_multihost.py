@@ -2,7 +2,7 @@
 
 Each host has its own address on a private bridge, its own hostname and its own /dev/shm;
 Open MPI starts its daemons on them through a launch agent that enters the namespaces
-instead of ssh, 2 ranks per host. So ngraph's two-level allreduce runs for real: shared
+instead of ssh, 2 ranks per host (1 in the 4-host tests). So the two-level allreduce runs: shared
 memory inside a host, TCP between hosts.
 
 - Training (examples/train_mnist.py, fixed seed) on 2 hosts x 2 ranks gives the losses and
