@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import sys
 
@@ -36,7 +37,15 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT = os.path.join(HERE, "results", "multihost.json")
-RATE_BITS = {"1gbit": 1e9, "10gbit": 10e9, "25gbit": 25e9, "100gbit": 100e9}
+
+
+def rate_bits(rate: str) -> float:
+    """Bits per second of a tc rate ("1gbit", "500mbit"); infinite for "off"."""
+    if rate == "off":
+        return float("inf")
+    number, unit = re.fullmatch(r"(\d+)([kmg]?)bit", rate).groups()
+    return float(number) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[unit]
+
 
 # Published figures (docs/scaling.md says where each was read).
 # You et al. 2017 (arXiv 1709.05011): 90-epoch ResNet-50 in 20 minutes on 2,048 Xeon Phi 7250
@@ -121,7 +130,7 @@ class Links:
         rows, ys, self.points = [], [], []
         self.rates = sorted({r["rate"] for k, r in res["allreduce"].items()
                              if k.startswith(series + "/") and r["rate"] != "off"},
-                            key=lambda r: RATE_BITS[r])
+                            key=rate_bits)
         for key, r in res["allreduce"].items():
             if not key.startswith(series + "/"):
                 continue
@@ -150,9 +159,8 @@ class Links:
         """The wire's efficiency (the allreduce's achieved / nominal rate) on the slowest
         limited link, the one where the wire, not this CPU, is what limits (on faster ones
         the fitted w is near 0 and says nothing about the wire)."""
-        limited = [r for r in sorted(self.w, key=lambda r: RATE_BITS.get(r, 1e99))
-                   if r in RATE_BITS and self.w[r] > 0]
-        return 8 / (RATE_BITS[limited[0]] * self.w[limited[0]]) if limited else 1.0
+        limited = [r for r in sorted(self.w, key=rate_bits) if r != "off" and self.w[r] > 0]
+        return 8 / (rate_bits(limited[0]) * self.w[limited[0]]) if limited else 1.0
 
     def cost(self, res, nbytes, hosts, slots, rate, share=None):
         """A bucket's allreduce in a measured configuration; with `share` given (a
@@ -162,7 +170,7 @@ class Links:
         share = sharing(res, n, near, rate) if share is None else share
         if hosts == 1:
             return shm_cost(res, self.shm, nbytes, n, near)
-        w = 8 / (self.eta() * RATE_BITS[rate]) if projected else self.w[rate]
+        w = 8 / (self.eta() * rate_bits(rate)) if projected else self.w[rate]
         t = 2 * np.log2(hosts) * self.a * share + 2 * (hosts - 1) / hosts * nbytes * (
             self.c * share / slots + w)
         return t + (shm_cost(res, self.shm, nbytes, n, near, rate) if slots > 1 else 0.0)
@@ -215,7 +223,7 @@ def validation(res, series):
 
 def projection(res, series, model, t_node, rate, links, nodes):
     """images/s on each number of nodes, one rank alone on each (no CPU sharing), on a link
-    of `rate` (a measured one, or any in RATE_BITS through the wire's efficiency)."""
+    of `rate` (any tc rate: the wire at that rate times the measured efficiency)."""
     buckets = buckets_of(res, series, model)
     batch = 8 if model == "resnet50" else 64
     return [m * batch / simulate(t_node, buckets,
