@@ -72,11 +72,11 @@ def main(argv=None):
                     help="write the seeds' chart (CNN images/s against ranks) here")
     ap.add_argument("--only", default=None,
                     help="comma-separated parts to rerun (step_time, call_overhead, memory, "
-                         "timeline, allreduce, ddp, cnn, gpt, onnx); the others are taken from the "
-                         "last saved summary")
+                         "timeline, allreduce, ddp, cnn, gpt, onnx, scaling); the others are taken "
+                         "from the last saved summary")
     args = ap.parse_args(argv)
     parts = {"step_time", "call_overhead", "memory", "timeline", "allreduce", "ddp", "cnn", "gpt",
-             "onnx"}
+             "onnx", "scaling"}
     only = set(args.only.split(",")) if args.only else parts
     if only - parts:
         ap.error(f"unknown parts {sorted(only - parts)}; choose from {sorted(parts)}")
@@ -226,6 +226,17 @@ def main(argv=None):
     if not have_mpi:
         print("\n(mpirun, mpicc or mpi4py missing: the MPI benchmarks are skipped)")
     onnx_failed = None
+    if "scaling" in only:
+        # The scaling model from the committed multi-host measurements (bench/multihost.py
+        # makes them: minutes, and root for the harness); this part takes a second.
+        import scaling_model  # noqa: PLC0415
+
+        print("\n== scaling model against the multi-host measurements (bench/scaling_model.py)")
+        fit = scaling_model.main(["--smoke"])
+        errors = [abs(float(r["error"])) for r in fit["rows"]]
+        out["scaling"] = {"configurations": len(errors),
+                          "within_15_percent": sum(e <= 0.15 for e in errors),
+                          "largest_error": max(errors)}
     if "onnx" in only:
         import onnx_bridge  # noqa: PLC0415
 

@@ -9,8 +9,13 @@
 # The bridge lives in a namespace of its own: no address outside the namespaces made here
 # (and their loopback) carries traffic.
 #
-#   tools/multihost.sh up ID [HOSTS]        make hosts ngmh-ID-h0 .. h(HOSTS-1) (default 2)
-#   tools/multihost.sh mpirun ID ARGS...    mpirun on host h0 across all hosts, 2 slots each
+#   tools/multihost.sh up ID [HOSTS [SLOTS]]  make hosts ngmh-ID-h0 .. h(HOSTS-1) (HOSTS 2..8,
+#                                           default 2), each with SLOTS rank slots (1..8, default 2)
+#   tools/multihost.sh mpirun ID ARGS...    mpirun on host h0 across all hosts, SLOTS slots each
+#   tools/multihost.sh rate ID RATE|off     limit every host's link to RATE (tc's units: 1gbit,
+#                                           500mbit) in both directions with a token bucket (tbf),
+#                                           or remove the limit; `rate ID` prints the qdiscs
+#   tools/multihost.sh addr ID HOST         the host's address on the bridge
 #   tools/multihost.sh mpiargs ID           the mpirun options `mpirun` adds (not the hostfile),
 #                                           shell-quoted on one line (for ngraph.launch --mpi-args)
 #   tools/multihost.sh exec ID HOST CMD...  run CMD on a host (h0, h1, ...)
@@ -77,9 +82,10 @@ cmd_check() {
 }
 
 cmd_up() {
-  local id=$1 n=${2:-2}
+  local id=$1 n=${2:-2} slots=${3:-2}
   check_id "$id"
   [[ "$n" =~ ^[0-9]+$ ]] && ((n >= 2 && n <= 8)) || die "HOSTS must be 2..8, got '$n'"
+  [[ "$slots" =~ ^[0-9]+$ ]] && ((slots >= 1 && slots <= 8)) || die "SLOTS must be 1..8, got '$slots'"
   [[ -z "$(hosts_of "$id")" ]] || die "cluster $id exists; run: $self down $id"
   local net sw="$prefix-$id-sw"
   net=$(subnet "$id")
@@ -88,6 +94,7 @@ cmd_up() {
   shm=$(shm_dir "$id")
   mkdir -p "$shm"
   mount -t tmpfs -o size=2g,mode=1777 "$prefix-$id" "$shm"
+  echo "$slots" >"$shm/slots"
   ip netns add "$sw"
   ip -n "$sw" link add br0 type bridge
   ip -n "$sw" link set br0 up
@@ -106,7 +113,7 @@ cmd_up() {
     chmod 1777 "$shm/h$i"
   done
   trap - ERR
-  echo "cluster $id: $n hosts on $net.0/24: $(hosts_of "$id" | tr '\n' ' ')"
+  echo "cluster $id: $n hosts of $slots slots on $net.0/24: $(hosts_of "$id" | tr '\n' ' ')"
 }
 
 # Runs "$@" inside host NS with its own hostname (the namespace's name) and /dev/shm.
@@ -170,7 +177,9 @@ cmd_mpirun() {
   hosts=$(hosts_of "$id")
   [[ -n "$hosts" ]] || die "cluster $id is not up; run: $self up $id"
   hostfile="$(shm_dir "$id")/hostfile"
-  for h in $hosts; do echo "$h slots=2"; done >"$hostfile"
+  local slots
+  slots=$(cat "$(shm_dir "$id")/slots")
+  for h in $hosts; do echo "$h slots=$slots"; done >"$hostfile"
   set_mpi_options "$id"
   enter "$prefix-$id-h0" mpirun --hostfile "$hostfile" "${mpi_options[@]}" "$@"
 }
@@ -187,6 +196,51 @@ cmd_link() {
   check_id "$id"
   [[ "$state" == up || "$state" == down ]] || die "link state must be up or down, got '$state'"
   ip -n "$prefix-$id-$host" link set eth0 "$state"
+}
+
+# A token bucket on both ends of every host's veth: eth0 inside the host shapes what the host
+# sends, its peer port on the bridge what it receives. The bucket holds 1 ms of traffic (at
+# least 64 KiB, a GSO segment's worth, so no packet is larger than the bucket) and the queue
+# 20 ms more: a full-duplex link of RATE per host. (netem's rate does not work here.)
+cmd_rate() {
+  local id=$1 rate=${2:-}
+  check_id "$id"
+  local hosts sw="$prefix-$id-sw" i=0 ns d dev
+  hosts=$(hosts_of "$id")
+  [[ -n "$hosts" ]] || die "cluster $id is not up; run: $self up $id"
+  if [[ -z "$rate" ]]; then
+    for h in $hosts; do
+      echo "${h##*-}: out $(tc -n "$h" qdisc show dev eth0 | head -1)"
+      echo "${h##*-}: in  $(tc -n "$sw" qdisc show dev "port${h##*-h}" | head -1)"
+    done
+    return
+  fi
+  local bits=0
+  if [[ "$rate" != off ]]; then
+    [[ "$rate" =~ ^([0-9]+)(k|m|g)?bit$ ]] || die "RATE must be like 1gbit, 500mbit or off, got '$rate'"
+    local unit=${BASH_REMATCH[2]}
+    bits=${BASH_REMATCH[1]}
+    case "$unit" in k) bits=$((bits * 1000)) ;; m) bits=$((bits * 1000000)) ;; g) bits=$((bits * 1000000000)) ;; esac
+    ((bits >= 1000000)) || die "RATE must be at least 1mbit, got '$rate'"
+  fi
+  local burst=$((bits / 8 / 1000))
+  ((burst >= 65536)) || burst=65536
+  for h in $hosts; do
+    i=${h##*-h}
+    for dev in "$h eth0" "$sw port$i"; do
+      read -r ns d <<<"$dev"
+      tc -n "$ns" qdisc del dev "$d" root 2>/dev/null || true
+      if [[ "$rate" != off ]]; then
+        tc -n "$ns" qdisc add dev "$d" root tbf rate "$rate" burst "$burst" latency 20ms
+      fi
+    done
+  done
+}
+
+cmd_addr() {
+  check_id "$1"
+  local ns="$prefix-$1-$2"
+  ip -n "$ns" -o -4 addr show dev eth0 | awk '{split($4, a, "/"); print a[1]}'
 }
 
 cmd_pids() {
@@ -237,6 +291,6 @@ cmd=${1:-}
 [[ -n "$cmd" ]] || die "usage: see the comment at the top of $self"
 shift
 case "$cmd" in
-  up | down | exec | agent | mpirun | mpiargs | link | pids | shm | clean | check | _inside) "cmd_$cmd" "$@" ;;
+  up | down | exec | agent | mpirun | mpiargs | link | rate | addr | pids | shm | clean | check | _inside) "cmd_$cmd" "$@" ;;
   *) die "unknown command '$cmd' (see the comment at the top of $self)" ;;
 esac

@@ -2,7 +2,7 @@
 
 Each host has its own address on a private bridge, its own hostname and its own /dev/shm;
 Open MPI starts its daemons on them through a launch agent that enters the namespaces
-instead of ssh, 2 ranks per host. So ngraph's two-level allreduce runs for real: shared
+instead of ssh, 2 ranks per host (1 in the 4-host tests). So the two-level allreduce runs: shared
 memory inside a host, TCP between hosts.
 
 - Training (examples/train_mnist.py, fixed seed) on 2 hosts x 2 ranks gives the losses and
@@ -10,7 +10,11 @@ memory inside a host, TCP between hosts.
 - Faults while training: a host's link taken down, a rank killed (kill -9), a host stopped
   (SIGSTOP of its ranks). mpirun must exit non-zero within the timeout and a margin, every
   rank that still runs must report the failure, no process may be left on any host, and
-  no ngraph object may be left in any host's /dev/shm.
+  no ngraph object may be left in any host's /dev/shm. The link fault also on 4 hosts of 1
+  rank each.
+- 4 hosts of 1 rank: an allreduce of values that differ by rank gives NumPy's sum on every
+  rank; a token-bucket limit on the links (`multihost.sh rate`) bounds a transfer and the
+  allreduce from below, and lifting it restores the speed.
 
 Needs root and network namespaces; skipped with the reason otherwise. Run with
 
@@ -33,6 +37,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,17 +75,17 @@ pytestmark = pytest.mark.skipif(
 class Cluster:
     """Hosts h0, h1, ... made by tools/multihost.sh; always torn down by close()."""
 
-    def __init__(self, hosts: int = 2):
+    def __init__(self, hosts: int = 2, slots: int = 2):
         _harness("clean", check=False)  # clusters left by runs that died
         self.id = f"p{os.getpid()}n{next(_ids)}"
         self.hosts = [f"h{i}" for i in range(hosts)]
-        _harness("up", self.id, str(hosts))
+        _harness("up", self.id, str(hosts), str(slots))
 
     def close(self):
         _harness("down", self.id, check=False)
 
     def mpirun(self, *args, env=None, **popen):
-        """Popen of mpirun on h0 over every host (2 slots each)."""
+        """Popen of mpirun on h0 over every host (`slots` each)."""
         return subprocess.Popen([str(HARNESS), "mpirun", self.id, *args], env=env,
                                 start_new_session=True, **popen)
 
@@ -283,20 +288,23 @@ def _rank_pid(logs: Path, rank: int) -> int:
     return int(m.group(1))
 
 
-def _run_fault(fault: str, tmp: Path) -> dict:
-    cluster = Cluster()
+def _run_fault(fault: str, tmp: Path, hosts: int = 2, slots: int = 2,
+               down: str = "h1") -> dict:
+    cluster = Cluster(hosts, slots)
     logs = tmp / "logs"
     logs.mkdir()
     try:
         env = _env(NGRAPH_DIST_TIMEOUT=TIMEOUT, NGMH_LOGDIR=logs)
         out = open(tmp / "mpirun.log", "w+")
-        proc = cluster.mpirun("-np", "4", "-x", "NGMH_LOGDIR", sys.executable, str(WORKER),
-                              env=env, stdout=out, stderr=subprocess.STDOUT)
+        # One slot per host: each host's daemon would bind its rank to core 0.
+        bind = ["--bind-to", "none"] if slots == 1 else []
+        proc = cluster.mpirun("-np", "4", *bind, "-x", "NGMH_LOGDIR", sys.executable,
+                              str(WORKER), env=env, stdout=out, stderr=subprocess.STDOUT)
         try:
             _wait_for_steps(logs, 4, 20, proc, time.monotonic() + 120)
             t0 = time.monotonic()
             if fault == "link_down":
-                cluster.link("h1", "down")
+                cluster.link(down, "down")
                 silent = []  # every rank runs on: all must report
             elif fault == "kill_rank":
                 os.kill(_rank_pid(logs, 3), signal.SIGKILL)
@@ -393,6 +401,18 @@ def test_fault_leaves_nothing_in_dev_shm(fault):
     assert not any(fault["shm"].values()), f"left in the hosts' /dev/shm: {fault['shm']}"
 
 
+def test_link_down_on_four_hosts_ends_the_job_promptly(tmp_path):
+    """4 hosts of 1 rank (MPI alone between them, no shared memory): host h2's link goes down
+    mid-training; mpirun exits non-zero within the bound and leaves nothing behind."""
+    result = _run_fault("link_down", tmp_path, hosts=4, slots=1, down="h2")
+    print(f"\n[multihost] link_down on 4 hosts: mpirun exit {result['rc']} "
+          f"{result['elapsed']:.1f} s after the fault (NGRAPH_DIST_TIMEOUT={TIMEOUT})")
+    assert result["rc"] is not None and result["rc"] != 0, _report(result)
+    assert result["elapsed"] < EXIT_BOUND, _report(result)
+    assert not result["left"], f"processes left on the hosts: {result['left']}"
+    assert not any(result["shm"].values()), f"left in the hosts' /dev/shm: {result['shm']}"
+
+
 def test_fault_names_the_stuck_ranks(fault):
     """The ranks on h0 name a rank they waited for on h1 (2 or 3), unless mpirun ended the
     job first and named h1 itself (a link taken down: Open MPI's daemons may notice before
@@ -408,3 +428,75 @@ def test_fault_names_the_stuck_ranks(fault):
     # "rank 2", "rank(s) 2, 3", "ranks 1 and 3", or the host's name.
     stuck = re.compile(r"\branks?(\(s\))?:? (\d+(, | and |,))*[23]\b|ngmh-\w+-h1")
     assert any(stuck.search(e) for e in errors), "\n".join(errors)
+
+
+# ------------------------------------------------------------- 4 hosts, limited links
+
+
+def _allreduce_4(cluster: Cluster, count: int, calls: int) -> list[dict]:
+    proc = cluster.mpirun("-np", "4", "--bind-to", "none", "-x", "NGMH_COUNT", "-x", "NGMH_CALLS",
+                          sys.executable, str(ROOT / "tests" / "multihost" / "allreduce_worker.py"),
+                          env=_env(NGMH_COUNT=count, NGMH_CALLS=calls, NGRAPH_DIST_TIMEOUT=60),
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    rc, out = _finish(proc, 120)
+    assert rc == 0, out
+    rows = sorted((json.loads(x) for x in out.splitlines() if x.startswith("{")),
+                  key=lambda r: r["rank"])
+    assert [r["rank"] for r in rows] == [0, 1, 2, 3], out
+    return rows
+
+
+def _transfer(cluster: Cluster, count: int) -> float:
+    """Seconds to send `count` bytes from h0 to h1 over TCP (tools/linkprobe.py)."""
+    probe = str(ROOT / "tools" / "linkprobe.py")
+    recv = cluster.exec("h1", sys.executable, probe, "recv", "5001", stdout=subprocess.PIPE,
+                        stderr=subprocess.STDOUT, text=True)
+    addr = _harness("addr", cluster.id, "h1").stdout.strip()
+    send = cluster.exec("h0", sys.executable, probe, "send", addr, "5001", str(count),
+                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    rc_send, out_send = _finish(send, 60)
+    rc, out = _finish(recv, 60)
+    assert rc == 0 and rc_send == 0, out + out_send
+    result = json.loads(out.splitlines()[-1])
+    assert result["bytes"] == count, result
+    return result["seconds"]
+
+
+def test_four_hosts_one_rank_each_and_a_limited_link():
+    """4 hosts of 1 slot: the allreduce of values that differ by rank gives NumPy's sum on
+    every rank, one rank per host. Then a 100 Mbit/s token bucket on every link (`rate`):
+    a transfer between two hosts and the allreduce take at least the time the limit allows
+    (with a generous margin), where without it they take a fraction of that; `rate off`
+    removes it."""
+    cluster = Cluster(hosts=4, slots=1)
+    try:
+        count = 1000
+        rows = _allreduce_4(cluster, count, 1)
+        expected = sum(((r + 1) * np.arange(count) + r / 7).astype(np.float32)
+                       for r in range(4))
+        for r in rows:
+            np.testing.assert_allclose(r["strided"], expected[::r["stride"]], rtol=1e-6,
+                                       err_msg=f"rank {r['rank']}")
+            assert r["sum"] == pytest.approx(float(expected.astype(np.float64).sum()), rel=1e-6)
+        assert [r["host"] for r in rows] == [f"ngmh-{cluster.id}-h{i}" for i in range(4)]
+
+        rate = 100e6  # bits/s
+        size = 5_000_000
+        free = _transfer(cluster, size)
+        _harness("rate", cluster.id, "100mbit")
+        limited = _transfer(cluster, size)
+        bound = size * 8 / rate  # 0.4 s
+        assert limited > 0.7 * bound, f"{size} bytes in {limited:.3f} s at 100 Mbit/s"
+        assert limited < 4 * bound, f"{size} bytes in {limited:.3f} s at 100 Mbit/s"
+        assert limited > 3 * free, (limited, free)
+        # The allreduce's MPI traffic crosses the limited links: each rank sends at least
+        # (N - 1) / N of the 4 MB buffer.
+        floats = 1_000_000
+        slow = max(r["seconds"] for r in _allreduce_4(cluster, floats, 2))
+        print(f"\n[multihost] 100 Mbit/s: {size} bytes in {limited:.3f} s ({free:.4f} s "
+              f"unlimited), allreduce of {floats} floats on 4 hosts {slow:.3f} s")
+        assert slow > 0.5 * 0.75 * floats * 4 * 8 / rate, slow
+        _harness("rate", cluster.id, "off")
+        assert _transfer(cluster, size) < limited / 3
+    finally:
+        cluster.close()

@@ -1,0 +1,379 @@
+"""A model of data-parallel training throughput on N nodes, fitted to and checked against the
+measurements of bench/multihost.py (bench/results/multihost.json); see docs/scaling.md.
+
+    python bench/scaling_model.py                                # fit, validation table
+    python bench/scaling_model.py --chart docs/scaling.png       # and the chart
+    python bench/scaling_model.py --markdown                     # the table for the docs
+    python bench/scaling_model.py --smoke                        # the committed results, no chart
+
+A step of N = H x L ranks (H nodes of L ranks) is simulated from three measured inputs:
+
+- compute: the step time of one rank when N lone processes share the CPU (no exchange),
+  and where in that compute each gradient bucket's collective starts and where the step
+  first waits for it (the timeline of a 2-node step: the overlap the executable plans);
+- the network: a bucket of S bytes costs 2 log2(H) a + 2(H-1)/H S b between H nodes
+  (Rabenseifner's allreduce: latency a per message, b seconds per byte), where b is the
+  CPU's work per byte (scaled by the measured CPU sharing, divided among a host's ranks)
+  plus the wire's at the link's rate; fitted by least squares to the allreduce measured
+  alone (4 KB to 64 MB) in every configuration;
+- shared memory: with L > 1 ranks per node, the one-node allreduce more (fitted on 2 ranks).
+
+Collectives run one at a time in bucket order, each starting when its bucket is ready and
+the previous one is done; the compute stops where it needs a bucket that has not arrived.
+The projection to 2,048 nodes takes one rank alone per node (no CPU sharing) and the wire at
+the nominal rate times the efficiency measured on the 1 Gbit/s links.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DEFAULT = os.path.join(HERE, "results", "multihost.json")
+
+
+def rate_bits(rate: str) -> float:
+    """Bits per second of a tc rate ("1gbit", "500mbit"); infinite for "off"."""
+    if rate == "off":
+        return float("inf")
+    number, unit = re.fullmatch(r"(\d+)([kmg]?)bit", rate).groups()
+    return float(number) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[unit]
+
+
+# Published figures (docs/scaling.md says where each was read).
+# You et al. 2017 (arXiv 1709.05011): 90-epoch ResNet-50 in 20 minutes on 2,048 Xeon Phi 7250
+# (KNL); with ImageNet-1k's 1,281,167 training images that is 96,088 images/s in all.
+YOU_2048 = {"nodes": 2048, "images_per_s": 90 * 1_281_167 / (20 * 60)}
+# Das et al. 2016 (arXiv 1602.06709), speedups: VGG-A (minibatch 512) 90x on 128 nodes, VGG-A
+# and OverFeat-FAST (minibatch 256) 53x and 42x on 64 nodes, a 7-layer DNN 6.5x on 16 nodes,
+# and ~14x on 16 nodes of an Ethernet AWS cluster.
+DAS = [("VGG-A, mb 512", 128, 90), ("VGG-A, mb 256", 64, 53), ("OverFeat-FAST, mb 256", 64, 42),
+       ("7-layer DNN", 16, 6.5), ("AWS Ethernet", 16, 14)]
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def compute_s(res, model, n, near=None, rate=None):
+    """The mean step of one of n lone processes: measured just before configuration `near`
+    ("HxL") ran at `rate` where it was (bench/multihost.py --lone-each-rate), else before and
+    after that configuration (the machine's load drifts), else every time it was."""
+    entry = res["lone"][f"{model}/{n}"]
+    if near and rate and f"at {near}@{rate}" in entry:
+        return entry[f"at {near}@{rate}"]["mean_step_s"]
+    close = [v for k, v in entry.items() if near and k in (f"before {near}", f"after {near}")]
+    return statistics.mean(v["mean_step_s"] for v in close or entry.values())
+
+
+def nnls(xs, ys):
+    """Least squares with every coefficient >= 0: refits without the negative ones."""
+    x, y = np.array(xs, float), np.array(ys, float)
+    keep = list(range(x.shape[1]))
+    while True:
+        coef = np.zeros(x.shape[1])
+        if keep:
+            sol, *_ = np.linalg.lstsq(x[:, keep], y, rcond=None)
+            coef[keep] = sol
+        if (coef >= 0).all():
+            return coef
+        keep = [i for i in keep if coef[i] > 0]
+
+
+def fit_line(xs, ys):
+    """Least squares y = a x0 + b x1 with a, b >= 0."""
+    a, b = nnls(xs, ys)
+    return float(a), float(b)
+
+
+def sharing(res, n, near=None, rate=None):
+    """How much slower one process computes when n share the CPU (and other jobs load it):
+    lone(n), measured around configuration `near`, over lone(1)."""
+    return compute_s(res, "resnet50", n, near, rate) / compute_s(res, "resnet50", 1)
+
+
+def fit_shm(res, series):
+    r = res["shm"][f"{series}/1x2"]
+    return fit_line([[1.0, s["bytes"]] for s in r["sizes"]], [s["seconds"] for s in r["sizes"]])
+
+
+def shm_cost(res, shm, nbytes, n, near=None, rate=None):
+    """The one-node allreduce (fitted on 2 ranks) with n processes sharing the CPU."""
+    return (shm[0] + shm[1] * nbytes) * sharing(res, n, near, rate) / sharing(res, 2, "1x2")
+
+
+class Links:
+    """The network's costs: a bucket of S bytes on H hosts of L ranks (N = H L processes
+    sharing the CPU, slowed s_N), on a link of rate R, costs
+
+        2 log2(H) a s_N + 2(H-1)/H S (c s_N / L + w_R)   (+ the one-node allreduce, L > 1)
+
+    the cost of Rabenseifner's allreduce (reduce-scatter by recursive halving, allgather by
+    recursive doubling; a ring has the same bytes and 2(H-1) messages). a: a message's
+    latency, which on this shared CPU is mostly the wait for a core, so it scales with s_N
+    like the work; c: the CPU's own work per byte (copies, TCP, reduction: each of the L
+    ranks of a host carries S/L over its own connection at 1/s_N of a core); w_R: the
+    wire's time per byte at rate R (0 unlimited). Fitted together, by least squares of the
+    relative error with every term >= 0, to the allreduce measured alone in every
+    configuration."""
+
+    def __init__(self, res, series):
+        self.shm = fit_shm(res, series)
+        rows, ys, self.points = [], [], []
+        self.rates = sorted({r["rate"] for k, r in res["allreduce"].items()
+                             if k.startswith(series + "/") and r["rate"] != "off"},
+                            key=rate_bits)
+        for key, r in res["allreduce"].items():
+            if not key.startswith(series + "/"):
+                continue
+            h, slots = r["hosts"], r["slots"]
+            n, near = h * slots, f"{h}x{slots}"
+            for p in r["sizes"]:
+                s = p["bytes"]
+                ring = 2 * (h - 1) / h * s
+                share = sharing(res, n, near, r["rate"])
+                rows.append([2 * np.log2(h) * share, ring * share / slots]
+                            + [ring if r["rate"] == rate else 0.0 for rate in self.rates])
+                shm = shm_cost(res, self.shm, s, n, near, r["rate"]) if slots > 1 else 0.0
+                ys.append(p["seconds"] - shm)
+                self.points.append((key, s, p["seconds"], shm))
+        # Relative errors: each point weighted by 1 / its time, so that the 2 MB exchanges
+        # (the MLP's) weigh as much as the 64 MB ones.
+        weight = 1 / np.array([p[2] for p in self.points])
+        coef = nnls(np.array(rows) * weight[:, None], np.array(ys) * weight)
+        self.a, self.c = float(coef[0]), float(coef[1])
+        self.w = {"off": 0.0, **{rate: float(w) for rate, w in zip(self.rates, coef[2:])}}
+        pred = np.array(rows) @ coef + np.array([p[3] for p in self.points])
+        meas = np.array([p[2] for p in self.points])
+        self.rel_errors = pred / meas - 1
+
+    def eta(self):
+        """The wire's efficiency (the allreduce's achieved / nominal rate) on the slowest
+        limited link, the one where the wire, not this CPU, is what limits (on faster ones
+        the fitted w is near 0 and says nothing about the wire)."""
+        limited = [r for r in sorted(self.w, key=rate_bits) if r != "off" and self.w[r] > 0]
+        return 8 / (rate_bits(limited[0]) * self.w[limited[0]]) if limited else 1.0
+
+    def cost(self, res, nbytes, hosts, slots, rate, share=None):
+        """A bucket's allreduce in a measured configuration; with `share` given (a
+        projection: no CPU sharing is 1.0), the wire is the nominal rate times eta."""
+        n, near = hosts * slots, f"{hosts}x{slots}"
+        projected = share is not None
+        share = sharing(res, n, near, rate) if share is None else share
+        if hosts == 1:
+            return shm_cost(res, self.shm, nbytes, n, near)
+        w = 8 / (self.eta() * rate_bits(rate)) if projected else self.w[rate]
+        t = 2 * np.log2(hosts) * self.a * share + 2 * (hosts - 1) / hosts * nbytes * (
+            self.c * share / slots + w)
+        return t + (shm_cost(res, self.shm, nbytes, n, near, rate) if slots > 1 else 0.0)
+
+
+def simulate(t_compute, buckets, cost):
+    """Step time: compute t_compute, buckets [(bytes, ready, needed)] as fractions of it,
+    cost(bytes) of each collective, run one at a time in order."""
+    events = []
+    for i, (_, ready, needed) in enumerate(buckets):
+        events += [(ready, 0, i), (needed, 1, i)]
+    stall, net_free, ends = 0.0, 0.0, {}
+    for frac, kind, i in sorted(events):
+        now = frac * t_compute + stall
+        if kind == 0:
+            ends[i] = max(now, net_free) + cost(buckets[i][0])
+            net_free = ends[i]
+        elif ends[i] > now:
+            stall += ends[i] - now
+    return t_compute + stall
+
+
+def buckets_of(res, series, model):
+    tl = res["timeline"].get(f"{series}/{model}") or res["timeline"][f"f32/{model}"]
+    return [(b["bytes"], b["ready"], b["needed"]) for b in tl["buckets"]]
+
+
+def predict(res, series, model, hosts, slots, rate, links):
+    t_c = compute_s(res, model, hosts * slots, f"{hosts}x{slots}", rate)
+    return simulate(t_c, buckets_of(res, series, model),
+                    lambda s: links.cost(res, s, hosts, slots, rate)), t_c
+
+
+def validation(res, series):
+    links = Links(res, series)
+    rows = []
+    for key, r in sorted(res["step"].items(), key=lambda kv: (kv[1]["model"], kv[1]["hosts"],
+                                                              kv[1]["slots"], kv[1]["rate"])):
+        if not key.startswith(series + "/"):
+            continue
+        t, t_c = predict(res, series, r["model"], r["hosts"], r["slots"], r["rate"], links)
+        ips = r["ranks"] * r["batch_per_rank"] / t
+        rows.append({"model": r["model"], "config": f"{r['hosts']}x{r['slots']}",
+                     "rate": r["rate"], "compute_s": t_c, "predicted_s": t,
+                     "measured_s": r["mean_step_s"], "predicted_ips": ips,
+                     "measured_ips": r["images_per_s"],
+                     "error": ips / r["images_per_s"] - 1, "sharded": r.get("sharded")})
+    return rows, links
+
+
+def projection(res, series, model, t_node, rate, links, nodes):
+    """images/s on each number of nodes, one rank alone on each (no CPU sharing), on a link
+    of `rate` (any tc rate: the wire at that rate times the measured efficiency)."""
+    buckets = buckets_of(res, series, model)
+    batch = 8 if model == "resnet50" else 64
+    return [m * batch / simulate(t_node, buckets,
+                                 lambda s, m=m: links.cost(res, s, m, 1, rate, share=1.0)
+                                 if m > 1 else 0.0) for m in nodes]
+
+
+def table_text(rows, markdown=False):
+    head = ["model", "config", "link", "compute ms", "predicted ms", "measured ms",
+            "predicted img/s", "measured img/s", "error", "weak scaling vs no exchange"]
+    lines = []
+    for r in rows:
+        lines.append([r["model"], r["config"], r["rate"], f"{1e3 * r['compute_s']:.1f}",
+                      f"{1e3 * r['predicted_s']:.1f}", f"{1e3 * r['measured_s']:.1f}",
+                      f"{r['predicted_ips']:,.1f}", f"{r['measured_ips']:,.1f}",
+                      f"{100 * r['error']:+.0f}%",
+                      f"{100 * r['compute_s'] / r['measured_s']:.0f}%"])
+    if markdown:
+        out = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+        return "\n".join(out + ["| " + " | ".join(x) + " |" for x in lines])
+    widths = [max(len(h), *(len(x[i]) for x in lines)) for i, h in enumerate(head)]
+    out = ["  ".join(h.ljust(w) for h, w in zip(head, widths))]
+    return "\n".join(out + ["  ".join(c.ljust(w) for c, w in zip(x, widths)) for x in lines])
+
+
+def _label(rate):
+    return "unlimited veth" if rate == "off" else rate.replace("gbit", " Gbit/s")
+
+
+def chart(res, series, rows, links, path):
+    import matplotlib  # noqa: PLC0415
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    fig, axes = plt.subplots(1, 3, figsize=(18, 5.2))
+    resnet = [x for x in rows if x["model"] == "resnet50" and x["config"].endswith("x1")]
+    # (a) The seeds' chart on the harness: ResNet-50 images/s on 1, 2, 4, 8 nodes (hosts of
+    # one rank), measured, predicted, and the ceiling without communication (N lone
+    # processes sharing the same 2 cores).
+    ax = axes[0]
+    rates = [r for r in ("off", "25gbit", "10gbit", "1gbit") if r in links.w]
+    width = 0.8 / len(rates)
+    nodes = [1, 2, 4, 8]
+    one = 8 / compute_s(res, "resnet50", 1)
+    ax.bar([0], [one], 0.8 * width * 2, color="gray", label="1 node: one rank alone")
+    for j, rate in enumerate(rates):
+        xs, meas, pred, ceil = [], [], [], []
+        for i, m in enumerate(nodes[1:], start=1):
+            r = next((x for x in resnet if x["config"] == f"{m}x1" and x["rate"] == rate), None)
+            if r:
+                xs.append(i + (j - (len(rates) - 1) / 2) * width)
+                meas.append(r["measured_ips"])
+                pred.append(r["predicted_ips"])
+                ceil.append(8 * m / r["compute_s"])
+        ax.bar(xs, meas, width, label=f"measured, {_label(rate)}")
+        ax.plot(xs, pred, "k_", markersize=14, markeredgewidth=2.5,
+                label="model" if j == 0 else None)
+        ax.plot(xs, ceil, "_", color="tab:gray", markersize=14, markeredgewidth=1.5,
+                label="no exchange (lone processes)" if j == 0 else None)
+    ax.set_xticks(range(len(nodes)), [f"{m} node{'s' if m > 1 else ''}" for m in nodes])
+    ax.set(ylabel="images/s in all (higher is better)",
+           title="ResNet-50 64x64, batch 8 per node: the harness\n"
+                 "(every node's rank on the same 2 shared cores)")
+    ax.legend(fontsize="x-small")
+    # (b) Projection: images/s per node on 1 to 2,048 nodes, one rank alone per node.
+    ax = axes[1]
+    many = [2 ** k for k in range(12)]
+    node224 = res.get("node", {}).get("resnet50@224")
+    sizes = [("64x64", compute_s(res, "resnet50", 1), "tab:blue")]
+    if node224:
+        sizes.append(("224x224", node224["mean_step_s"], "tab:green"))
+    for name, t_node, color in sizes:
+        for rate, style in (("10gbit", "-"), ("25gbit", "--"), ("100gbit", ":")):
+            ips = projection(res, series, "resnet50", t_node, rate, links, many)
+            ax.plot(many, [v / m for v, m in zip(ips, many)], style, color=color,
+                    label=f"{name}, {_label(rate)} (projected)")
+        ax.plot([1], [8 / t_node], "o", color=color, label=f"{name}, 1 node (measured)")
+    ax.plot([YOU_2048["nodes"]], [YOU_2048["images_per_s"] / YOU_2048["nodes"]], "*",
+            color="black", markersize=13,
+            label="You et al. 2017: 2,048 Xeon Phi nodes,\n224x224 (90 epochs in 20 min)")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set(xlabel="nodes", ylabel="images/s per node (weak scaling, batch 8 per node)",
+           title="Projection: one rank (one core of this CPU) per node")
+    ax.legend(fontsize="x-small")
+    # (c) Scaling efficiency: projected and measured, beside Das et al.'s speedups.
+    ax = axes[2]
+    if node224:
+        for rate, style in (("10gbit", "-"), ("25gbit", "--"), ("100gbit", ":")):
+            ips = projection(res, series, "resnet50", node224["mean_step_s"], rate, links, many)
+            ax.plot(many, [v / (m * ips[0]) for v, m in zip(ips, many)], style,
+                    color="tab:green", label=f"model, 224x224, {_label(rate)}")
+    for rate in rates:
+        pts = sorted((int(x["config"].split("x")[0]), x["measured_ips"] * x["compute_s"]
+                      / (8 * int(x["config"].split("x")[0])))
+                     for x in resnet if x["rate"] == rate)
+        if pts:
+            ax.plot(*zip(*pts), "o", alpha=0.7,
+                    label=f"measured, harness 64x64, {_label(rate)}")
+    for name, m, speedup in DAS:
+        ax.plot([m], [speedup / m], "s", markersize=8, label=f"Das et al. 2016: {name}")
+    ax.set_xscale("log", base=2)
+    ax.set_ylim(0, 1.3)
+    ax.set(xlabel="nodes", ylabel="throughput / (nodes x one node's)",
+           title="Scaling efficiency (harness: against the same CPU\n"
+                 "sharing without exchange; Das et al.: their networks)")
+    ax.legend(fontsize="x-small", ncol=2)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--results", default=DEFAULT)
+    ap.add_argument("--series", default="f32", help="the driver's series (tag)")
+    ap.add_argument("--chart", default=None)
+    ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--smoke", action="store_true", help="the committed results, no chart")
+    args = ap.parse_args(argv)
+    res = load(args.results)
+    rows, links = validation(res, args.series)
+    print(f"results of {res['machine']['date']} on {res['machine']['cpu']}, "
+          f"{res['machine']['cores']} cores")
+    print(f"fit of {len(links.points)} allreduce measurements: latency a = "
+          f"{1e6 * links.a:.0f} us per message, the CPU's own cost 1/c = "
+          f"{8 / links.c / 1e9:.2f} Gbit/s per rank alone on a core; the wire 1/w: "
+          + ", ".join(f"{r} {8 / w / 1e9:.2f} Gbit/s" if w else f"{r} -"
+                      for r, w in links.w.items() if r != "off")
+          + f" (efficiency {links.eta():.2f}); fit errors "
+          f"{100 * np.median(np.abs(links.rel_errors)):.0f}% median, "
+          f"{100 * np.max(np.abs(links.rel_errors)):.0f}% largest")
+    print("TCP transfers: " + ", ".join(f"{r} {8 * v / 1e9:.2f} Gbit/s"
+                                        for r, v in res["link"].items()))
+    print(f"shared memory (2 ranks): {1e6 * links.shm[0]:.0f} us + "
+          f"{1 / links.shm[1] / 1e9:.2f} GB/s; CPU sharing s_N = "
+          + ", ".join(f"{n}: {sharing(res, n):.2f}" for n in (2, 4, 8)
+                      if f"resnet50/{n}" in res["lone"]))
+    print(table_text(rows, args.markdown))
+    worst = max(abs(r["error"]) for r in rows)
+    within = sum(abs(r["error"]) <= 0.15 for r in rows)
+    print(f"{within} of {len(rows)} configurations within 15%; the largest error "
+          f"{100 * worst:.0f}%")
+    if args.chart and not args.smoke:
+        chart(res, args.series, rows, links, args.chart)
+        print("wrote", args.chart)
+    return {"rows": rows, "links": links}
+
+
+if __name__ == "__main__":
+    sys.exit(main() and 0)
