@@ -180,7 +180,8 @@ def main(argv=None):
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--compression", default="none", help="passed to ng.allreduce (bf16, ...)")
     ap.add_argument("--sharded", choices=["default", "0", "1"], default="default",
-                    help="NGRAPH_SHM_SHARDED_UPDATE for every rank")
+                    help="NGRAPH_SHM_SHARDED_UPDATE and NGRAPH_SHM_SHARDED_ACROSS_NODES "
+                         "for every rank")
     ap.add_argument("--tag", default="", help="a name for this series (keys of the results)")
     ap.add_argument("--skip", default="", help="comma-separated parts to skip: lone, node, "
                                                 "shm, timeline, link, allreduce, step")
@@ -201,7 +202,8 @@ def main(argv=None):
     why = subprocess.run([HARNESS, "check"], capture_output=True, text=True).stdout.strip()
     if subprocess.run([HARNESS, "check"], capture_output=True).returncode != 0:
         raise SystemExit(f"the multi-host harness cannot run here: {why}")
-    extra = {} if args.sharded == "default" else {"NGRAPH_SHM_SHARDED_UPDATE": args.sharded}
+    extra = {} if args.sharded == "default" else {
+        "NGRAPH_SHM_SHARDED_UPDATE": args.sharded, "NGRAPH_SHM_SHARDED_ACROSS_NODES": args.sharded}
     env = clean_env(extra)
     series = args.tag or ("f32" if args.compression == "none" else args.compression)
     results = {}

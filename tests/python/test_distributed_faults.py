@@ -347,7 +347,8 @@ def test_rank_stopped_mid_sharded_update(tmp_path, node_size):
     are gathered: every other rank raises DistributedError naming it within the timeout and
     a few seconds, and the checkpoint rank 0 saved after step 4 loads on every one of them,
     giving back the values saved."""
-    script = f"import os\nos.environ['NGRAPH_SHM_NODE_SIZE'] = '{node_size}'\n" + HEADER + \
+    script = f"import os\nos.environ['NGRAPH_SHM_NODE_SIZE'] = '{node_size}'\n" \
+        "os.environ['NGRAPH_SHM_SHARDED_ACROSS_NODES'] = '1'\n" + HEADER + \
         SHARDED_TRAINING.replace("FAULT", "stop_at")
     proc = start_job(tmp_path, script, 4, False, ABORT=False, CHECK="first", TIMEOUT=TIMEOUT,
                      STALLER=1, SIGNAL="")
@@ -366,7 +367,8 @@ def test_rank_killed_mid_sharded_update(tmp_path):
     """Rank 1 of four (one per node) kills itself after updating its share, before the
     shares are gathered: the job ends with an error, and the last checkpoint (saved by rank 0
     after step 4) is whole and loads."""
-    script = "import os\nos.environ['NGRAPH_SHM_NODE_SIZE'] = '1'\n" + HEADER + \
+    script = "import os\nos.environ['NGRAPH_SHM_NODE_SIZE'] = '1'\n" \
+        "os.environ['NGRAPH_SHM_SHARDED_ACROSS_NODES'] = '1'\n" + HEADER + \
         SHARDED_TRAINING.replace("FAULT", "kill_at")
     proc = start_job(tmp_path, script, 4, False, ABORT=True, CHECK="first", TIMEOUT=TIMEOUT,
                      STALLER=1, SIGNAL="")

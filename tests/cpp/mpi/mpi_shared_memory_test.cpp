@@ -628,6 +628,7 @@ TEST(MpiSharedMemory, ShardedUpdateAcrossNodes) {
     int per_node = std::atoi(node_size);
     if (mpitest::size() % per_node != 0) continue;
     ScopedEnv nodes("NGRAPH_SHM_NODE_SIZE", node_size);
+    ScopedEnv across("NGRAPH_SHM_SHARDED_ACROSS_NODES", "1");
     Momentum t = momentum(false, fresh_world());  // its own node topology
     Momentum plain;
     {

@@ -298,6 +298,7 @@ def test_sharded_update_across_nodes(world, comm, monkeypatch, optimizer, node_s
     if n % node_size or n // node_size < 2:
         pytest.skip(f"{n} ranks do not make several nodes of {node_size}")
     monkeypatch.setenv("NGRAPH_SHM_NODE_SIZE", str(node_size))
+    monkeypatch.setenv("NGRAPH_SHM_SHARDED_ACROSS_NODES", "1")
     ours = ng.distributed.as_communicator(world.Dup())  # a fresh communicator reads it
     rng = np.random.default_rng(300 + r)
     data = [(rng.standard_normal((16, 20)).astype(np.float32),
@@ -332,6 +333,7 @@ def test_sharded_update_across_nodes_against_numpy(world, comm, monkeypatch):
         pytest.skip("NGRAPH_SHM=0 in this run")
     r, n = comm.rank, comm.size
     monkeypatch.setenv("NGRAPH_SHM_NODE_SIZE", "1")
+    monkeypatch.setenv("NGRAPH_SHM_SHARDED_ACROSS_NODES", "1")
     ours = ng.distributed.as_communicator(world.Dup())
     x = ng.parameter([4, 40], np.float32)
     w = ng.variable(np.full((40, 30), 0.1, np.float32))
@@ -355,3 +357,34 @@ def test_sharded_update_across_nodes_against_numpy(world, comm, monkeypatch):
     np.testing.assert_allclose(t.get_value(), want_t, rtol=1e-4)
     assert step.executable.shared_memory[0].startswith(f"{n} ranks on {n} nodes (1 per node)")
     assert same_on_every_rank(world, [w.get_value(), b.get_value(), t.get_value()])
+
+
+@pytest.mark.parametrize("across, compression", [("0", "none"), ("1", "bf16")])
+def test_sharded_update_across_nodes_only_when_asked(world, comm, monkeypatch, across,
+                                                     compression):
+    """Across nodes the update stays whole on every rank unless NGRAPH_SHM_SHARDED_ACROSS_NODES=1
+    (the default: sharded, it gathers the optimizer state too, more bytes than the allreduce),
+    and a compressed exchange is never sharded (the shares travel in f32); the results are the
+    unsharded step's bits."""
+    if shm_switched_off():
+        pytest.skip("NGRAPH_SHM=0 in this run")
+    r = comm.rank
+    monkeypatch.setenv("NGRAPH_SHM_NODE_SIZE", "1")
+    monkeypatch.setenv("NGRAPH_SHM_SHARDED_ACROSS_NODES", across)
+    ours = ng.distributed.as_communicator(world.Dup())
+    results = []
+    for sharded in ("1", "0"):
+        monkeypatch.setenv("NGRAPH_SHM_SHARDED_UPDATE", sharded)
+        x = ng.parameter([4, 24], np.float32)
+        w = ng.variable(np.full((24, 8), 0.1, np.float32))
+        loss = ng.sum(ng.dot(x, w) ** 2)
+        (g,) = ng.gradients(loss, [w])
+        avg = ng.allreduce(g, "mean", comm=ours, compression=compression)
+        opt = ng.optimizers.SGD(0.01, momentum=0.9)
+        step = ng.runtime().computation(loss, x, updates=opt.updates(loss, [w], [avg]))
+        for k in range(3):
+            step(rank_values((4, 24), r + k, np.float32) * 0.01)
+        assert not step.executable.last_call_sharded
+        results.append(w.get_value())
+    assert results[0].tobytes() == results[1].tobytes()
+    assert same_on_every_rank(world, [results[0]])

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "ngraph/ops/variable.hpp"
+#include "ngraph/settings.hpp"
 #include "ngraph/runtime/cpu/op/fused_allreduce.hpp"
 #include "ngraph/runtime/cpu/op/fused_elementwise.hpp"
 
@@ -202,7 +203,12 @@ void lay_out_variables(ExecutionPlan& plan, ShardedUpdate& u) {
     throw std::logic_error("[CPU] a sharded update reads a sum reduced whole");
   };
   u.planes_at = round_up(placement.common);
-  u.across_nodes = plan.steps[u.allreduce].node->get_output_element_type(0) == element::f32;
+  // Across nodes only when asked (NGRAPH_SHM_SHARDED_ACROSS_NODES), on f32 sums exchanged in
+  // f32: the shares travel through the uncompressed exchange.
+  auto fused = std::dynamic_pointer_cast<FusedAllReduce>(plan.steps[u.allreduce].node);
+  u.across_nodes = settings::flag("NGRAPH_SHM_SHARDED_ACROSS_NODES") && fused &&
+                   fused->get_compression() == distributed::Wire::f32 &&
+                   plan.steps[u.allreduce].node->get_output_element_type(0) == element::f32;
   std::set<size_t> homes;
   std::vector<size_t> apart;  // update steps laid out after the planes
   for (size_t r : u.updates) {
