@@ -12,6 +12,9 @@
 // ranks: its first max pooling backward took 0.31 ms per step against 0.16 ms for the same
 // step without the allreduce, in lockstep). Apart, the values sit where one rank has them.
 #include <algorithm>
+#include <map>
+#include <utility>
+#include <vector>
 
 #include "ngraph/ops.hpp"
 #include "ngraph/runtime/cpu/plan.hpp"
@@ -102,6 +105,23 @@ void find_last_uses(ExecutionPlan& plan) {
       for (const auto& in : step.node->input_values()) hold(in, n - 1);
 }
 
+// The members of groups planned into shared memory (with the steps computing them): each
+// group's block past everything placed so far.
+void place_apart(ExecutionPlan& plan, ArenaPlanner& arena, const std::vector<std::pair<Output, size_t>>& apart) {
+  std::map<size_t, size_t> base;  // group -> offset
+  for (const auto& [v, s] : apart) {
+    size_t g = plan.group_of.at(v);
+    const auto& group = plan.groups[g];
+    if (!base.count(g)) base[g] = arena.append(group.bytes);  // its first member: the block
+    size_t k = std::find(group.members.begin(), group.members.end(), v) - group.members.begin();
+    size_t offset = base[g] + group.offsets[k], bytes = plan.desc(v).bytes();
+    plan.arena_offset[v] = offset;
+    auto lu = plan.last_use.find(v);
+    plan.assignments.push_back({tensor_name(v), offset, bytes, s, lu != plan.last_use.end() ? lu->second : s});
+    plan.unshared_bytes += align_up(bytes);
+  }
+}
+
 }  // namespace
 
 void plan_memory(ExecutionPlan& plan) {
@@ -169,20 +189,7 @@ void plan_memory(ExecutionPlan& plan) {
       it = live.erase(it);
     }
   }
-  for (const auto& [v, s] : apart) {
-    size_t g = plan.group_of.at(v);
-    const auto& group = plan.groups[g];
-    if (group_live[g] == 0) {  // its first member: the whole block
-      group_base[g] = arena.append(group.bytes);
-      group_live[g] = 1;
-    }
-    size_t k = std::find(group.members.begin(), group.members.end(), v) - group.members.begin();
-    size_t offset = group_base[g] + group.offsets[k], bytes = plan.desc(v).bytes();
-    plan.arena_offset[v] = offset;
-    auto lu = plan.last_use.find(v);
-    plan.assignments.push_back({tensor_name(v), offset, bytes, s, lu != plan.last_use.end() ? lu->second : s});
-    plan.unshared_bytes += align_up(bytes);
-  }
+  place_apart(plan, arena, apart);
   plan.arena_bytes = arena.size();
 }
 
