@@ -57,18 +57,12 @@ inline void cpu_relax() {}
 
 // How a wait backs off. MPI requests (the default): tested in a loop, then with sleeps after
 // 2 ms, so waiting ranks leave the cores to ranks that still compute. Shared-memory flags
-// (spin): the other rank is usually microseconds away, so spin, then sleep after 20 ms; on an
-// oversubscribed node (more ranks than cores: the rank waited for may need this core) yield
-// between polls after the first spins. Not otherwise: a yield hands the core to any other
-// runnable process (a build at a lower priority) for a scheduler slice (a tenth of a
-// millisecond to milliseconds), while the rank waited for arrives microseconds later.
+// (spin): the other rank is usually microseconds away, so spin first, then yield (for
+// oversubscribed nodes), then sleep after 20 ms.
 struct Backoff {
   long spins = 0;  // iterations of pure spinning before anything else
   std::chrono::microseconds sleep_after{2000}, sleep{50};
-  bool yield = true;  // after `spins`, between polls: yield (else go on spinning)
-  static Backoff spin(bool oversubscribed) {
-    return {2000, std::chrono::microseconds(20000), std::chrono::microseconds(20), oversubscribed};
-  }
+  static Backoff spin() { return {2000, std::chrono::microseconds(20000), std::chrono::microseconds(20)}; }
 };
 
 // While a thread waits longer than a moment, what it waits for ("[AllReduce] 10 x f32 sum
@@ -125,8 +119,7 @@ bool poll_until(double seconds, Ready ready, Backoff backoff = {}, Text waiting 
         continue;
       }
     }
-    if (backoff.spins && backoff.yield) std::this_thread::yield();
-    else if (backoff.spins) cpu_relax();
+    if (backoff.spins) std::this_thread::yield();
   }
 }
 

@@ -44,7 +44,6 @@
 #include <memory>
 #include <sstream>
 #include <stdexcept>
-#include <thread>
 #include <vector>
 
 #include "ngraph/distributed/mpi_communicator.hpp"
@@ -196,7 +195,7 @@ class MPISharedRegion : public SharedRegion {
       if (l == m_local_rank) continue;
       if (detail::poll_until(m_comm.get_timeout(),
                              [&] { return counter(l).load(std::memory_order_acquire) >= m_epoch; },
-                             m_backoff))
+                             detail::Backoff::spin()))
         continue;
       std::string missing;
       for (int q = 0; q < m_local_size; ++q)
@@ -287,9 +286,6 @@ class MPISharedRegion : public SharedRegion {
   MPICommunicator::CrossNodeAllreduce m_cross_allreduce;
   uint64_t m_epoch = 0;
   uint64_t m_exchanges = 0;
-  // Arrivals yield the core only where the node's ranks outnumber its cores.
-  detail::Backoff m_backoff =
-      detail::Backoff::spin(static_cast<unsigned>(m_local_size) > std::max(1u, std::thread::hardware_concurrency()));
   std::string m_broken;
   // One block of the widest type, for reductions in place (allocated once, not per call).
   std::unique_ptr<unsigned char[]> m_scratch{new unsigned char[kBlock * sizeof(double)]};
