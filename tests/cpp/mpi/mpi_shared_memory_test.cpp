@@ -331,6 +331,59 @@ TEST(MpiSharedMemory, ExecutableFusesIntoSharedMemory) {
   EXPECT_EQ(cpu.get_shared_memory().size(), switched_off() ? 0u : 1u);
 }
 
+// A group planned into shared memory keeps its arena place (where calls over MPI reduce it) past
+// every value, not among the values alive from its first member to its last use: those sit
+// where a plan without the collective puts them.
+TEST(MpiSharedMemory, SharedGroupsLiePastTheArenaValues) {
+  const int r = mpitest::rank();
+  auto comm = mpitest::world();
+  Shape s1{777}, s2{8, 128};  // members of 3108 and 512 bytes; the values in between 4096
+  auto y = std::make_shared<op::Parameter>(element::f32, s1);
+  auto x = std::make_shared<op::Parameter>(element::f32, s2);
+  auto g1 = std::make_shared<op::Multiply>(y, y);  // the first member: needs only y
+  auto u = std::make_shared<op::Reverse>(std::make_shared<op::Multiply>(x, x), AxisSet{1});
+  auto w = std::make_shared<op::Reverse>(std::make_shared<op::Add>(u, x), AxisSet{0});
+  auto g2 = std::make_shared<op::Sum>(w, AxisSet{0});  // the second: after u and w
+  OutputVector sums{std::make_shared<op::AllReduce>(g1, "sum", comm), std::make_shared<op::AllReduce>(g2, "sum", comm)};
+  auto exe = mpitest::compile(std::make_shared<Function>(sums, ParameterVector{y, x}, "apart"));
+  auto& cpu = dynamic_cast<runtime::cpu::CPUExecutable&>(*exe);
+  size_t values_end = 0, members_begin = SIZE_MAX, members = 0;
+  std::string buffers;
+  for (const auto& b : cpu.get_buffer_assignments()) {
+    buffers += b.tensor + "@" + std::to_string(b.offset) + "+" + std::to_string(b.size) + " ";
+    if (b.size == 777 * sizeof(float) || b.size == 128 * sizeof(float)) {
+      members_begin = std::min(members_begin, b.offset);
+      ++members;
+    } else {
+      values_end = std::max(values_end, b.offset + b.size);
+    }
+  }
+  SCOPED_TRACE("buffers: " + buffers);
+  EXPECT_GE(members, 2u);
+  if (switched_off()) EXPECT_EQ(cpu.get_shared_bytes(), 0u);
+  else EXPECT_GE(members_begin, values_end) << "a shared group's arena place lies among the values";
+  std::vector<float> yv(777), xv(8 * 128);
+  for (size_t i = 0; i < yv.size(); ++i) yv[i] = static_cast<float>(i % 5) + static_cast<float>(r);
+  for (size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<float>(i % 3) - static_cast<float>(r);
+  const auto mode = distributed::get_check_mode();
+  std::vector<float> first;
+  for (int call = 0; call < 2; ++call) {  // in shared memory, then over MPI in the arena place
+    if (call == 1) distributed::set_check_mode(distributed::CheckMode::never);
+    auto out = mpitest::run(exe, {mpitest::host(s1, yv), mpitest::host(s2, xv)});
+    auto a = mpitest::values_of<float>(out[0]), b = mpitest::values_of<float>(out[1]);
+    a.insert(a.end(), b.begin(), b.end());
+    if (call == 0) first = a;
+    else EXPECT_TRUE(all_close(a, first)) << "over MPI";
+  }
+  distributed::set_check_mode(mode);
+  // Rank-independent check of the first member: sum over ranks of (i % 5 + rank)^2.
+  for (size_t i = 0; i < 777; ++i) {
+    double want = 0;
+    for (int q = 0; q < mpitest::size(); ++q) want += std::pow(static_cast<double>(i % 5) + q, 2);
+    ASSERT_NEAR(first[i], want, 1e-3 * want + 1e-6) << i;
+  }
+}
+
 // Where the inputs are read after the collective (by a later step, or returned), the outputs
 // are placed apart from them, and those readers see the rank's own values.
 TEST(MpiSharedMemory, InputsReadAfterTheCollectiveAreNotOverwritten) {

@@ -388,3 +388,50 @@ def test_sharded_update_across_nodes_only_when_asked(world, comm, monkeypatch, a
         results.append(w.get_value())
     assert results[0].tobytes() == results[1].tobytes()
     assert same_on_every_rank(world, [results[0]])
+
+
+def test_gradient_reordered_for_its_update_is_reduced_in_that_layout(world, comm, monkeypatch):
+    """A matmul large enough for oneDNN keeps its weights in a blocked layout, and its weight
+    gradient comes out row-major: the Reorder into the weights' layout runs before the
+    allreduce, on each rank's own gradient, so the sums arrive in the update's layout and the
+    update is sharded (it used to be reduced whole, reordered and updated on every rank). The
+    same bits as without the sharded update; as close to the MPI path as its sums allow."""
+    r = comm.rank
+    rng = np.random.default_rng(300 + r)
+    data = [(rng.standard_normal((32, 640)).astype(np.float32),
+             rng.integers(0, 10, 32).astype(np.int64)) for _ in range(4)]
+
+    def run(env):
+        for k, v in env.items():
+            monkeypatch.setenv(k, v)
+        rng = np.random.default_rng(9)
+        x = ng.parameter([32, 640], np.float32)
+        y = ng.parameter([32], np.int64)
+        w = ng.variable((rng.standard_normal((640, 128)) * 0.05).astype(np.float32))
+        w2 = ng.variable((rng.standard_normal((128, 10)) * 0.05).astype(np.float32))
+        loss = ng.softmax_cross_entropy(ng.dot(ng.relu(ng.dot(x, w)), w2), y)
+        grads = [ng.allreduce(g, "mean", comm=comm) for g in ng.gradients(loss, [w, w2])]
+        step = ng.runtime().computation(
+            loss, x, y, updates=ng.optimizers.SGD(0.05, momentum=0.9).updates(loss, [w, w2], grads))
+        for xv, yv in data:
+            step(xv, yv)
+        return step.executable, [w.get_value(), w2.get_value()]
+
+    exe, got = run({})
+    schedule = exe.schedule
+    reduce_at = next(i for i, s in enumerate(schedule) if "AllReduce" in s)
+    reorders = [i for i, s in enumerate(schedule) if s.startswith("CPUReorder")]
+    # The weights' gradient is reordered (w's layout is blocked here), before the allreduce.
+    assert reorders and max(reorders) < reduce_at, schedule
+    plain, want = run({"NGRAPH_SHM_SHARDED_UPDATE": "0"})
+    for a, b in zip(got, want):
+        assert a.tobytes() == b.tobytes()
+    assert plain.node_shared_variables == 0
+    assert same_on_every_rank(world, got)
+    if shm_switched_off():
+        assert exe.node_shared_variables == 0
+        return
+    assert exe.node_shared_variables == 4 and exe.last_call_sharded  # w, w2 and their momenta
+    _, over_mpi = run({"NGRAPH_SHM": "0"})
+    for a, b in zip(got, over_mpi):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

@@ -197,6 +197,7 @@ void fuse_elementwise(ExecutionPlan& plan);
 void fuse_allreduce(ExecutionPlan& plan);
 void pass_results_through(ExecutionPlan& plan);  // inner Results, GetOutputElements
 void assign_layouts(ExecutionPlan& plan);      // descriptors; Reorders where layouts differ
+void reduce_in_readers_layouts(ExecutionPlan& plan);  // a sum's Reorder moved before its allreduce
 void lay_out_constants(ExecutionPlan& plan);   // Reorder(Constant) done once, at compile time
 // Plan passes.
 void schedule(ExecutionPlan& plan);            // the order steps run in; the reader index
