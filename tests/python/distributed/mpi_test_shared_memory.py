@@ -172,34 +172,9 @@ def test_sharded_update_is_bitwise_the_whole_update(world, comm, monkeypatch, op
     data = [(rng.standard_normal((16, 20)).astype(np.float32),
              rng.integers(0, 5, 16).astype(np.int64)) for _ in range(6)]
 
-    def run(sharded):
-        monkeypatch.setenv("NGRAPH_SHM_SHARDED_UPDATE", "1" if sharded else "0")
-        rng = np.random.default_rng(7)
-        x = ng.parameter([16, 20], np.float32)
-        y = ng.parameter([16], np.int64)
-        w1 = ng.variable((rng.standard_normal((20, 300)) * 0.1).astype(np.float32))
-        b1 = ng.variable(np.zeros(300, np.float32))
-        w2 = ng.variable((rng.standard_normal((300, 5)) * 0.1).astype(np.float32))
-        t = ng.variable(np.array(1.5, np.float32))  # 0-d: its gradient is reduced whole
-        params = [w1, b1, w2, t]
-        loss = ng.softmax_cross_entropy(ng.dot(ng.relu(ng.dot(x, w1) + b1), w2) * t, y)
-        grads = [ng.allreduce(g, "mean", comm=comm) for g in ng.gradients(loss, params)]
-        opt = (ng.optimizers.SGD(0.1, momentum=0.9) if optimizer == "momentum"
-               else ng.optimizers.Adam(0.01))
-        step = ng.runtime().computation(loss, x, y, updates=opt.updates(loss, params, grads))
-        flags, values = [], []
-        for c, (xv, yv) in enumerate(data):
-            if c == 2 and r == 0:  # one rank's own value: nothing can be shared
-                w2.set_value(np.full((300, 5), 0.01, np.float32))
-            if c == 4:  # every rank loads the same values (a checkpoint): shared again
-                w2.set_value(np.full((300, 5), 0.02, np.float32))
-            step(xv, yv)
-            flags.append(step.executable.last_call_sharded)
-            values.append([p.get_value() for p in params])
-        return step.executable, flags, values
-
-    exe, flags, got = run(True)
-    plain, plain_flags, want = run(False)
+    exe, flags, got = train_mlp(comm, optimizer, True, monkeypatch, data, r, temperature=True)
+    plain, plain_flags, want = train_mlp(comm, optimizer, False, monkeypatch, data, r,
+                                         temperature=True)
     for a, b in zip(got, want):
         for u, v in zip(a, b):
             assert u.tobytes() == v.tobytes()
