@@ -259,6 +259,7 @@ def init(comm: Any = None, timeout: float | None = None, check: str | None = Non
       agree) and raises DistributedError on every rank naming the values and the ranks.
     """
     global _initialized, _backend
+    name = _check_backend(backend, "backend") if backend is not None else _current_backend()
     if compression is not None or error_feedback is not None:
         current, feedback = _ngraph.get_default_compression()
         wire = current
@@ -270,8 +271,10 @@ def init(comm: Any = None, timeout: float | None = None, check: str | None = Non
             feedback = feedback and wire != "none"
         if feedback and wire == "none":
             raise ValueError("init: error_feedback=True needs compression 'bf16' or 'fp16'")
+        if name == "ccl" and wire != "none":
+            raise ValueError(f"init: compression={wire!r} is not available on the oneCCL backend "
+                             "(its allreduce runs in f32); use backend='mpi'")
         _ngraph.set_default_compression(wire, feedback)
-    name = _check_backend(backend, "backend") if backend is not None else _current_backend()
     if name == "ccl":
         _ccl_module()  # fails early, on every rank, when oneCCL is missing
     _backend = name
