@@ -79,7 +79,8 @@ bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 bool same_on_every_rank(const std::vector<float>& v) {
   std::vector<float> root = v;
   MPI_Bcast(root.data(), static_cast<int>(root.size() * sizeof(float)), MPI_BYTE, 0, MPI_COMM_WORLD);
-  int same = std::memcmp(root.data(), v.data(), v.size() * sizeof(float)) == 0, all = 0;
+  // memcmp may not take the null data() of an empty vector
+  int same = v.empty() || std::memcmp(root.data(), v.data(), v.size() * sizeof(float)) == 0, all = 0;
   MPI_Allreduce(&same, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   return all == 1;
 }
