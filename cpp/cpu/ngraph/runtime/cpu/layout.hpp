@@ -59,6 +59,30 @@ class Reorder : public Op<Reorder> {
   bool admits_storage_only_types() const override { return true; }
 };
 
+// PrecisionCast(x, type): x converted to `type` by a oneDNN reorder, in the layout the plan's
+// descriptor of its output gives (the layout pass keeps x's layout, or, where a reader wants
+// another, makes one cast that converts and re-lays out). Inserted by the mixed-precision pass
+// only (f32 -> bf16 operands of products). Unlike Convert, the rounding is oneDNN's: to
+// nearest even, but its AVX2 reorder turns -0.0 into +0.0 and flushes subnormals to zero,
+// which the products cannot tell apart. Backend-internal.
+class PrecisionCast : public Op<PrecisionCast> {
+ public:
+  static constexpr const char* type_name = "CPUPrecisionCast";
+  PrecisionCast() = default;
+  PrecisionCast(const Output& x, element::Type type) : Op<PrecisionCast>({x}), m_type(type) {
+    constructor_validate_and_infer_types();
+  }
+  void validate_and_infer_types() override {
+    check_input_count(1);
+    set_output_type(0, m_type, get_input_shape(0));
+  }
+  void visit_attributes(AttributeVisitor& v) override { v.on("destination_type", m_type); }
+  bool admits_storage_only_types() const override { return true; }
+
+ private:
+  element::Type m_type = element::bf16;
+};
+
 // A constant laid out once, at compile time, in a layout a kernel wants (constant_layouts.cpp
 // replaces Reorder(Constant) by it): a leaf with no kernel, whose bytes (in the plan's
 // descriptor of its output, padding included) the executable hands to the readers as it

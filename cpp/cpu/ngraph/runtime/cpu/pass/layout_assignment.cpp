@@ -40,10 +40,20 @@ struct Reorders {
     if (plan.desc(value).same_layout(want)) return value;
     for (const auto& m : made)
       if (m.from == value && m.to.same_layout(want)) return m.reorder;
-    auto r = std::make_shared<Reorder>(value);
+    // A bf16 cast (mixed precision) read in another layout: one cast from the cast's source
+    // that converts and re-lays out (one oneDNN reorder) instead of a cast and a Reorder
+    // (the weights of a convolution: f32 row-major to bf16 blocked).
+    std::shared_ptr<Node> r;
+    auto* cast = dynamic_cast<PrecisionCast*>(value.get_node());
+    if (cast && want.type() == value.get_element_type()) {
+      r = std::make_shared<PrecisionCast>(cast->input_value(0), want.type());
+      ++plan.fused_casts;
+    } else {
+      r = std::make_shared<Reorder>(value);
+      ++plan.reorders;
+    }
     plan.descs[r->output(0)] = want;
     made.push_back({value, want, r->output(0)});
-    ++plan.reorders;
     return r->output(0);
   }
 };
