@@ -376,9 +376,12 @@ Kernel dnnl_reorder(KernelContext& ctx) {
 }
 
 // A cast keeps its input's layout (in its own element type): an activation a convolution
-// wrote blocked is cast where it lies, and the next convolution reads it so.
+// wrote blocked is cast where it lies, and the next convolution reads it so. A variable (the
+// weights) is read in the layout its update is written in (a convolution's filter gradient's):
+// the cast into the convolution's layout is one reorder from it, and the gradient needs none.
 void precision_cast_layout(LayoutContext& lc) {
   const TensorDesc& in = lc.produced[0];
+  if (lc.free[0]) lc.any_layout[0] = true;
   if (in.is_plain() || lc.free[0]) return;
   dnnl_memory_desc_t c = in.md().data;
   c.data_type = static_cast<dnnl_data_type_t>(dnnl_type(lc.node.get_element_type()));

@@ -27,6 +27,9 @@ struct LayoutContext {
   std::vector<TensorDesc> wanted;
   std::vector<TensorDesc> outputs;
   std::vector<bool> free;
+  // Set by a rule for a free input it reads in any layout (a cast converts from whatever it is
+  // given): the variable's layout is left to its other readers and its update.
+  std::vector<bool> any_layout;
   // Whether blocked layouts may cross boundaries between ranks (a fused allreduce's operands):
   // CompileOptions::variable_layouts; off, collectives reduce row-major data as before.
   bool across_ranks = true;

@@ -154,11 +154,12 @@ void assign_layouts(ExecutionPlan& plan) {
       variables.read(*var);
       continue;
     }
-    LayoutContext ctx{*node, {}, {}, {}, {}, plan.options.variable_layouts};
+    LayoutContext ctx{*node, {}, {}, {}, {}, {}, plan.options.variable_layouts};
     for (const auto& in : node->input_values()) {
       ctx.produced.push_back(plan.desc(in));
       ctx.wanted.push_back(plain_of(in));
       ctx.free.push_back(variables.open_state(in) != nullptr);
+      ctx.any_layout.push_back(false);
     }
     for (size_t o = 0; o < node->get_output_size(); ++o) ctx.outputs.push_back(plain_of(node->output(o)));
     if (auto* assign = dynamic_cast<op::Assign*>(node.get()))
@@ -167,6 +168,7 @@ void assign_layouts(ExecutionPlan& plan) {
       if (const LayoutRule* rule = KernelRegistry::get().find_layout(type)) (*rule)(ctx);
     for (size_t i = 0; i < node->get_input_size(); ++i) {
       Output in = node->input_value(i);
+      if (ctx.any_layout[i] && variables.open_state(in)) continue;  // its kernel reads the layout decided later
       if (VariableState* state = variables.open_state(in))
         variables.decide(state, VariableLayouts::keepable(ctx.wanted[i]) ? ctx.wanted[i] : plain_of(in));
       Output use = reorders.as(in, ctx.wanted[i]);
