@@ -239,6 +239,21 @@ def test_one_cast_per_value_and_weight_casts_fused_into_reorders():
 
 
 @native
+def test_activations_the_backward_reads_are_stored_in_bf16():
+    """The planned intermediate memory of a training step is smaller in bf16: the convolutions'
+    and products' operands kept for the backward are the bf16 casts (half the bytes)."""
+    arena = {}
+    for precision in ("f32", "bf16"):  # compiled only; at width 32 (8 would be padded to 16)
+        model = ng.nn.small_cnn(width=32, seed=0)
+        x, y = ng.parameter([32, 1, 28, 28]), ng.parameter([32], np.int64)
+        loss = ng.softmax_cross_entropy(model(x), y)
+        updates = ng.optimizers.SGD(0.01).updates(loss, model.parameters())
+        step = CPU.computation(loss, x, y, updates=updates, precision=precision)
+        arena[precision] = step.executable.arena_bytes
+    assert arena["bf16"] < 0.97 * arena["f32"], arena  # 0.94 on AVX512-BF16 (Zen 5)
+
+
+@native
 def test_bf16_training_step_trains():
     model, loss, params, values = small_cnn_loss(n=8)
     variables = model.parameters()
