@@ -113,6 +113,37 @@ def test_ops_take_bf16_operands_with_an_f32_result():
 # ------------------------------------------------------------------ the ops, forward
 
 
+@pytest.mark.parametrize("backend", ["CPU", "INTERPRETER"])
+def test_products_built_on_bf16_values(backend):
+    """bf16 operands given by the user: both backends compute the products of the values."""
+    if backend == "CPU" and FEATURES["bf16_path"] != "native":
+        pytest.skip("the CPU computes bf16 operands on oneDNN's bf16 instructions only")
+    rng = np.random.default_rng(6)
+    a, b = bf16_round(rng.standard_normal((5, 8))), bf16_round(rng.standard_normal((8, 3)))
+    pa, pb = ng.parameter([5, 8], "bf16"), ng.parameter([8, 3], "bf16")
+    (got,) = ng.runtime(backend).computation(ng.matmul(pa, pb), pa, pb)(a, b)
+    assert got.dtype == F32
+    np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-6)
+
+
+@native
+def test_a_convolution_oneDNN_does_not_take_stays_f32_or_is_refused():
+    """Data dilation runs on the reference loops: the pass leaves it f32, and bf16 operands
+    given by the user are refused by name (no silent f32 reading of bf16 bytes)."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((1, 2, 5, 5), dtype=F32)
+    w = rng.standard_normal((3, 2, 2, 2), dtype=F32)
+    px, pw = ng.parameter(x.shape), ng.parameter(w.shape)
+    y = ng.convolution(px, pw, data_dilation_strides=[2, 2])
+    c = CPU.computation(y, px, pw, precision="bf16")
+    assert c.executable.precision["casts"] == 0
+    np.testing.assert_array_equal(c(x, w)[0], CPU.computation(y, px, pw)(x, w)[0])
+    qx, qw = ng.parameter(x.shape, "bf16"), ng.parameter(w.shape, "bf16")
+    refusal = r"\[Convolution\] CPU kernel computes bf16 operands on oneDNN only"
+    with pytest.raises(ng.NgraphTypeError, match=refusal):
+        CPU.computation(ng.convolution(qx, qw, data_dilation_strides=[2, 2]), qx, qw)
+
+
 @native
 @pytest.mark.parametrize("ta, tb, batch", [(False, False, []), (True, False, []),
                                            (False, True, [3]), (True, True, [2, 1])])
