@@ -225,6 +225,25 @@ def test_lenet_gradients_in_bf16():
 
 
 @native
+def test_constant_weights_are_cast_once_when_compiled():
+    """Inference on constant weights: their bf16 casts are done at compile time."""
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((2, 4, 8, 8), dtype=F32)
+    w = rng.standard_normal((8, 4, 3, 3), dtype=F32)
+    m = rng.standard_normal((8 * 8 * 8, 5), dtype=F32)
+    px = ng.parameter(x.shape)
+    h = ng.relu(ng.convolution(px, ng.constant(w), None, None, [1, 1], [1, 1]))
+    y = ng.reshape(h, [2, 8 * 8 * 8]) @ ng.constant(m)
+    c = CPU.computation(y, px, precision="bf16")
+    ops = c.executable.function.get_ordered_ops()
+    assert not [n for n in ops if n.get_type_name() == "CPUPrecisionCast"
+                and n.inputs()[0].get_type_name() == "Constant"]
+    assert c.executable.precision["casts"] == 2  # the images and the matmul's activations
+    (ref,) = REF.computation(y, px, precision="bf16")(x)
+    np.testing.assert_allclose(c(x)[0], ref, atol=2e-4 * float(np.abs(ref).max()))
+
+
+@native
 def test_variables_and_their_update_stay_f32():
     rng = np.random.default_rng(4)
     w0 = rng.standard_normal((16, 8), dtype=F32)

@@ -94,13 +94,14 @@ class LaidOutConstant : public Op<LaidOutConstant> {
  public:
   static constexpr const char* type_name = "CPULaidOutConstant";
   LaidOutConstant() = default;
-  // Reorders `source` (row-major) into `desc` (f32, a oneDNN layout).
+  // Reorders `source` (f32, row-major) into `desc` (f32 in a oneDNN layout, or bf16 in any).
   LaidOutConstant(const op::Constant& source, const TensorDesc& desc);
   void validate_and_infer_types() override {
     check_input_count(0);
     set_output_type(0, m_type, m_shape);
   }
   bool is_pure() const override { return false; }  // never merged: two layouts may differ
+  bool admits_storage_only_types() const override { return true; }  // a constant cast to bf16
   const void* get_data_ptr() const { return m_data.get(); }
 
  private:
