@@ -116,7 +116,7 @@ from ngraph.fused import (
     squeeze,
     unsqueeze,
 )
-from ngraph.runtime import Computation, Runtime, backends, runtime
+from ngraph.runtime import Computation, Runtime, backends, cpu_features, runtime
 from ngraph.serializer import deserialize, serialize
 from ngraph import autodiff, checkpoint, data, datasets, elastic, losses, optimizers, schedules
 from ngraph import nn

@@ -142,7 +142,7 @@ class Backend:
     def create(type: str) -> Backend: ...
     @staticmethod
     def get_registered_devices() -> list[str]: ...
-    def compile(self, function: Function) -> Executable: ...
+    def compile(self, function: Function, precision: str = "f32") -> Executable: ...
 
 class ComputationBase:
     """
@@ -170,6 +170,11 @@ class Executable:
     def arena_bytes(self) -> int:
         """
         Bytes of the planned buffer for intermediates.
+        """
+    @property
+    def precision(self) -> dict[str, str | int]:
+        """
+        Mixed precision: requested, runs, casts, fused_casts (see Computation.executable).
         """
     @property
     def rng_step(self) -> int:
@@ -386,6 +391,11 @@ def timeline_start() -> bool:
 def timeline_stop() -> list:
     """
     Stops collecting; returns (name, type, category, args_json, start_ns, dur_ns, thread) per event.
+    """
+
+def cpu_features() -> dict[str, bool | str]:
+    """
+    What this CPU has (CPUID flags), oneDNN's effective ISA and the bf16 path: see ng.cpu_features.
     """
 
 def settings_get(name: str) -> bool | int | float | str:

@@ -22,6 +22,37 @@ def _host_result(node: Node) -> Node:
     return node
 
 
+PRECISIONS = ("f32", "bf16")
+
+
+def _precision(precision: str | None) -> str:
+    """The precision to compile in: `precision`, or NGRAPH_PRECISION when None."""
+    if precision is None:
+        from ngraph import settings
+        value = settings.raw("NGRAPH_PRECISION") or "f32"
+        if value not in PRECISIONS:
+            raise UserInputError(f"NGRAPH_PRECISION must be one of {', '.join(PRECISIONS)}, "
+                                 f"got {value!r}")
+        return value
+    if not isinstance(precision, str):
+        raise NgraphTypeError(f"Runtime.computation: precision must be a str ("
+                              f"{', '.join(PRECISIONS)}), got {type(precision).__name__}")
+    if precision not in PRECISIONS:
+        raise UserInputError(f"Runtime.computation: precision must be one of "
+                             f"{', '.join(PRECISIONS)}, got {precision!r}")
+    return precision
+
+
+def cpu_features() -> dict[str, bool | str]:
+    """What this CPU has and which bf16 path runs: the CPUID flags avx2, fma, f16c, avx512f,
+    avx512dq, avx512bw, avx512vl, avx512_core (those four), avx512_bf16, avx512_fp16, amx_tile
+    and amx_bf16 (bools); "onednn_isa", the instruction set oneDNN runs with (capped by
+    ONEDNN_MAX_CPU_ISA), e.g. "avx512_core_bf16"; and "bf16_path": "native" where oneDNN runs
+    bf16 instructions (AVX512-BF16 or AMX), else "f32" (a computation in bf16 runs the f32
+    kernels)."""
+    return dict(_ngraph.cpu_features())
+
+
 def runtime(backend_name: str = "CPU") -> Runtime:
     """A runtime on the named backend: "CPU" (the compiler) or "INTERPRETER" (the reference
     executor, one plain kernel per op: slow, for checking results). Another name raises
@@ -72,13 +103,20 @@ class Runtime:
         self.config.update(config)
 
     def computation(self, node_or_function: Node | Sequence[Node] | Function,
-                    *inputs: Node, updates: Sequence[tuple[Node, Any]] | None = None
-                    ) -> Computation:
+                    *inputs: Node, updates: Sequence[tuple[Node, Any]] | None = None,
+                    precision: str | None = None) -> Computation:
         """Compiles the graph that computes `node_or_function` (a node, a list of nodes or a
         Function) from the parameters `inputs` (in call order). `updates` lists
         (variable, new value) pairs applied at the end of every call, in place; all reads
-        in a call see the values from before it."""
-        return Computation(self, node_or_function, *inputs, updates=updates)
+        in a call see the values from before it.
+
+        `precision`: "f32" (as built) or "bf16", mixed precision: convolutions and matrix
+        products read their operands in bf16 and accumulate in f32; everything else, the
+        variables and their update stay f32 (docs/training.md). On a CPU without bf16
+        instructions (``ng.cpu_features()["bf16_path"] == "f32"``) bf16 runs the f32 kernels
+        and says so once on stderr. None: the setting NGRAPH_PRECISION (default f32)."""
+        return Computation(self, node_or_function, *inputs, updates=updates,
+                           precision=precision)
 
 
 class Computation(_ngraph.ComputationBase):
@@ -89,9 +127,11 @@ class Computation(_ngraph.ComputationBase):
     written in C++; other values are converted first when that is safe."""
 
     def __init__(self, runtime: Runtime, node_or_function: Any, *parameters: Node,
-                 updates: Sequence[tuple[Node, Any]] | None = None) -> None:
+                 updates: Sequence[tuple[Node, Any]] | None = None,
+                 precision: str | None = None) -> None:
         super().__init__()
         self.runtime = runtime
+        self.precision = _precision(precision)
         if isinstance(node_or_function, Function):
             if updates:
                 raise NgraphTypeError("Runtime.computation: updates need nodes, not a Function")
@@ -141,7 +181,7 @@ class Computation(_ngraph.ComputationBase):
         self.results = self.function.get_results()
         self._dtypes = [p.dtype for p in self.parameters]
         self._shapes = [tuple(p.shape) for p in self.parameters]
-        self.executable = runtime.backend.compile(self.function)
+        self.executable = runtime.backend.compile(self.function, self.precision)
         self._bind(self.executable, self._layout, False)
 
     @property

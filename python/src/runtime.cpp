@@ -2,6 +2,7 @@
 #include "bindings.hpp"
 #include "ngraph/runtime/backend.hpp"
 #include "ngraph/runtime/cpu/cpu_backend.hpp"
+#include "ngraph/runtime/cpu/cpu_features.hpp"
 #include "ngraph/runtime/interpreter/int_backend.hpp"
 
 namespace py = pybind11;
@@ -183,11 +184,20 @@ void def_backend(py::module_& m) {
       .def_static("create", &runtime::Backend::create, py::arg("type"))
       .def_static("get_registered_devices", &runtime::Backend::get_registered_devices)
       .def("compile",
-           [](runtime::Backend& b, const std::shared_ptr<Function>& f) {
+           [](runtime::Backend& b, const std::shared_ptr<Function>& f, const std::string& precision) {
+             runtime::Precision p = runtime::precision_from_name(precision);
              py::gil_scoped_release release;
-             return b.compile(f);
+             return b.compile(f, p);
            },
-           py::arg("function"));
+           py::arg("function"), py::arg("precision") = "f32");
+  m.def("cpu_features", [] {
+    const auto& f = runtime::cpu::cpu_features();
+    py::dict d;
+    for (const auto& [name, on] : f.flags) d[py::str(name)] = on;
+    d["onednn_isa"] = f.onednn_isa;
+    d["bf16_path"] = f.bf16_path;
+    return d;
+  }, "What this CPU has (CPUID flags), oneDNN's effective ISA and the bf16 path: see ng.cpu_features.");
 }
 
 void def_computation_base(py::module_& m) {
@@ -235,6 +245,19 @@ void def_executable(py::module_& m) {
                              "The names of the nodes the executable runs, in order.")
       .def_property_readonly("arena_bytes", [](runtime::Executable& e) { return as_cpu(e).get_arena_bytes(); },
                              "Bytes of the planned buffer for intermediates.")
+      .def_property_readonly("precision",
+                             [](runtime::Executable& e) {
+                               const auto& p = as_cpu(e).get_precision();
+                               py::dict d;
+                               d["requested"] = p.requested;
+                               d["runs"] = p.runs;
+                               d["casts"] = p.casts;
+                               d["fused_casts"] = p.fused_casts;
+                               return d;
+                             },
+                             "Mixed precision: {'requested': 'f32' or 'bf16', 'runs': what runs "
+                             "('f32' where nothing was cast), 'casts': bf16 casts run per call, "
+                             "'fused_casts': casts that also re-lay out (one reorder)}.")
       .def_property_readonly("unshared_bytes",
                              [](runtime::Executable& e) { return as_cpu(e).get_unshared_bytes(); },
                              "Bytes the intermediates would need without buffer reuse.")

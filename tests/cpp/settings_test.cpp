@@ -118,7 +118,7 @@ TEST(settings, the_ranks_agree_on_these_in_this_order) {
                                              "NGRAPH_SHM_SHARDED_ACROSS_NODES",
                                              "NGRAPH_DIST_CHECK", "NGRAPH_DIST_COMPRESSION",
                                              "NGRAPH_DIST_ERROR_FEEDBACK", "NGRAPH_CPU_FUSION",
-                                             "NGRAPH_FUSION_THRESHOLD"}));
+                                             "NGRAPH_FUSION_THRESHOLD", "NGRAPH_PRECISION"}));
   for (const auto& s : settings::all()) {
     EXPECT_EQ(s.name.rfind("NGRAPH_", 0), 0u) << s.name;
     EXPECT_FALSE(s.read.empty()) << s.name;

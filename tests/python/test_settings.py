@@ -43,7 +43,7 @@ def test_every_setting_is_in_the_table_with_its_fields():
         "NGRAPH_SHM", "NGRAPH_SHM_NODE_SIZE", "NGRAPH_SHM_SHARDED_UPDATE",
         "NGRAPH_SHM_SHARDED_ACROSS_NODES", "NGRAPH_DIST_CHECK",
         "NGRAPH_DIST_COMPRESSION", "NGRAPH_DIST_ERROR_FEEDBACK", "NGRAPH_CPU_FUSION",
-        "NGRAPH_FUSION_THRESHOLD"]
+        "NGRAPH_FUSION_THRESHOLD", "NGRAPH_PRECISION"]
     assert not [n for n in rows if n.startswith("NGRAPH_TEST_")]
 
 

@@ -144,9 +144,14 @@ void Node::fail_type(const std::string& message) const {
 void Node::set_output_size(size_t n) { m_outputs.resize(n); }
 
 void Node::check_no_storage_only_types(element::Type output_type) const {
-  for (const auto& in : m_inputs)
-    if (in && in.get_element_type().is_storage_only())
-      throw ElementTypeError(element::storage_only_message(get_type_name(), in.get_element_type()));
+  std::vector<size_t> bf16 = bf16_inputs();
+  for (size_t i = 0; i < m_inputs.size(); ++i) {
+    const Output& in = m_inputs[i];
+    if (!in || !in.get_element_type().is_storage_only()) continue;
+    if (in.get_element_type() == element::bf16 && std::find(bf16.begin(), bf16.end(), i) != bf16.end())
+      continue;  // a matrix operand of a product in bf16 (the op checks that both are)
+    throw ElementTypeError(element::storage_only_message(get_type_name(), in.get_element_type()));
+  }
   if (output_type.is_storage_only())
     throw ElementTypeError(element::storage_only_message(get_type_name(), output_type));
 }

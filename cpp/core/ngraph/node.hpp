@@ -77,6 +77,15 @@ class Node : public std::enable_shared_from_this<Node> {
   // ...): they take the storage-only element types f16 and bf16. Every other op refuses them
   // when its output type is set, naming the op, the type and the fix (convert to f32).
   virtual bool admits_storage_only_types() const { return false; }
+  // Matrix products and convolutions also take their two matrix operands (these inputs) in
+  // bf16, both at once: they read bf16, accumulate in f32 and give f32 (mixed precision, see
+  // docs/training.md; the CPU compiler's bf16 mode converts to it). Empty for every other op,
+  // which refuses bf16 as it refuses f16.
+  virtual std::vector<size_t> bf16_inputs() const { return {}; }
+  // The output type of such an op for matrix operands of type `t`: f32 for bf16, else `t`.
+  static element::Type accumulation_type(element::Type t) {
+    return t == element::bf16 ? element::f32 : t;
+  }
   // Hash and equality of attributes; the default goes through visit_attributes.
   virtual size_t attributes_hash() const;
   virtual bool attributes_equal(const Node& other) const;

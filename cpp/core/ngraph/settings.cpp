@@ -78,6 +78,10 @@ void add_cpu(std::vector<Setting>& t) {
       "fused CPU kernels and fused gradient allreduces; 0: off, for comparisons");
   add(t, "NGRAPH_FUSION_THRESHOLD", Type::integer, "67108864", kEachCompile, true,
       "bytes of gradients per fused allreduce (a bucket)");
+  add(t, "NGRAPH_PRECISION", Type::choice, "f32", "each compile; Runtime.computation(precision=...) replaces it", true,
+      "the default precision of computations: f32, or bf16 (mixed precision: convolutions and matrix products "
+      "read bf16 and accumulate in f32 where the CPU has bf16 instructions; another value is an error)")
+      .choices = {"f32", "bf16"};
   add(t, "NGRAPH_CPU_VARIABLE_LAYOUTS", Type::flag, "1", kEachCompile, false,
       "f32 variables stay in the layout their first reader wants (a convolution's blocked weights) between "
       "calls; 0: row-major (set 0 on every rank where the ranks' CPUs differ)");

@@ -97,7 +97,7 @@ void Convolution::validate_and_infer_types() {
   check_types(*this);
   const Shape& data = get_input_shape(0);
   m_window.validate(*this, data.size() < 2 ? 0 : data.size() - 2);
-  set_output_type(0, get_input_element_type(0),
+  set_output_type(0, accumulation_type(get_input_element_type(0)),
                   convolution_output_shape(*this, data, get_input_shape(1), m_window));
 }
 
@@ -122,7 +122,7 @@ void ConvolutionBackpropData::validate_and_infer_types() {
   if (get_input_shape(1) != expected)
     fail(concat_message("delta ", get_input_shape(1), " is not the forward output shape ", expected,
                         " of data ", m_data_shape, " and filters ", get_input_shape(0)));
-  set_output_type(0, get_input_element_type(0), m_data_shape);
+  set_output_type(0, accumulation_type(get_input_element_type(0)), m_data_shape);
 }
 
 ConvolutionBackpropFilters::ConvolutionBackpropFilters(const Output& data, const Shape& filters_shape,
@@ -140,7 +140,7 @@ void ConvolutionBackpropFilters::validate_and_infer_types() {
   if (get_input_shape(1) != expected)
     fail(concat_message("delta ", get_input_shape(1), " is not the forward output shape ", expected,
                         " of data ", data, " and filters ", m_filters_shape));
-  set_output_type(0, get_input_element_type(0), m_filters_shape);
+  set_output_type(0, accumulation_type(get_input_element_type(0)), m_filters_shape);
 }
 
 NGRAPH_REGISTER_OP(Convolution);

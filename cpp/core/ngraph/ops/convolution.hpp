@@ -42,6 +42,7 @@ class Convolution : public Op<Convolution> {
   void validate_and_infer_types() override;
   void visit_attributes(AttributeVisitor& v) override { m_window.visit(v); }
   void generate_adjoints(autodiff::Adjoints& adjoints, const OutputVector& deltas) override;
+  std::vector<size_t> bf16_inputs() const override { return {0, 1}; }
   const ConvolutionWindow& get_window() const { return m_window; }
 
  private:
@@ -61,6 +62,7 @@ class ConvolutionBackpropData : public Op<ConvolutionBackpropData> {
     v.on("data_batch_shape", m_data_shape);
     m_window.visit(v);
   }
+  std::vector<size_t> bf16_inputs() const override { return {0, 1}; }
   const ConvolutionWindow& get_window() const { return m_window; }
 
  private:
@@ -81,6 +83,7 @@ class ConvolutionBackpropFilters : public Op<ConvolutionBackpropFilters> {
     v.on("filters_shape", m_filters_shape);
     m_window.visit(v);
   }
+  std::vector<size_t> bf16_inputs() const override { return {0, 1}; }
   const ConvolutionWindow& get_window() const { return m_window; }
 
  private:

@@ -45,7 +45,7 @@ void Dot::validate_and_infer_types() {
   }
   Shape out(s0.begin(), s0.end() - static_cast<std::ptrdiff_t>(n));
   out.insert(out.end(), s1.begin() + static_cast<std::ptrdiff_t>(n), s1.end());
-  set_output_type(0, t0, out);
+  set_output_type(0, accumulation_type(t0), out);
 }
 
 MatMul::MatMul(const Output& a, const Output& b, bool transpose_a, bool transpose_b)
@@ -78,7 +78,7 @@ void MatMul::validate_and_infer_types() {
   Shape out = broadcast_shapes(*this, batch_a, batch_b, AutoBroadcast::numpy);
   if (!a_vec) out.push_back(m);
   if (!b_vec) out.push_back(n);
-  set_output_type(0, t0, out);
+  set_output_type(0, accumulation_type(t0), out);
 }
 
 // d(a . b): da = delta . b^T over b's free axes, db = a^T . delta over a's free axes, where

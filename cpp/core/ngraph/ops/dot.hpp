@@ -22,6 +22,7 @@ class Dot : public Op<Dot> {
   // The count after resolving the default.
   size_t get_reduction_axes_count() const;
   void generate_adjoints(autodiff::Adjoints& adjoints, const OutputVector& deltas) override;
+  std::vector<size_t> bf16_inputs() const override { return {0, 1}; }
 
  private:
   int64_t m_reduction_axes_count = -1;
@@ -44,6 +45,7 @@ class MatMul : public Op<MatMul> {
   bool get_transpose_a() const { return m_transpose_a; }
   bool get_transpose_b() const { return m_transpose_b; }
   void generate_adjoints(autodiff::Adjoints& adjoints, const OutputVector& deltas) override;
+  std::vector<size_t> bf16_inputs() const override { return {0, 1}; }
 
  private:
   bool m_transpose_a = false;

@@ -1,7 +1,10 @@
 #include "ngraph/runtime/backend.hpp"
 
+#include "ngraph/settings.hpp"
+
 #include <map>
 #include <mutex>
+#include <stdexcept>
 
 namespace ngraph {
 namespace runtime {
@@ -50,6 +53,25 @@ bool Executable::call(const std::vector<std::shared_ptr<Tensor>>& outputs,
   }
   call_raw(out.data(), in.data());
   return true;
+}
+
+Precision precision_from_name(const std::string& name, const std::string& what) {
+  if (name == "f32") return Precision::f32;
+  if (name == "bf16") return Precision::bf16;
+  throw std::invalid_argument(what + " must be \"f32\" or \"bf16\", got \"" + name + "\"");
+}
+
+const char* precision_name(Precision p) { return p == Precision::bf16 ? "bf16" : "f32"; }
+
+Precision default_precision() {
+  return precision_from_name(settings::text("NGRAPH_PRECISION"), "NGRAPH_PRECISION");
+}
+
+std::shared_ptr<Executable> Backend::compile(std::shared_ptr<Function> function, Precision precision) {
+  if (precision != Precision::f32)
+    throw std::invalid_argument("[" + name() + "] compile: precision " + precision_name(precision) +
+                                " is not supported by this backend (use f32)");
+  return compile(std::move(function));
 }
 
 std::shared_ptr<Backend> Backend::create(const std::string& type) {

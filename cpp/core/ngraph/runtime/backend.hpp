@@ -42,6 +42,16 @@ class Executable {
   uint64_t m_rng_step = 0;
 };
 
+// The precision a function is compiled in. f32: as built. bf16 (mixed precision): matrix
+// products and convolutions read their f32 operands rounded to bf16 and accumulate in f32;
+// everything else (and every variable) stays f32. See docs/training.md.
+enum class Precision { f32, bf16 };
+// "f32" or "bf16"; another name throws std::invalid_argument naming `what` and the choices.
+Precision precision_from_name(const std::string& name, const std::string& what = "precision");
+const char* precision_name(Precision p);
+// NGRAPH_PRECISION (default f32).
+Precision default_precision();
+
 class Backend {
  public:
   using Factory = std::function<std::shared_ptr<Backend>()>;
@@ -54,7 +64,12 @@ class Backend {
 
   std::shared_ptr<Tensor> create_tensor(element::Type type, const Shape& shape);
   std::shared_ptr<Tensor> create_tensor(element::Type type, const Shape& shape, void* memory);
+  // Compiles in default_precision() (NGRAPH_PRECISION).
   virtual std::shared_ptr<Executable> compile(std::shared_ptr<Function> function) = 0;
+  // Compiles in `precision`. The default runs f32 as compile(function) and refuses bf16
+  // naming the backend; backends that compile bf16 override it.
+  virtual std::shared_ptr<Executable> compile(std::shared_ptr<Function> function, Precision precision);
+  virtual std::string name() const { return "backend"; }
 };
 
 }  // namespace runtime

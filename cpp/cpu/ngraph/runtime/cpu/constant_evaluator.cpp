@@ -67,11 +67,12 @@ struct Layouts {
 };
 
 Layouts layouts(const Node& node) {
-  LayoutContext lc{node, {}, {}, {}, {}, CompileOptions::default_variable_layouts()};
+  LayoutContext lc{node, {}, {}, {}, {}, {}, CompileOptions::default_variable_layouts()};
   for (const auto& in : node.input_values()) {
     lc.produced.push_back(TensorDesc::plain(in.get_element_type(), in.get_shape()));
     lc.wanted.push_back(lc.produced.back());
     lc.free.push_back(false);
+    lc.any_layout.push_back(false);
   }
   for (size_t o = 0; o < node.get_output_size(); ++o)
     lc.outputs.push_back(TensorDesc::plain(node.get_output_element_type(o), node.get_output_shape(o)));

@@ -2,6 +2,8 @@
 // data and non-negative padding runs on oneDNN's convolution primitives, whose layouts the
 // primitive chooses (format_tag::any) through the layout pass; everything else (f64, data
 // dilation, negative padding) on a reference loop over (output, filter, input) index triples.
+// Mixed precision: the two operands in bf16 and the output (and bias, summand) in f32 run on
+// oneDNN's bf16 primitives (f32 accumulation); the reference loops refuse bf16.
 #include <algorithm>
 #include <cstring>
 
@@ -126,13 +128,14 @@ Kernel reference_conv(KernelContext& ctx, Role role) {
 
 struct DnnlConv {
   dims strides, dilations, pad_l, pad_r;
-  dnnl::memory::desc any(const Shape& shape, bool weights, int64_t groups) const {
+  dnnl::memory::desc any(const Shape& shape, bool weights, int64_t groups,
+                         element::Type type = element::f32) const {
     dims d = to_dims(shape);
     if (weights && groups > 1) {
       d[0] /= groups;
       d.insert(d.begin(), groups);
     }
-    return dnnl::memory::desc(d, dnnl::memory::data_type::f32, dnnl::memory::format_tag::any);
+    return dnnl::memory::desc(d, dnnl_type(type), dnnl::memory::format_tag::any);
   }
 };
 
@@ -185,7 +188,10 @@ dnnl::primitive_desc conv_pd(const Node& node, const ConvDescs& m) {
     auto& cb = static_cast<const ConvolutionBias&>(node);
     return forward_pd(p, m.data, m.weights, m.out, s.out[1], cb.get_relu(), cb.has_summand());
   }
-  auto hint = forward_pd(p, p.any(s.data, false, 1), p.any(s.filters, true, w.groups), p.any(s.out, false, 1));
+  // The forward problem in the operands' type (bf16 under mixed precision).
+  element::Type t_in = node.get_input_element_type(0);
+  auto hint = forward_pd(p, p.any(s.data, false, 1, t_in), p.any(s.filters, true, w.groups, t_in),
+                         p.any(s.out, false, 1, t_in));
   if (t == op::ConvolutionBackpropData::type_name) {
     dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, m.data, m.weights, m.out,
                                             p.strides, p.dilations, p.pad_l, p.pad_r);
@@ -217,29 +223,37 @@ Roles roles(const std::string& t) {
   return {0, -1, 1};
 }
 
+// The element type of a role: its input's, or the output's.
+element::Type role_type(const Node& node, int role) {
+  return role >= 0 ? node.get_input_element_type(static_cast<size_t>(role)) : node.get_element_type();
+}
+
 void conv_layout(LayoutContext& lc) {
   if (!dnnl_takes_convolution(lc.node)) return;
   const std::string& t = lc.node.get_type_name();
   ConvShapes s = conv_shapes(lc.node);
   const ConvolutionWindow& w = conv_window(lc.node);
   DnnlConv p = dnnl_params(w);
-  ConvDescs any{p.any(s.data, false, 1), p.any(s.filters, true, w.groups), p.any(s.out, false, 1)};
+  Roles r = roles(t);
+  element::Type t_data = role_type(lc.node, r.data), t_weights = role_type(lc.node, r.weights),
+                t_out = role_type(lc.node, r.out);
+  ConvDescs any{p.any(s.data, false, 1, t_data), p.any(s.filters, true, w.groups, t_weights),
+                p.any(s.out, false, 1, t_out)};
   ConvDescs c = chosen(conv_pd(lc.node, any), t);
   // A first layer (1 or 3 channels) would have its data padded to the channel block (8x the
   // bytes and work for 1 channel): take the data as it is when oneDNN has a fast kernel for
   // that (its "first convolution" kernels read plain NCHW).
-  if (c.data.get_size() > shape_size(s.data) * sizeof(float)) {
+  if (c.data.get_size() > shape_size(s.data) * t_data.size()) {
     ConvDescs plain_data = any;
-    plain_data.data = plain_desc(s.data);
+    plain_data.data = plain_desc(s.data, 0, t_data);
     try {
       dnnl::primitive_desc pd = conv_pd(lc.node, plain_data);
       if (std::string(pd.impl_info_str()).find("ref") == std::string::npos) c = chosen(pd, t);
     } catch (const dnnl::error&) {  // no implementation for plain data: keep the blocked one
     }
   }
-  Roles r = roles(t);
   auto set = [&](int role, const Shape& shape, const dnnl::memory::desc& md) {
-    TensorDesc d = TensorDesc::with_layout(element::f32, shape, md);
+    TensorDesc d = TensorDesc::with_layout(role_type(lc.node, role), shape, md);
     if (role >= 0) lc.wanted[static_cast<size_t>(role)] = d;
     else lc.outputs[0] = d;
   };
@@ -259,7 +273,7 @@ Kernel dnnl_conv(KernelContext& ctx) {
   Roles r = roles(t);
   auto desc_of = [&](int role) -> const TensorDesc& { return role >= 0 ? ctx.input(static_cast<size_t>(role)) : ctx.output(0); };
   DnnlConv p = dnnl_params(w);
-  dnnl::memory::desc weights_any = p.any(s.filters, true, w.groups);
+  dnnl::memory::desc weights_any = p.any(s.filters, true, w.groups, role_type(node, r.weights));
   // Plain filters are given in the grouped view oneDNN wants ([G, O/G, I/G, ...]).
   ConvDescs m{desc_of(r.data).dnnl_desc(), desc_of(r.weights).dnnl_desc_like(weights_any),
               desc_of(r.out).dnnl_desc()};
@@ -299,6 +313,9 @@ Kernel conv_kernel(KernelContext& ctx) {
               : t == op::ConvolutionBackpropData::type_name ? Role::backprop_data
                                                              : Role::backprop_filters;
   element::Type et = node.get_element_type();
+  if (node.get_input_element_type(0) == element::bf16)
+    node.fail_type("CPU kernel computes bf16 operands on oneDNN only, which does not take this convolution "
+                   "(data dilation, negative padding or an empty axis); convert the operands to f32");
   if (et == element::f32) return reference_conv<float>(ctx, role);
   if (et == element::f64) return reference_conv<double>(ctx, role);
   node.fail_type("CPU kernel needs f32 or f64, got " + et.get_type_name());

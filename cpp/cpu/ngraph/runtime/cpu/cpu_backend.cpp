@@ -46,6 +46,11 @@ void CPUExecutable::summarise(const ExecutionPlan& plan) {
   m_unshared_bytes = plan.unshared_bytes;
   m_assignments = plan.assignments;
   m_reorders = plan.reorders;
+  m_precision.requested = precision_name(plan.options.precision);
+  m_precision.runs = plan.casts ? "bf16" : "f32";
+  m_precision.fused_casts = plan.fused_casts;
+  for (const auto& step : plan.steps)
+    m_precision.casts += step.node->get_type_name() == std::string(PrecisionCast::type_name);
 }
 
 // One call: the collectives' protocol (one call at a time where MPI needs it, the agreement
@@ -155,6 +160,12 @@ std::vector<std::string> CPUExecutable::get_schedule() const {
 
 std::shared_ptr<Executable> CPUBackend::compile(std::shared_ptr<Function> function) {
   return compile(std::move(function), CompileOptions{});
+}
+
+std::shared_ptr<Executable> CPUBackend::compile(std::shared_ptr<Function> function, Precision precision) {
+  CompileOptions options;
+  options.precision = precision;
+  return compile(std::move(function), options);
 }
 
 std::shared_ptr<Executable> CPUBackend::compile(std::shared_ptr<Function> function,

@@ -44,6 +44,15 @@ class CPUExecutable : public Executable {
   const std::vector<BufferAssignment>& get_buffer_assignments() const { return m_assignments; }
   // Reorders the layout pass inserted (where a producer's layout differs from a consumer's).
   size_t get_reorder_count() const { return m_reorders; }
+  // Mixed precision: the precision asked for, the one that runs ("f32" where the CPU has no
+  // bf16 instructions), the bf16 casts the program runs (one per source value; a cast that
+  // also re-lays out counts once) and how many of them the layout pass made convert and
+  // re-lay out in one reorder.
+  struct PrecisionSummary {
+    std::string requested, runs;
+    size_t casts = 0, fused_casts = 0;
+  };
+  const PrecisionSummary& get_precision() const { return m_precision; }
   // Small enough that releasing Python's GIL would cost more than running it: no
   // communication and few elements in all.
   bool is_lightweight() const { return m_lightweight; }
@@ -72,6 +81,7 @@ class CPUExecutable : public Executable {
   std::unique_ptr<Runner> m_runner;
   size_t m_unshared_bytes = 0;
   size_t m_reorders = 0;
+  PrecisionSummary m_precision;
   std::vector<BufferAssignment> m_assignments;
   bool m_lightweight = false;
   bool m_last_sharded = false;
@@ -88,8 +98,10 @@ int get_num_threads();
 class CPUBackend : public Backend {
  public:
   std::shared_ptr<Executable> compile(std::shared_ptr<Function> function) override;
+  std::shared_ptr<Executable> compile(std::shared_ptr<Function> function, Precision precision) override;
   std::shared_ptr<Executable> compile(std::shared_ptr<Function> function,
                                       const CompileOptions& options);
+  std::string name() const override { return "CPU"; }
 };
 
 }  // namespace cpu

@@ -355,23 +355,42 @@ NGRAPH_CPU_KERNEL(op::GetOutputElement::type_name, [](KernelContext& ctx) -> Ker
 });
 
 // Reorder: oneDNN's reorder between the two descriptors the layout pass gave (f32; other types
-// are always plain, so a Reorder between plain layouts is a copy).
-NGRAPH_CPU_KERNEL(Reorder::type_name, [](KernelContext& ctx) -> Kernel {
+// are always plain, so a Reorder between plain layouts is a copy). PrecisionCast: the same
+// reorder between two element types (f32 -> bf16), each in its layout.
+Kernel dnnl_reorder(KernelContext& ctx) {
   const TensorDesc& from = ctx.input(0);
   const TensorDesc& to = ctx.output(0);
-  if (from.same_layout(to) || from.type() != element::f32) {
+  if (from.type() == to.type() && (from.same_layout(to) || from.type() != element::f32)) {
     size_t bytes = to.bytes();
     return [bytes](const void* const* in, void* const* out) {
       if (bytes) std::memcpy(out[0], in[0], bytes);
     };
   }
+  if (to.bytes() == 0) return [](const void* const*, void* const*) {};
   // A plain side takes the other side's dims (a grouped view of filters has more axes).
   auto src = to.is_plain() ? from.dnnl_desc() : from.dnnl_desc_like(to.md());
   auto dst = from.is_plain() ? to.dnnl_desc() : to.dnnl_desc_like(from.md());
   dnnl::reorder::primitive_desc pd(dnnl_engine(), src, dnnl_engine(), dst, dnnl_attr());
   return dnnl_kernel(ctx, dnnl::reorder(pd), pd.scratchpad_desc(),
                      {{DNNL_ARG_FROM, src, true, 0}, {DNNL_ARG_TO, dst, false, 0}});
-});
+}
+
+// A cast keeps its input's layout (in its own element type): an activation a convolution
+// wrote blocked is cast where it lies, and the next convolution reads it so. A variable (the
+// weights) is read in the layout its update is written in (a convolution's filter gradient's):
+// the cast into the convolution's layout is one reorder from it, and the gradient needs none.
+void precision_cast_layout(LayoutContext& lc) {
+  const TensorDesc& in = lc.produced[0];
+  if (lc.free[0]) lc.any_layout[0] = true;
+  if (in.is_plain() || lc.free[0]) return;
+  dnnl_memory_desc_t c = in.md().data;
+  c.data_type = static_cast<dnnl_data_type_t>(dnnl_type(lc.node.get_element_type()));
+  lc.wanted[0] = in;
+  lc.outputs[0] = TensorDesc::with_layout(lc.node.get_element_type(), in.shape(), dnnl::memory::desc(c));
+}
+
+NGRAPH_CPU_KERNEL(Reorder::type_name, dnnl_reorder);
+NGRAPH_CPU_KERNEL(PrecisionCast::type_name, dnnl_reorder, precision_cast_layout);
 
 }  // namespace
 }  // namespace cpu

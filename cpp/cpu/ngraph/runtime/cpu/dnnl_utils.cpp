@@ -2,6 +2,8 @@
 
 #include <unordered_map>
 
+#include "ngraph/except.hpp"
+
 namespace ngraph {
 namespace runtime {
 namespace cpu {
@@ -25,11 +27,18 @@ dnnl::memory::dims to_dims(const Shape& s, size_t rank) {
   return d;
 }
 
-dnnl::memory::desc plain_desc(const Shape& s, size_t rank) {
+dnnl::memory::data_type dnnl_type(element::Type t) {
+  if (t == element::f32) return dnnl::memory::data_type::f32;
+  if (t == element::bf16) return dnnl::memory::data_type::bf16;
+  if (t == element::f16) return dnnl::memory::data_type::f16;
+  throw ngraph_error("[CPU] internal: no oneDNN data type for " + t.get_type_name());
+}
+
+dnnl::memory::desc plain_desc(const Shape& s, size_t rank, element::Type t) {
   auto dims = to_dims(s, rank);
   dnnl::memory::dims strides(dims.size(), 1);
   for (size_t i = dims.size(); i-- > 1;) strides[i - 1] = strides[i] * dims[i];
-  return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, strides);
+  return dnnl::memory::desc(dims, dnnl_type(t), strides);
 }
 
 dnnl::memory::desc flat_desc(size_t elements) {

@@ -18,7 +18,11 @@ dnnl::stream& dnnl_stream();
 // oneDNN holds up to 12 axes; rank 0 is given as {1}.
 bool dnnl_rank_ok(const Shape& s);
 dnnl::memory::dims to_dims(const Shape& s, size_t rank = 0);  // left-padded with 1s to rank
-dnnl::memory::desc plain_desc(const Shape& s, size_t rank = 0);  // f32, row-major
+// oneDNN's data type of f32, bf16 and f16 (others throw: kernels of other types do not use
+// oneDNN).
+dnnl::memory::data_type dnnl_type(element::Type t);
+dnnl::memory::desc plain_desc(const Shape& s, size_t rank = 0,
+                              element::Type t = element::f32);  // row-major
 dnnl::memory::desc flat_desc(size_t elements);                     // f32, one axis
 
 // Primitive attributes with the scratchpad in user mode: the memory planner places it.

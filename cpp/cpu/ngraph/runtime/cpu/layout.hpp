@@ -27,6 +27,9 @@ struct LayoutContext {
   std::vector<TensorDesc> wanted;
   std::vector<TensorDesc> outputs;
   std::vector<bool> free;
+  // Set by a rule for a free input it reads in any layout (a cast converts from whatever it is
+  // given): the variable's layout is left to its other readers and its update.
+  std::vector<bool> any_layout;
   // Whether blocked layouts may cross boundaries between ranks (a fused allreduce's operands):
   // CompileOptions::variable_layouts; off, collectives reduce row-major data as before.
   bool across_ranks = true;
@@ -59,6 +62,30 @@ class Reorder : public Op<Reorder> {
   bool admits_storage_only_types() const override { return true; }
 };
 
+// PrecisionCast(x, type): x converted to `type` by a oneDNN reorder, in the layout the plan's
+// descriptor of its output gives (the layout pass keeps x's layout, or, where a reader wants
+// another, makes one cast that converts and re-lays out). Inserted by the mixed-precision pass
+// only (f32 -> bf16 operands of products). Unlike Convert, the rounding is oneDNN's: to
+// nearest even, but its AVX2 reorder turns -0.0 into +0.0 and flushes subnormals to zero,
+// which the products cannot tell apart. Backend-internal.
+class PrecisionCast : public Op<PrecisionCast> {
+ public:
+  static constexpr const char* type_name = "CPUPrecisionCast";
+  PrecisionCast() = default;
+  PrecisionCast(const Output& x, element::Type type) : Op<PrecisionCast>({x}), m_type(type) {
+    constructor_validate_and_infer_types();
+  }
+  void validate_and_infer_types() override {
+    check_input_count(1);
+    set_output_type(0, m_type, get_input_shape(0));
+  }
+  void visit_attributes(AttributeVisitor& v) override { v.on("destination_type", m_type); }
+  bool admits_storage_only_types() const override { return true; }
+
+ private:
+  element::Type m_type = element::bf16;
+};
+
 // A constant laid out once, at compile time, in a layout a kernel wants (constant_layouts.cpp
 // replaces Reorder(Constant) by it): a leaf with no kernel, whose bytes (in the plan's
 // descriptor of its output, padding included) the executable hands to the readers as it
@@ -67,13 +94,14 @@ class LaidOutConstant : public Op<LaidOutConstant> {
  public:
   static constexpr const char* type_name = "CPULaidOutConstant";
   LaidOutConstant() = default;
-  // Reorders `source` (row-major) into `desc` (f32, a oneDNN layout).
+  // Reorders `source` (f32, row-major) into `desc` (f32 in a oneDNN layout, or bf16 in any).
   LaidOutConstant(const op::Constant& source, const TensorDesc& desc);
   void validate_and_infer_types() override {
     check_input_count(0);
     set_output_type(0, m_type, m_shape);
   }
   bool is_pure() const override { return false; }  // never merged: two layouts may differ
+  bool admits_storage_only_types() const override { return true; }  // a constant cast to bf16
   const void* get_data_ptr() const { return m_data.get(); }
 
  private:

@@ -1,5 +1,6 @@
 // Dot and MatMul: oneDNN's matmul for f32 (transposes given as strides, batch axes
-// broadcast by oneDNN), loops for the other types.
+// broadcast by oneDNN), loops for the other types. Mixed precision: bf16 operands with an f32
+// output (and bias) run on oneDNN's bf16 matmul (f32 accumulation); the loops refuse them.
 #include <cstring>
 
 #include "ngraph/ops.hpp"
@@ -23,10 +24,12 @@ struct Gemm {
   dims a_batch, b_batch;      // per-operand batch sizes (1 where broadcast)
   int64_t m = 0, n = 0, k = 0;
   bool trans_a = false, trans_b = false;
+  dnnl::memory::data_type operands = dnnl::memory::data_type::f32;  // A's and B's
 };
 
 // Row-major storage of a (possibly transposed) matrix, with batch axes in front.
-dnnl::memory::desc gemm_desc(const dims& batch, int64_t rows, int64_t cols, bool trans, size_t r) {
+dnnl::memory::desc gemm_desc(const dims& batch, int64_t rows, int64_t cols, bool trans, size_t r,
+                             dnnl::memory::data_type type = dnnl::memory::data_type::f32) {
   dims d = batch;
   d.push_back(rows);
   d.push_back(cols);
@@ -38,7 +41,7 @@ dnnl::memory::desc gemm_desc(const dims& batch, int64_t rows, int64_t cols, bool
     s[i] = acc;
     acc *= batch[i];
   }
-  return dnnl::memory::desc(d, dnnl::memory::data_type::f32, s);
+  return dnnl::memory::desc(d, type, s);
 }
 
 struct GemmPrimitive {
@@ -52,8 +55,8 @@ GemmPrimitive gemm_primitive(const Gemm& g, bool bias, bool relu,
                              const dnnl::memory::desc* b_md = nullptr) {
   size_t r = g.batch.size() + 2;
   GemmPrimitive p;
-  p.a = gemm_desc(g.a_batch, g.m, g.k, g.trans_a, r);
-  p.b = b_md ? *b_md : gemm_desc(g.b_batch, g.k, g.n, g.trans_b, r);
+  p.a = gemm_desc(g.a_batch, g.m, g.k, g.trans_a, r, g.operands);
+  p.b = b_md ? *b_md : gemm_desc(g.b_batch, g.k, g.n, g.trans_b, r, g.operands);
   p.c = gemm_desc(g.batch, g.m, g.n, false, r);
   dnnl::primitive_attr attr = dnnl_attr();
   if (relu) {
@@ -124,14 +127,21 @@ Kernel loop_gemm(const Gemm& g) {
   };
 }
 
-Kernel gemm_kernel(KernelContext& ctx, const Gemm& g) {
+// bf16 operands (mixed precision), which only oneDNN computes.
+bool bf16_operands(const Node& node) { return node.get_input_element_type(0) == element::bf16; }
+
+Kernel gemm_kernel(KernelContext& ctx, Gemm g) {
   const Node& node = ctx.node;
   size_t out_bytes = ctx.output(0).bytes();
   if (out_bytes == 0) return [](const void* const*, void* const*) {};
   if (g.k == 0)
     return [out_bytes](const void* const*, void* const* out) { std::memset(out[0], 0, out_bytes); };
   element::Type t = node.get_element_type();
+  if (bf16_operands(node)) g.operands = dnnl::memory::data_type::bf16;
   if (t == element::f32 && g.batch.size() + 2 <= DNNL_MAX_NDIMS) return dnnl_gemm(ctx, g);
+  if (bf16_operands(node))
+    node.fail_type("CPU kernel computes bf16 operands on oneDNN only, which holds at most " +
+                   std::to_string(DNNL_MAX_NDIMS) + " axes; convert the operands to f32");
   if (!t.is_numeric())
     node.fail_type("CPU kernel has no implementation for element type " + t.get_type_name());
   return element::dispatch(t, [&](auto tag) -> Kernel { return loop_gemm<decltype(tag)>(g); });
@@ -175,7 +185,7 @@ void matmul_bias_layout(LayoutContext& lc) {
   auto& mm = static_cast<const MatMulBias&>(lc.node);
   Gemm g = matmul_bias_gemm(mm);
   // A 2-D weight whose matrix is itself (split after its first axis), read untransposed.
-  if (mm.get_element_type() != element::f32 || g.trans_b || g.k == 0 || shape_size(mm.get_shape()) == 0 ||
+  if (mm.get_element_type() != element::f32 || bf16_operands(mm) || g.trans_b || g.k == 0 || shape_size(mm.get_shape()) == 0 ||
       mm.get_input_shape(1).size() != 2 || mm.get_input_shape(1) != Shape{static_cast<size_t>(g.k), static_cast<size_t>(g.n)})
     return;
   if (lc.free.size() < 2 || !lc.free[1]) return;
@@ -192,6 +202,7 @@ NGRAPH_CPU_KERNEL("CPUMatMulBias", [](KernelContext& ctx) -> Kernel {
   element::Type t = mm.get_element_type();
   size_t out_n = ctx.output(0).elements();
   if (out_n == 0) return [](const void* const*, void* const*) {};
+  if (bf16_operands(mm)) g.operands = dnnl::memory::data_type::bf16;
   if (t == element::f32 && g.k > 0) return dnnl_gemm(ctx, g, bias, relu);
   // k == 0 or other types: the plain GEMM (zeros when k == 0), then bias and ReLU.
   Kernel gemm = gemm_kernel(ctx, g);

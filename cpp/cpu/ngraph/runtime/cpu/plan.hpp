@@ -16,6 +16,7 @@
 #include "ngraph/distributed/call.hpp"
 #include "ngraph/function.hpp"
 #include "ngraph/ops/variable.hpp"
+#include "ngraph/runtime/backend.hpp"
 #include "ngraph/runtime/cpu/kernel.hpp"
 #include "ngraph/runtime/cpu/tensor_desc.hpp"
 
@@ -31,6 +32,9 @@ struct CompileOptions {
   // Keep f32 variables in the layout their first reader wants (a convolution's blocked
   // weights) between calls. Default: on, unless NGRAPH_CPU_VARIABLE_LAYOUTS=0.
   bool variable_layouts = default_variable_layouts();
+  // bf16: mixed precision (pass/mixed_precision.cpp) where the CPU has bf16 instructions.
+  // Default: NGRAPH_PRECISION.
+  Precision precision = default_precision();
   static bool default_fuse();
   static bool default_variable_layouts();
 };
@@ -153,6 +157,10 @@ struct ExecutionPlan {
   // the value out so before a call).
   std::map<VariableState*, TensorDesc> variable_layouts;
   size_t reorders = 0;                 // Reorder nodes the layout pass inserted, less folded ones
+  // Mixed precision (bf16): the casts the pass inserted (one per source value), and the casts
+  // the layout pass made that convert and re-lay out in one reorder (instead of a Reorder).
+  size_t casts = 0;
+  size_t fused_casts = 0;
 
   // I/O binding: values that kernels write straight into a caller's result buffer or into a
   // variable's next buffer; the rest are copied there after the last step.
@@ -193,6 +201,7 @@ void fuse_convolution_sum_relu(ExecutionPlan& plan);
 void fuse_batch_norm_relu(ExecutionPlan& plan);
 void fuse_max_pool_workspace(ExecutionPlan& plan);
 void fuse_attention_softmax(ExecutionPlan& plan);
+void convert_to_bf16(ExecutionPlan& plan);     // mixed precision: bf16 operands of products
 void fuse_elementwise(ExecutionPlan& plan);
 void fuse_allreduce(ExecutionPlan& plan);
 void pass_results_through(ExecutionPlan& plan);  // inner Results, GetOutputElements

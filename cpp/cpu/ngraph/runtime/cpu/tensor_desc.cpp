@@ -25,12 +25,19 @@ size_t checked_byte_size(element::Type type, const Shape& shape, const std::stri
 }
 
 namespace {
+// The data type of this value's oneDNN descriptors: its own for f32, bf16 and f16; f32 for the
+// types oneDNN does not compute (their kernels never hand these descriptors to a primitive).
+dnnl::memory::data_type md_type(element::Type t) {
+  bool dnnl = t == element::f32 || t == element::bf16 || t == element::f16;
+  return dnnl ? dnnl_type(t) : dnnl::memory::data_type::f32;
+}
+
 // A dense row-major f32 layout of `shape`'s elements: no inner blocks, no padding, row-major
 // strides over its own dims (a grouped [G, O/G, I, ...] view of [O, I, ...] counts).
-bool is_row_major(const dnnl::memory::desc& md, const Shape& shape) {
+bool is_row_major(const dnnl::memory::desc& md, const Shape& shape, element::Type type) {
   const dnnl_memory_desc_t& c = md.data;
   if (c.format_kind != dnnl_blocked || c.format_desc.blocking.inner_nblks != 0) return false;
-  if (c.data_type != dnnl_f32) return false;
+  if (c.data_type != static_cast<dnnl_data_type_t>(md_type(type))) return false;
   dnnl_dim_t stride = 1;
   for (int i = c.ndims; i-- > 0;) {
     if (c.padded_dims[i] != c.dims[i]) return false;
@@ -52,21 +59,27 @@ TensorDesc TensorDesc::plain(element::Type type, const Shape& shape) {
 TensorDesc TensorDesc::with_layout(element::Type type, const Shape& shape,
                                    const dnnl::memory::desc& md) {
   TensorDesc d = plain(type, shape);
-  if (is_row_major(md, shape)) return d;  // what the primitive chose is plain after all
+  if (is_row_major(md, shape, type)) return d;  // what the primitive chose is plain after all
   d.m_plain = false;
   d.m_md = md;
   d.m_bytes = md.get_size();
   return d;
 }
 
-dnnl::memory::desc TensorDesc::dnnl_desc() const { return m_plain ? plain_desc(m_shape) : m_md; }
+dnnl::memory::desc TensorDesc::dnnl_desc() const {
+  if (!m_plain) return m_md;
+  auto dims = to_dims(m_shape);
+  dnnl::memory::dims strides(dims.size(), 1);
+  for (size_t i = dims.size(); i-- > 1;) strides[i - 1] = strides[i] * dims[i];
+  return dnnl::memory::desc(dims, md_type(m_type), strides);
+}
 
 dnnl::memory::desc TensorDesc::dnnl_desc_like(const dnnl::memory::desc& other) const {
   if (!m_plain) return m_md;
   auto dims = other.dims();
   dnnl::memory::dims strides(dims.size(), 1);
   for (size_t i = dims.size(); i-- > 1;) strides[i - 1] = strides[i] * dims[i];
-  return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, strides);
+  return dnnl::memory::desc(dims, md_type(m_type), strides);
 }
 
 bool TensorDesc::same_layout(const TensorDesc& other) const {

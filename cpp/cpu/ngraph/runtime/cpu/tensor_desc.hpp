@@ -33,7 +33,7 @@ class TensorDesc {
   bool is_padded() const { return elements() != shape_size(m_shape); }
   // The oneDNN descriptor of a non-plain layout (is_plain() must be false).
   const dnnl::memory::desc& md() const { return m_md; }
-  // A oneDNN descriptor of this value whatever its layout (f32 only).
+  // A oneDNN descriptor of this value whatever its layout (f32, bf16, f16 only).
   dnnl::memory::desc dnnl_desc() const;
   // The same, with the dims of `other` when plain (a row-major view of the same elements:
   // grouped weights [G, O/G, I, ...] of filters [O, I, ...]).

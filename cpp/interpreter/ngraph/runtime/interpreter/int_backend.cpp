@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cstring>
 
+#include "ngraph/low_precision.hpp"
 #include "ngraph/ops.hpp"
+#include "ngraph/pass/mixed_precision.hpp"
 
 namespace ngraph {
 namespace runtime {
@@ -24,11 +26,35 @@ NodeVector run_order(const Function& f) {
   return topological_sort(roots);
 }
 
+// The kernel of an op reading bf16 matrix operands (Node::bf16_inputs): its f32 kernel (the
+// op's output is f32) run on the operands widened to f32, which is exact.
+std::shared_ptr<const Kernel> widening_bf16_operands(const Node& node, const Kernel& kernel) {
+  std::vector<std::pair<size_t, size_t>> wide;  // (input, elements)
+  for (size_t i : node.bf16_inputs())
+    if (node.get_input_element_type(i) == element::bf16) wide.push_back({i, shape_size(node.get_input_shape(i))});
+  if (wide.empty()) return nullptr;
+  return std::make_shared<const Kernel>([wide, kernel](KernelCall& c) {
+    std::vector<std::vector<float>> values(wide.size());
+    KernelCall widened{c.node, c.in, c.out, c.call};
+    for (size_t w = 0; w < wide.size(); ++w) {
+      const auto* from = static_cast<const bfloat16*>(c.in[wide[w].first]);
+      values[w].resize(wide[w].second);
+      for (size_t e = 0; e < wide[w].second; ++e) values[w][e] = from[e].to_float();
+      widened.in[wide[w].first] = values[w].data();
+    }
+    kernel(widened);
+  });
+}
+
 }  // namespace
 
-INTExecutable::INTExecutable(std::shared_ptr<Function> function)
+INTExecutable::INTExecutable(std::shared_ptr<Function> function, Precision precision)
     : m_function(function->clone()) {
   op::use_private_communicators(*m_function);  // collective when the graph has collectives
+  if (precision == Precision::bf16)
+    pass::insert_bf16_casts(
+        *m_function, [](const Node&) { return true; },
+        [](const Output& v) { return std::make_shared<op::Convert>(v, element::bf16); });
   m_distributed.set_where("graph '" +
                           (m_function->get_name().empty() ? std::string("unnamed") : m_function->get_name()) + "'");
   m_parameters = m_function->get_parameters();
@@ -55,7 +81,8 @@ INTExecutable::INTExecutable(std::shared_ptr<Function> function)
       if (!kernel)
         throw ngraph_error("[INTERPRETER] no kernel for op " + type + " (node " +
                            node->get_name() + ")");
-      Step step{node, kernel, node->input_values(), {}};
+      Step step{node, kernel, widening_bf16_operands(*node, *kernel), node->input_values(), {}};
+      if (step.own) step.kernel = step.own.get();
       for (size_t o = 0; o < node->get_output_size(); ++o) {
         step.outputs.push_back(m_buffers.size());
         m_values[node->output(o)] = {Source::computed, m_buffers.size()};
@@ -154,8 +181,12 @@ std::vector<std::string> INTExecutable::get_schedule() const {
 }
 
 std::shared_ptr<Executable> INTBackend::compile(std::shared_ptr<Function> function) {
+  return compile(std::move(function), default_precision());
+}
+
+std::shared_ptr<Executable> INTBackend::compile(std::shared_ptr<Function> function, Precision precision) {
   if (!function) throw std::invalid_argument("[INTERPRETER] compile: function is null");
-  return std::make_shared<INTExecutable>(std::move(function));
+  return std::make_shared<INTExecutable>(std::move(function), precision);
 }
 
 namespace {

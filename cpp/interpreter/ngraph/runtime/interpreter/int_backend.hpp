@@ -24,7 +24,7 @@ namespace interpreter {
 
 class INTExecutable : public Executable {
  public:
-  explicit INTExecutable(std::shared_ptr<Function> function);
+  explicit INTExecutable(std::shared_ptr<Function> function, Precision precision = Precision::f32);
   void call_raw(void* const* outputs, const void* const* inputs) override;
 
   // The compiled copy of the function, and the names of the nodes run, in order.
@@ -42,6 +42,7 @@ class INTExecutable : public Executable {
   struct Step {
     std::shared_ptr<Node> node;
     const Kernel* kernel;
+    std::shared_ptr<const Kernel> own;  // a kernel made for this step (bf16 operands widened)
     std::vector<Output> inputs;
     std::vector<size_t> outputs;  // slots in m_buffers
   };
@@ -66,6 +67,11 @@ class INTExecutable : public Executable {
 class INTBackend : public Backend {
  public:
   std::shared_ptr<Executable> compile(std::shared_ptr<Function> function) override;
+  // bf16: the reference of mixed precision. The matrix operands of f32 products and
+  // convolutions are rounded to bf16 by Convert (to nearest even), and the products of the
+  // rounded values are summed in double.
+  std::shared_ptr<Executable> compile(std::shared_ptr<Function> function, Precision precision) override;
+  std::string name() const override { return "INTERPRETER"; }
 };
 
 }  // namespace interpreter

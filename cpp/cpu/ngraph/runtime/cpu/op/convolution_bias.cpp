@@ -22,9 +22,12 @@ void ConvolutionBias::validate_and_infer_types() {
     fail(concat_message("bias ", get_input_shape(2), " does not have ", out[1], " elements"));
   if (has_summand() && get_input_shape(INPUT_SUMMAND) != out)
     fail(concat_message("summand ", get_input_shape(INPUT_SUMMAND), " is not the result's shape ", out));
-  for (size_t i = 1; i < get_input_size(); ++i)
-    if (get_input_element_type(i) != get_input_element_type(0)) fail_type("element types differ");
-  set_output_type(0, get_input_element_type(0), out);
+  // Data and filters may be bf16 (mixed precision): the bias and summand are the output's type.
+  element::Type t = accumulation_type(get_input_element_type(0));
+  if (get_input_element_type(1) != get_input_element_type(0)) fail_type("element types differ");
+  for (size_t i = 2; i < get_input_size(); ++i)
+    if (get_input_element_type(i) != t) fail_type("element types differ");
+  set_output_type(0, t, out);
 }
 
 }  // namespace cpu

@@ -22,6 +22,7 @@ class ConvolutionBias : public Op<ConvolutionBias> {
   ConvolutionBias(const Output& x, const Output& w, const Output& bias,
                   const op::ConvolutionWindow& window, bool relu, const Output& summand = {});
   void validate_and_infer_types() override;
+  std::vector<size_t> bf16_inputs() const override { return {0, 1}; }
   void visit_attributes(AttributeVisitor& v) override {
     m_window.visit(v);
     v.on("relu", m_relu);

@@ -59,9 +59,10 @@ void MatMulBias::validate_and_infer_types() {
   Shape out = m_transpose_a ? a.col_axes : a.row_axes;
   for (auto d : m_transpose_b ? b.row_axes : b.col_axes) out.push_back(d);
   size_t n = m_transpose_b ? b.rows : b.cols;
-  element::Type t = get_input_element_type(0);
-  for (size_t i = 1; i < get_input_size(); ++i)
-    if (get_input_element_type(i) != t) fail_type("element types differ");
+  // A and B may be bf16 (mixed precision): the bias is the output's type.
+  element::Type t = accumulation_type(get_input_element_type(0));
+  if (get_input_element_type(1) != get_input_element_type(0)) fail_type("element types differ");
+  if (has_bias() && get_input_element_type(2) != t) fail_type("element types differ");
   if (has_bias() && shape_size(get_input_shape(2)) != n)
     fail(concat_message("bias shape ", get_input_shape(2), " does not have ", n, " elements"));
   set_output_type(0, t, out);

@@ -40,10 +40,20 @@ struct Reorders {
     if (plan.desc(value).same_layout(want)) return value;
     for (const auto& m : made)
       if (m.from == value && m.to.same_layout(want)) return m.reorder;
-    auto r = std::make_shared<Reorder>(value);
+    // A bf16 cast (mixed precision) read in another layout: one cast from the cast's source
+    // that converts and re-lays out (one oneDNN reorder) instead of a cast and a Reorder
+    // (the weights of a convolution: f32 row-major to bf16 blocked).
+    std::shared_ptr<Node> r;
+    auto* cast = dynamic_cast<PrecisionCast*>(value.get_node());
+    if (cast && want.type() == value.get_element_type()) {
+      r = std::make_shared<PrecisionCast>(cast->input_value(0), want.type());
+      ++plan.fused_casts;
+    } else {
+      r = std::make_shared<Reorder>(value);
+      ++plan.reorders;
+    }
     plan.descs[r->output(0)] = want;
     made.push_back({value, want, r->output(0)});
-    ++plan.reorders;
     return r->output(0);
   }
 };
@@ -144,11 +154,12 @@ void assign_layouts(ExecutionPlan& plan) {
       variables.read(*var);
       continue;
     }
-    LayoutContext ctx{*node, {}, {}, {}, {}, plan.options.variable_layouts};
+    LayoutContext ctx{*node, {}, {}, {}, {}, {}, plan.options.variable_layouts};
     for (const auto& in : node->input_values()) {
       ctx.produced.push_back(plan.desc(in));
       ctx.wanted.push_back(plain_of(in));
       ctx.free.push_back(variables.open_state(in) != nullptr);
+      ctx.any_layout.push_back(false);
     }
     for (size_t o = 0; o < node->get_output_size(); ++o) ctx.outputs.push_back(plain_of(node->output(o)));
     if (auto* assign = dynamic_cast<op::Assign*>(node.get()))
@@ -157,6 +168,7 @@ void assign_layouts(ExecutionPlan& plan) {
       if (const LayoutRule* rule = KernelRegistry::get().find_layout(type)) (*rule)(ctx);
     for (size_t i = 0; i < node->get_input_size(); ++i) {
       Output in = node->input_value(i);
+      if (ctx.any_layout[i] && variables.open_state(in)) continue;  // its kernel reads the layout decided later
       if (VariableState* state = variables.open_state(in))
         variables.decide(state, VariableLayouts::keepable(ctx.wanted[i]) ? ctx.wanted[i] : plain_of(in));
       Output use = reorders.as(in, ctx.wanted[i]);

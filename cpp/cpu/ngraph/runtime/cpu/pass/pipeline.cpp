@@ -27,6 +27,7 @@ const std::vector<NamedPass>& pipeline() {
       {"fuse_batch_norm_relu", fuse_batch_norm_relu},
       {"fuse_max_pool_workspace", fuse_max_pool_workspace},
       {"fuse_attention_softmax", fuse_attention_softmax},
+      {"convert_to_bf16", convert_to_bf16},          // mixed_precision.cpp
       {"fuse_elementwise", fuse_elementwise},
       {"fuse_allreduce", fuse_allreduce},
       {"pass_results_through", pass_results_through},// schedule.cpp

@@ -1,0 +1,100 @@
+// Mixed precision (bf16): the type rules of the products that take bf16 operands, the
+// INTERPRETER's emulation, and the CPU pass (casts one per value, the products' results
+// against the INTERPRETER's). The CPU cases skip where oneDNN has no bf16 instructions; the
+// Python suite (test_mixed_precision.py) covers the fallback.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "ngraph/ops.hpp"
+#include "ngraph/runtime/cpu/cpu_features.hpp"
+#include "test_utils.hpp"
+
+using namespace ngraph;
+using runtime::Precision;
+using runtime::cpu::CompileOptions;
+
+namespace {
+
+std::shared_ptr<op::Parameter> param(const Shape& s, element::Type t = element::f32) {
+  return std::make_shared<op::Parameter>(t, s);
+}
+
+std::vector<float> random_floats(size_t n, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> d;
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(gen);
+  return v;
+}
+
+float bf16_round(float x) { return static_cast<float>(bfloat16(x)); }
+
+}  // namespace
+
+TEST(mixed_precision, products_take_bf16_operands_and_give_f32) {
+  auto a = param({2, 3}, element::bf16), b = param({3, 4}, element::bf16);
+  EXPECT_EQ(std::make_shared<op::Dot>(a, b)->get_element_type(), element::f32);
+  EXPECT_EQ(std::make_shared<op::MatMul>(a, b)->get_element_type(), element::f32);
+  auto x = param({1, 2, 5, 5}, element::bf16), w = param({4, 2, 3, 3}, element::bf16);
+  EXPECT_EQ(std::make_shared<op::Convolution>(x, w)->get_element_type(), element::f32);
+  // Both operands bf16, or neither; other ops still refuse bf16, naming the op.
+  EXPECT_THROW(std::make_shared<op::MatMul>(a, param({3, 4})), ElementTypeError);
+  std::string e = test::error_of<std::exception>([&] { std::make_shared<op::Add>(a, a); });
+  EXPECT_TRUE(test::contains(e, "[Add] element type bf16 is storage-only")) << e;
+}
+
+TEST(mixed_precision, backends_name_the_precision) {
+  EXPECT_EQ(runtime::precision_from_name("bf16"), Precision::bf16);
+  std::string e = test::error_of<std::exception>([] { (void)runtime::precision_from_name("fp8"); });
+  EXPECT_TRUE(test::contains(e, "precision must be \"f32\" or \"bf16\", got \"fp8\"")) << e;
+}
+
+// The reference: the product of the operands rounded to bf16, summed in double.
+TEST(mixed_precision, interpreter_rounds_the_operands_to_bf16) {
+  auto a = param({3, 5}), b = param({5, 2});
+  auto f = std::make_shared<Function>(OutputVector{std::make_shared<op::Dot>(a, b)}, ParameterVector{a, b});
+  auto av = random_floats(15, 1), bv = random_floats(10, 2);
+  auto backend = test::interpreter_backend();
+  auto got = test::to_vector<float>(test::run_executable(
+      *backend, *backend->compile(f, Precision::bf16),
+      {test::make_value(Shape{3, 5}, av), test::make_value(Shape{5, 2}, bv)})[0]);
+  for (size_t i = 0; i < 3; ++i)
+    for (size_t j = 0; j < 2; ++j) {
+      double sum = 0;
+      for (size_t k = 0; k < 5; ++k) sum += double(bf16_round(av[i * 5 + k])) * bf16_round(bv[k * 2 + j]);
+      EXPECT_FLOAT_EQ(got[i * 2 + j], static_cast<float>(sum));
+    }
+}
+
+// A convolution, its data gradient's product and a matmul sharing an operand: each f32 value
+// read by products is cast once, and the results match the INTERPRETER's bf16 emulation.
+TEST(mixed_precision, cpu_casts_each_value_once_and_matches_the_reference) {
+  if (!runtime::cpu::bf16_native()) GTEST_SKIP() << "oneDNN has no bf16 instructions here";
+  auto x = param({2, 4, 6, 6}), w = param({8, 4, 3, 3}), dy = param({2, 8, 6, 6});
+  auto y = std::make_shared<op::Convolution>(x, w, Strides{1, 1}, Strides{1, 1}, CoordinateDiff{1, 1},
+                                             CoordinateDiff{1, 1});
+  auto dx = std::make_shared<op::ConvolutionBackpropData>(x->get_shape(), w, dy, y->get_window());
+  auto dw = std::make_shared<op::ConvolutionBackpropFilters>(x, w->get_shape(), dy, y->get_window());
+  auto f = std::make_shared<Function>(OutputVector{y, dx, dw}, ParameterVector{x, w, dy});
+  std::vector<test::Value> in{test::make_value(x->get_shape(), random_floats(shape_size(x->get_shape()), 3)),
+                              test::make_value(w->get_shape(), random_floats(shape_size(w->get_shape()), 4)),
+                              test::make_value(dy->get_shape(), random_floats(shape_size(dy->get_shape()), 5))};
+  CompileOptions options;
+  options.precision = Precision::bf16;
+  std::vector<std::string> schedule;
+  auto got = test::run_compiled(f, in, options, &schedule);
+  auto backend = test::interpreter_backend();
+  auto ref = test::run_executable(*backend, *backend->compile(f, Precision::bf16), in);
+  // x, w and dy each cast once (w maybe once per layout its two readers want).
+  size_t casts = test::count_steps(schedule, "CPUPrecisionCast");
+  EXPECT_GE(casts, 3u) << ::testing::PrintToString(schedule);
+  EXPECT_LE(casts, 4u) << ::testing::PrintToString(schedule);
+  for (size_t r = 0; r < 3; ++r) {
+    auto g = test::to_vector<float>(got[r]), e = test::to_vector<float>(ref[r]);
+    float scale = 0;
+    for (float v : e) scale = std::max(scale, std::fabs(v));
+    for (size_t i = 0; i < g.size(); ++i) EXPECT_NEAR(g[i] / scale, e[i] / scale, 2e-5) << r << " " << i;
+  }
+}

@@ -1,0 +1,347 @@
+"""Mixed precision: ``Runtime.computation(..., precision="bf16")``.
+
+Convolutions and matrix products read their operands rounded to bf16 and accumulate in f32;
+everything else stays f32. The INTERPRETER emulates it (Convert to bf16, products summed in
+double), so the CPU's bf16 results are checked against it tightly (both compute products of
+the same rounded operands; only the order of the f32 sums differs) and against f32 with bf16
+tolerances. Tests of the native path skip where oneDNN has no bf16 instructions; the
+fallback is tested everywhere, in a subprocess with oneDNN's ISA capped.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import ngraph as ng
+import numpy as np
+import pytest
+
+F32 = np.float32
+CPU = ng.runtime("CPU")
+REF = ng.runtime("INTERPRETER")
+FEATURES = ng.cpu_features()
+native = pytest.mark.skipif(
+    FEATURES["bf16_path"] != "native",
+    reason=f"no bf16 instructions here (oneDNN runs {FEATURES['onednn_isa']}): the native bf16 "
+           "path needs AVX512-BF16 or AMX")
+
+
+def bf16_round(x):
+    """x rounded to the nearest bf16 (ties to even), as f32."""
+    b = np.ascontiguousarray(x, F32).view(np.uint32).astype(np.uint64)
+    b = (b + 0x7FFF + ((b >> 16) & 1)) & 0xFFFF0000
+    return b.astype(np.uint32).view(F32)
+
+
+def run(rt, outputs, params, values, precision):
+    return rt.computation(outputs, *params, precision=precision)(*values)
+
+
+def check_products(outputs, params, values, f32_tol=2e-2, ref_tol=1e-5):
+    """CPU bf16 against the INTERPRETER's bf16 (tight: the same rounded operands, products
+    summed in another order) and against CPU f32 (bf16's tolerance), as norm-wise relative
+    errors. Through several layers the two bf16 runs may round an intermediate value to
+    neighbouring bf16 values, hence a looser `ref_tol` for models."""
+    got = run(CPU, outputs, params, values, "bf16")
+    ref = run(REF, outputs, params, values, "bf16")
+    f32 = run(CPU, outputs, params, values, "f32")
+    for i, (g, r, f) in enumerate(zip(got, ref, f32)):
+        assert g.dtype == F32
+        norm = max(float(np.linalg.norm(f)), 1e-12)
+        assert np.linalg.norm(g - r) <= ref_tol * norm, (i, np.linalg.norm(g - r) / norm)
+        assert np.linalg.norm(g - f) <= f32_tol * norm, (i, np.linalg.norm(g - f) / norm)
+    return got
+
+
+# --------------------------------------------------------------------------- the API
+
+
+def test_cpu_features_reports_the_cpu_and_the_path():
+    f = ng.cpu_features()
+    for key in ["avx2", "fma", "f16c", "avx512f", "avx512dq", "avx512bw", "avx512vl",
+                "avx512_core", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16"]:
+        assert isinstance(f[key], bool), key
+    assert f["bf16_path"] in ("native", "f32")
+    native_isa = f["onednn_isa"] in ("avx512_core_bf16", "avx512_core_amx")
+    assert (f["bf16_path"] == "native") == native_isa
+    if native_isa:
+        assert f["avx512_bf16"] or f["amx_bf16"]
+
+
+def test_precision_is_checked():
+    x = ng.parameter([2, 2])
+    with pytest.raises(ng.UserInputError, match="precision must be one of f32, bf16, got 'fp8'"):
+        CPU.computation(x @ x, x, precision="fp8")
+    with pytest.raises(ng.NgraphTypeError, match="precision must be a str"):
+        CPU.computation(x @ x, x, precision=16)
+
+
+def test_the_setting_gives_the_default(monkeypatch):
+    x = ng.parameter([2, 2])
+    monkeypatch.setenv("NGRAPH_PRECISION", "bf16")
+    assert CPU.computation(x @ x, x).precision == "bf16"
+    assert CPU.computation(x @ x, x, precision="f32").precision == "f32"
+    monkeypatch.setenv("NGRAPH_PRECISION", "fp8")
+    with pytest.raises(ng.UserInputError, match="NGRAPH_PRECISION must be one of f32, bf16"):
+        CPU.computation(x @ x, x)
+
+
+def test_interpreter_emulates_bf16_exactly():
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((5, 7), dtype=F32), rng.standard_normal((7, 3), dtype=F32)
+    pa, pb = ng.parameter([5, 7]), ng.parameter([7, 3])
+    (got,) = run(REF, [pa @ pb], [pa, pb], [a, b], "bf16")
+    want = bf16_round(a).astype(np.float64) @ bf16_round(b).astype(np.float64)
+    np.testing.assert_allclose(got, want.astype(F32), rtol=1e-6)
+    (f32,) = run(REF, [pa @ pb], [pa, pb], [a, b], "f32")
+    assert not np.array_equal(got, f32)
+
+
+def test_ops_take_bf16_operands_with_an_f32_result():
+    a, b = ng.parameter([2, 3], "bf16"), ng.parameter([3, 4], "bf16")
+    assert ng.matmul(a, b).dtype == F32
+    assert ng.dot(a, b).dtype == F32
+    with pytest.raises(ng.NgraphTypeError, match="must match"):
+        ng.matmul(a, ng.parameter([3, 4]))
+    with pytest.raises(ng.NgraphTypeError, match="storage-only"):
+        ng.add(a, a)
+
+
+# ------------------------------------------------------------------ the ops, forward
+
+
+@pytest.mark.parametrize("backend", ["CPU", "INTERPRETER"])
+def test_products_built_on_bf16_values(backend):
+    """bf16 operands given by the user: both backends compute the products of the values."""
+    if backend == "CPU" and FEATURES["bf16_path"] != "native":
+        pytest.skip("the CPU computes bf16 operands on oneDNN's bf16 instructions only")
+    rng = np.random.default_rng(6)
+    a, b = bf16_round(rng.standard_normal((5, 8))), bf16_round(rng.standard_normal((8, 3)))
+    pa, pb = ng.parameter([5, 8], "bf16"), ng.parameter([8, 3], "bf16")
+    (got,) = ng.runtime(backend).computation(ng.matmul(pa, pb), pa, pb)(a, b)
+    assert got.dtype == F32
+    np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-6)
+
+
+@native
+def test_a_convolution_oneDNN_does_not_take_stays_f32_or_is_refused():
+    """Data dilation runs on the reference loops: the pass leaves it f32, and bf16 operands
+    given by the user are refused by name (no silent f32 reading of bf16 bytes)."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((1, 2, 5, 5), dtype=F32)
+    w = rng.standard_normal((3, 2, 2, 2), dtype=F32)
+    px, pw = ng.parameter(x.shape), ng.parameter(w.shape)
+    y = ng.convolution(px, pw, data_dilation_strides=[2, 2])
+    c = CPU.computation(y, px, pw, precision="bf16")
+    assert c.executable.precision["casts"] == 0
+    np.testing.assert_array_equal(c(x, w)[0], CPU.computation(y, px, pw)(x, w)[0])
+    qx, qw = ng.parameter(x.shape, "bf16"), ng.parameter(w.shape, "bf16")
+    refusal = r"\[Convolution\] CPU kernel computes bf16 operands on oneDNN only"
+    with pytest.raises(ng.NgraphTypeError, match=refusal):
+        CPU.computation(ng.convolution(qx, qw, data_dilation_strides=[2, 2]), qx, qw)
+
+
+@native
+@pytest.mark.parametrize("ta, tb, batch", [(False, False, []), (True, False, []),
+                                           (False, True, [3]), (True, True, [2, 1])])
+def test_matmul(ta, tb, batch):
+    rng = np.random.default_rng(1)
+    sa = batch + ([24, 16] if ta else [16, 24])
+    sb = ([1] if batch else []) + ([40, 24] if tb else [24, 40])
+    a, b = rng.standard_normal(sa, dtype=F32), rng.standard_normal(sb, dtype=F32)
+    pa, pb = ng.parameter(sa), ng.parameter(sb)
+    check_products([ng.matmul(pa, pb, ta, tb)], [pa, pb], [a, b])
+
+
+@native
+@pytest.mark.parametrize("strides, pad, groups", [([1, 1], [1, 1], 1), ([2, 2], [0, 1], 1),
+                                                   ([1, 1], [1, 1], 2)])
+def test_convolution_and_its_backprops(strides, pad, groups):
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((2, 8, 9, 9), dtype=F32)
+    w = rng.standard_normal((16, 8 // groups, 3, 3), dtype=F32)
+    px, pw = ng.parameter(x.shape), ng.parameter(w.shape)
+    y = ng.convolution(px, pw, strides, None, pad, pad, groups=groups)
+    seed = rng.standard_normal(y.shape, dtype=F32)
+    loss = ng.sum(y * ng.constant(seed), [0, 1, 2, 3])
+    dx, dw = ng.gradients(loss, [px, pw])
+    check_products([y, dx, dw], [px, pw], [x, w])
+
+
+# --------------------------------------------------------- gradients of small models
+
+
+def small_cnn_loss(n=4, seed=0):
+    model = ng.nn.small_cnn(width=8, seed=seed)
+    x = ng.parameter([n, 1, 28, 28], name="x")
+    y = ng.parameter([n], np.int64, name="y")
+    loss = ng.softmax_cross_entropy(model(x), y)
+    rng = np.random.default_rng(seed)
+    values = [rng.standard_normal((n, 1, 28, 28), dtype=F32), rng.integers(0, 10, n)]
+    return model, loss, [x, y], values
+
+
+@native
+def test_small_cnn_gradients_in_bf16():
+    model, loss, params, values = small_cnn_loss()
+    grads = ng.gradients(loss, model.parameters())
+    # Batch norm over 4 samples makes the convolutions' weight gradients sensitive: bf16 moves
+    # them by up to ~10% (norm-wise) from f32, as much in the INTERPRETER's emulation.
+    got = check_products([loss] + grads, params, values, f32_tol=0.15, ref_tol=1e-4)
+    assert all(g.dtype == F32 for g in got)
+
+
+@native
+def test_mlp_and_attention_gradients_in_bf16():
+    rng = np.random.default_rng(3)
+    x = ng.parameter([4, 6, 16], name="x")
+    w1 = ng.variable(rng.standard_normal((16, 32), dtype=F32) / 4, name="w1")
+    w2 = ng.variable(rng.standard_normal((32, 16), dtype=F32) / 6, name="w2")
+    h = ng.relu(x @ w1) @ w2
+    att = ng.nn.scaled_dot_product_attention(h, h, h, causal=True)
+    loss = ng.sum(att * att, [0, 1, 2])
+    grads = ng.gradients(loss, [x, w1, w2])
+    check_products([loss] + grads, [x], [rng.standard_normal((4, 6, 16), dtype=F32)],
+                   f32_tol=2e-2, ref_tol=1e-4)
+
+
+@native
+def test_lenet_gradients_in_bf16():
+    model = ng.nn.lenet5(seed=1)
+    x, y = ng.parameter([2, 1, 28, 28]), ng.parameter([2], np.int64)
+    loss = ng.softmax_cross_entropy(model(x), y)
+    rng = np.random.default_rng(5)
+    values = [rng.standard_normal((2, 1, 28, 28), dtype=F32), rng.integers(0, 10, 2)]
+    # The first convolution's weight gradient comes after four bf16 products in the backward
+    # and moves ~7% (norm-wise) from f32, as much in the INTERPRETER's emulation.
+    check_products([loss] + ng.gradients(loss, model.parameters()), [x, y], values,
+                   f32_tol=0.1, ref_tol=1e-4)
+
+
+# ------------------------------------------------ what stays f32, casts, memory
+
+
+@native
+def test_constant_weights_are_cast_once_when_compiled():
+    """Inference on constant weights: their bf16 casts are done at compile time."""
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((2, 4, 8, 8), dtype=F32)
+    w = rng.standard_normal((8, 4, 3, 3), dtype=F32)
+    m = rng.standard_normal((8 * 8 * 8, 5), dtype=F32)
+    px = ng.parameter(x.shape)
+    h = ng.relu(ng.convolution(px, ng.constant(w), None, None, [1, 1], [1, 1]))
+    y = ng.reshape(h, [2, 8 * 8 * 8]) @ ng.constant(m)
+    c = CPU.computation(y, px, precision="bf16")
+    ops = c.executable.function.get_ordered_ops()
+    assert not [n for n in ops if n.get_type_name() == "CPUPrecisionCast"
+                and n.inputs()[0].get_type_name() == "Constant"]
+    assert c.executable.precision["casts"] == 2  # the images and the matmul's activations
+    (ref,) = REF.computation(y, px, precision="bf16")(x)
+    np.testing.assert_allclose(c(x)[0], ref, atol=2e-4 * float(np.abs(ref).max()))
+
+
+@native
+def test_variables_and_their_update_stay_f32():
+    rng = np.random.default_rng(4)
+    w0 = rng.standard_normal((16, 8), dtype=F32)
+    w = ng.variable(w0, name="w")
+    x = ng.parameter([4, 16])
+    loss = ng.sum(ng.relu(x @ w), [0, 1])
+    (g,) = ng.gradients(loss, [w])
+    lr = np.asarray(0.1, F32)
+    step = CPU.computation([g], x, updates=[(w, w - ng.constant(lr) * g)], precision="bf16")
+    assert step.executable.precision["runs"] == "bf16"
+    (grad,) = step(rng.standard_normal((4, 16), dtype=F32))
+    new = w.get_value()
+    assert new.dtype == F32 and grad.dtype == F32
+    np.testing.assert_array_equal(new, w0 - lr * grad)  # an f32 update, not rounded to bf16
+    assert not np.array_equal(new, bf16_round(new))
+
+
+@native
+def test_one_cast_per_value_and_weight_casts_fused_into_reorders():
+    model, loss, params, values = small_cnn_loss()
+    variables = model.parameters()
+    grads = ng.gradients(loss, variables)
+    updates = ng.optimizers.SGD(0.01, momentum=0.9).updates(loss, variables, grads=grads)
+    step = CPU.computation(loss, *params, updates=updates, precision="bf16")
+    p = step.executable.precision
+    assert p["requested"] == "bf16" and p["runs"] == "bf16"
+    assert p["casts"] > 0 and p["fused_casts"] > 0
+    ops = step.executable.function.get_ordered_ops()
+    casts = [n for n in ops if n.get_type_name() == "CPUPrecisionCast"]
+    assert len(casts) == p["casts"]
+    # The images are cast once (read by the first convolution and by its filter gradient).
+    x = step.function.get_parameters()[0].name
+    assert [c.inputs()[0].name for c in casts].count(x) == 1
+    # Each cast reads a different value (one per source) or converts it into another layout;
+    # no Reorder reads a cast: a cast read in another layout converts and re-lays out at once.
+    for n in ops:
+        if n.get_type_name() == "CPUReorder":
+            assert n.inputs()[0].get_type_name() != "CPUPrecisionCast", n
+    # The weights are cast from the f32 variables straight into the convolutions' layouts.
+    assert any(c.inputs()[0].get_type_name() == "Variable" for c in casts)
+    step(*values)
+    assert all(v.get_value().dtype == F32 for v in variables)
+
+
+@native
+def test_activations_the_backward_reads_are_stored_in_bf16():
+    """The planned intermediate memory of a training step is smaller in bf16: the convolutions'
+    and products' operands kept for the backward are the bf16 casts (half the bytes)."""
+    arena = {}
+    for precision in ("f32", "bf16"):  # compiled only; at width 32 (8 would be padded to 16)
+        model = ng.nn.small_cnn(width=32, seed=0)
+        x, y = ng.parameter([32, 1, 28, 28]), ng.parameter([32], np.int64)
+        loss = ng.softmax_cross_entropy(model(x), y)
+        updates = ng.optimizers.SGD(0.01).updates(loss, model.parameters())
+        step = CPU.computation(loss, x, y, updates=updates, precision=precision)
+        arena[precision] = step.executable.arena_bytes
+    assert arena["bf16"] < 0.97 * arena["f32"], arena  # 0.94 on AVX512-BF16 (Zen 5)
+
+
+@native
+def test_bf16_training_step_trains():
+    model, loss, params, values = small_cnn_loss(n=8)
+    variables = model.parameters()
+    updates = ng.optimizers.SGD(0.05, momentum=0.9).updates(loss, variables)
+    updates += model.state_updates()
+    step = CPU.computation(loss, *params, updates=updates, precision="bf16")
+    first = float(step(*values)[0])
+    for _ in range(10):
+        last = float(step(*values)[0])
+    assert last < 0.5 * first
+
+
+# --------------------------------------------------------------------- the fallback
+
+
+FALLBACK = textwrap.dedent("""
+    import numpy as np, ngraph as ng
+    f = ng.cpu_features()
+    print("ISA", f["onednn_isa"], f["bf16_path"])
+    x, w = ng.parameter([4, 8]), ng.parameter([8, 3])
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((4, 8), dtype=np.float32)
+    b = rng.standard_normal((8, 3), dtype=np.float32)
+    c16 = ng.runtime().computation(x @ w, x, w, precision="bf16")
+    c32 = ng.runtime().computation(x @ w, x, w, precision="f32")
+    ng.runtime().computation(ng.relu(x @ w), x, w, precision="bf16")
+    print("RUNS", c16.executable.precision["runs"], c16.executable.precision["casts"])
+    print("SAME", np.array_equal(c16(a, b)[0], c32(a, b)[0]))
+""")
+
+
+@pytest.mark.parametrize("isa", ["AVX2", "AVX512_CORE"])
+def test_without_bf16_instructions_bf16_runs_f32_and_says_so_once(isa):
+    env = dict(os.environ, ONEDNN_MAX_CPU_ISA=isa, DNNL_MAX_CPU_ISA=isa)
+    out = subprocess.run([sys.executable, "-c", FALLBACK], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert f"ISA {isa.lower()} f32" in out.stdout, out.stdout
+    assert "RUNS f32 0" in out.stdout and "SAME True" in out.stdout, out.stdout
+    notices = [line for line in out.stderr.splitlines() if "precision bf16 runs in f32" in line]
+    assert len(notices) == 1, out.stderr
