@@ -7,6 +7,12 @@ as DistributedDataParallel over gloo.
 
     python bench/cnn.py --model resnet50 --image-size 64 --batch 8
     mpirun -np 2 python bench/cnn.py --model small --batch 32
+    python bench/cnn.py --model resnet50 --image-size 64 --precision both   # f32 and bf16
+
+With --precision bf16 ngraph compiles the step in bf16 mixed precision (convolutions and
+matrix products in bf16, f32 accumulation, master weights and update) and PyTorch runs its
+forward pass under torch.autocast("cpu", dtype=torch.bfloat16); --precision both times the
+f32 and bf16 steps of both side by side, round by round, and reports the ratios.
 
 One thread per rank. Prints one JSON line (rank 0) with the settings and the figures.
 
@@ -73,7 +79,7 @@ def conv_peak() -> float:
     return 2 * 8 * 64 * 64 * 9 * 56 * 56 / seconds
 
 
-def ngraph_step(model_name, batch, size, comm, lr=0.01, communicate=True):
+def ngraph_step(model_name, batch, size, comm, lr=0.01, communicate=True, precision="f32"):
     build, channels, _, classes = MODELS[model_name]
     model = build(classes, in_channels=channels, seed=0)
     x = ng.parameter([batch, channels, size, size], name="images")
@@ -85,7 +91,7 @@ def ngraph_step(model_name, batch, size, comm, lr=0.01, communicate=True):
         grads = [ng.allreduce(g, "mean", comm=comm) for g in grads]
     updates = ng.optimizers.SGD(lr, momentum=0.9).updates(loss, params, grads=grads)
     updates += model.state_updates()
-    step = ng.runtime().computation(loss, x, y, updates=updates)
+    step = ng.runtime().computation(loss, x, y, updates=updates, precision=precision)
     rng = np.random.default_rng(comm.rank)
     xs = rng.standard_normal((batch, channels, size, size), dtype=np.float32)
     ys = rng.integers(0, classes, batch)
@@ -149,7 +155,7 @@ def torch_small(model_name, classes):
     return torch_resnet(model_name, classes)
 
 
-def torch_step(model_name, batch, size, world, ddp, lr=0.01):
+def torch_step(model_name, batch, size, world, ddp, lr=0.01, precision="f32"):
     import torch  # noqa: PLC0415
 
     torch.set_num_threads(1)
@@ -158,7 +164,8 @@ def torch_step(model_name, batch, size, world, ddp, lr=0.01):
     if ddp:
         import torch.distributed as dist  # noqa: PLC0415
 
-        dist.init_process_group("gloo")
+        if not dist.is_initialized():  # once, also for --precision both
+            dist.init_process_group("gloo")
         model = torch.nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
     lossf = torch.nn.CrossEntropyLoss()
@@ -169,7 +176,8 @@ def torch_step(model_name, batch, size, world, ddp, lr=0.01):
 
     def step():
         opt.zero_grad(set_to_none=True)
-        loss = lossf(model(xs), ys)
+        with common.torch_autocast(precision):  # the forward pass and the loss
+            loss = lossf(model(xs), ys)
         loss.backward()
         opt.step()
 
@@ -190,6 +198,9 @@ def main(argv=None):
     ap.add_argument("--lockstep", action="store_true",
                     help="no gradient exchange, a barrier after every step (ngraph only): the "
                          "ceiling for synchronous data parallelism on this machine")
+    ap.add_argument("--precision", choices=["f32", "bf16", "both"], default="f32",
+                    help="the steps' arithmetic: f32, bf16 mixed precision (ngraph's compile "
+                         "option, PyTorch's autocast), or both side by side")
     ap.add_argument("--smoke", action="store_true", help="tiny sizes: checks the script runs")
     args = ap.parse_args(argv)
     if args.smoke:
@@ -200,17 +211,27 @@ def main(argv=None):
     if args.lockstep and comm.size < 2:
         ap.error(f"--lockstep compares ranks in step: run it under mpirun with 2 or more ranks "
                  f"(this job has {comm.size})")
-    step = ngraph_step(args.model, args.batch, size, comm, communicate=not args.lockstep)
+    if args.lockstep and args.precision == "both":
+        ap.error("--lockstep times one step: give --precision f32 or bf16")
+    suffix = common.precisions(args.precision)  # contenders "ngraph", "ngraph_bf16", ...
+    fns = {}
+    for p in suffix:
+        fns["ngraph" + suffix[p]] = ngraph_step(args.model, args.batch, size, comm,
+                                                communicate=not args.lockstep, precision=p)
+    step = next(iter(fns.values()))
 
     def lockstep():
         step()
         ng.distributed.barrier(comm)
 
-    fns = {"ngraph": lockstep if args.lockstep else step}
+    if args.lockstep:
+        fns = {"ngraph": lockstep}
     if (common.have("torch") and not args.no_torch and not args.lockstep
             and args.model != "resnet20"):
         name = common.torch_distributed_env(comm.rank, comm.size, 29513)
-        fns[name] = torch_step(args.model, args.batch, size, comm.size, comm.size > 1)
+        for p in suffix:
+            fns[name + suffix[p]] = torch_step(args.model, args.batch, size, comm.size,
+                                               comm.size > 1, precision=p)
     per_rank = common.ranks_in_step_rates(
         fns, lambda: ng.distributed.barrier(comm), warmup=args.warmup, iters=args.iters,
         steps_per_iter=args.steps_per_iter, units_per_step=args.batch)
@@ -220,9 +241,11 @@ def main(argv=None):
         "batch_per_rank": args.batch,
         "ranks": comm.size,
         "lockstep": args.lockstep,
+        "precision": args.precision,
         "images_per_s_per_rank": per_rank,
         "images_per_s": {k: v * comm.size for k, v in per_rank.items()},
     }
+    result.update(common.precision_result(args.precision, per_rank))
     exe = step.computation.executable
     if comm.size > 1 and not args.lockstep:  # how the gradients were summed and the update run
         result["shared_memory"] = exe.shared_memory

@@ -131,6 +131,44 @@ def finish(result: dict, rank: int, fns: dict) -> dict:
     return result
 
 
+def precisions(choice: str) -> dict[str, str]:
+    """--precision f32|bf16|both -> {precision: suffix of its contenders' names}: "" for the
+    precision asked, and "_bf16" on the bf16 ones under both ("ngraph", "ngraph_bf16")."""
+    if choice == "both":
+        return {"f32": "", "bf16": "_bf16"}
+    return {choice: ""}
+
+
+def torch_autocast(precision: str):
+    """PyTorch's mixed precision for a forward pass: autocast to bf16 on the CPU, or nothing."""
+    import contextlib  # noqa: PLC0415
+
+    import torch  # noqa: PLC0415
+
+    return (torch.autocast("cpu", dtype=torch.bfloat16) if precision == "bf16"
+            else contextlib.nullcontext())
+
+
+def precision_result(choice: str, per_rank: dict) -> dict:
+    """The bf16 figures of a --precision run: which bf16 path ran (native, emulated, or the
+    f32 fallback) and, under both, the step-time ratios (the inverse of the rates'): each
+    framework's bf16 step over its f32 step, and ngraph's bf16 step over PyTorch's."""
+    if choice == "f32":
+        return {}
+    import ngraph  # noqa: PLC0415
+
+    out = {"bf16_path": ngraph.cpu_features()["bf16_path"]}
+    if choice == "both":
+        torch_names = [k for k in ("pytorch", "pytorch_ddp_gloo") if k in per_rank]
+        ratios = {f"{k}_bf16/{k}": per_rank[k] / per_rank[k + "_bf16"]
+                  for k in ["ngraph", *torch_names] if k + "_bf16" in per_rank}
+        for k in torch_names:
+            if k + "_bf16" in per_rank and "ngraph_bf16" in per_rank:
+                ratios[f"ngraph_bf16/{k}_bf16"] = per_rank[k + "_bf16"] / per_rank["ngraph_bf16"]
+        out["step_time_ratio"] = ratios
+    return out
+
+
 def torch_distributed_env(rank: int, size: int, port: int) -> str:
     """Sets PyTorch's process-group variables (a rendezvous on this host at `port`) and returns
     the name of the PyTorch contender: DDP over gloo under several ranks, else eager."""

@@ -5,6 +5,7 @@ same model, side by side in one process, tokens/s (medians of interleaved repeat
     python bench/gpt.py --model gpt2-blocks      # GPT-2 small's blocks (width 768, 12 heads)
     python bench/gpt.py --attention              # scaled dot-product attention, fwd + bwd
     mpirun -np 2 python bench/gpt.py             # data parallel: ngraph against DDP (gloo)
+    python bench/gpt.py --precision both         # f32 and bf16 mixed precision side by side
 
 A step is forward, backward, the gradient allreduce (under mpirun) and AdamW's update, on
 random tokens (the example: a character-level GPT with tied embeddings and cross-entropy
@@ -35,7 +36,7 @@ MODELS = {
 DROPOUT = 0.1
 
 
-def ngraph_step(name, comm, batch):
+def ngraph_step(name, comm, batch, precision="f32"):
     vocab, ctx, layers, heads, width, _ = MODELS[name]
     if vocab:
         model = ng.nn.gpt(vocab, ctx, layers, heads, width, DROPOUT, seed=0)
@@ -66,7 +67,8 @@ def ngraph_step(name, comm, batch):
     if comm.size > 1:
         grads = [ng.allreduce(g, "mean", comm=comm) for g in grads]
     opt = ng.optimizers.AdamW(1e-4, weight_decay=0.1, no_decay=no_decay)
-    step = ng.runtime().computation(loss, x, y, updates=opt.updates(loss, params, grads=grads))
+    step = ng.runtime().computation(loss, x, y, updates=opt.updates(loss, params, grads=grads),
+                                    precision=precision)
     if comm.size > 1:
         ng.distributed.broadcast_variables(params, comm=comm)
     return lambda: step(*data)
@@ -114,7 +116,7 @@ def torch_model(name):
     return GPT() if vocab else nn.Sequential(*(Block() for _ in range(layers)))
 
 
-def torch_step(name, batch, world, ddp):
+def torch_step(name, batch, world, ddp, precision="f32"):
     import torch  # noqa: PLC0415
     import torch.nn.functional as F  # noqa: PLC0415
     from torch import nn  # noqa: PLC0415
@@ -139,13 +141,16 @@ def torch_step(name, batch, world, ddp):
     if ddp:
         import torch.distributed as dist  # noqa: PLC0415
 
-        dist.init_process_group("gloo")
+        if not dist.is_initialized():  # once, also for --precision both
+            dist.init_process_group("gloo")
         model = nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.AdamW(model.parameters(), 1e-4, weight_decay=0.1)
 
     def step():
         opt.zero_grad(set_to_none=True)
-        loss_fn().backward()
+        with common.torch_autocast(precision):  # the forward pass and the loss
+            loss = loss_fn()
+        loss.backward()
         opt.step()
 
     return step
@@ -191,6 +196,9 @@ def main(argv=None):
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--attention", action="store_true",
                     help="time scaled dot-product attention alone (one process)")
+    ap.add_argument("--precision", choices=["f32", "bf16", "both"], default="f32",
+                    help="the steps' arithmetic: f32, bf16 mixed precision (ngraph's compile "
+                         "option, PyTorch's autocast), or both side by side")
     ap.add_argument("--smoke", action="store_true", help="tiny sizes: checks the script runs")
     args = ap.parse_args(argv)
     if args.attention:
@@ -203,16 +211,20 @@ def main(argv=None):
     tokens = batch * MODELS[args.model][1]
 
     comm = ng.distributed.init()
-    fns = {"ngraph": ngraph_step(args.model, comm, batch)}
+    suffix = common.precisions(args.precision)  # contenders "ngraph", "ngraph_bf16", ...
+    fns = {"ngraph" + suffix[p]: ngraph_step(args.model, comm, batch, p) for p in suffix}
     if common.have("torch") and not args.no_torch:
         name = common.torch_distributed_env(comm.rank, comm.size, 29517)
-        fns[name] = torch_step(args.model, batch, comm.size, comm.size > 1)
+        for p in suffix:
+            fns[name + suffix[p]] = torch_step(args.model, batch, comm.size, comm.size > 1, p)
     per_rank = common.ranks_in_step_rates(
         fns, lambda: ng.distributed.barrier(comm), warmup=args.warmup, iters=args.iters,
         steps_per_iter=args.steps_per_iter, units_per_step=tokens)
     result = {"model": args.model, "batch_per_rank": batch, "context": MODELS[args.model][1],
               "ranks": comm.size, "tokens_per_s_per_rank": per_rank,
+              "precision": args.precision,
               "tokens_per_s": {k: v * comm.size for k, v in per_rank.items()}}
+    result.update(common.precision_result(args.precision, per_rank))
     return common.finish(result, comm.rank, fns)
 
 if __name__ == "__main__":

@@ -85,6 +85,10 @@ def parse_args(argv=None):
     p.add_argument("--prompt", default="The ", help="text the sample starts from")
     p.add_argument("--temperature", type=float, default=0.8, help="sampling temperature")
     p.add_argument("--top-k", type=int, default=20, help="sample among the k likeliest")
+    p.add_argument("--precision", choices=["f32", "bf16"], default="f32",
+                   help="the training step's arithmetic: f32, or bf16 mixed precision (matrix "
+                   "products in bf16 with f32 accumulation; f32 master weights, AdamW, softmax, "
+                   "layer norm and loss); validation runs in f32")
     p.add_argument("--backend", choices=["mpi", "ccl"], default=None,
                    help="communicator backend (default: $NGRAPH_DIST_BACKEND, else mpi)")
     p.add_argument("--no-plot", action="store_true", help="do not write the PNG")
@@ -174,7 +178,7 @@ class Trainer:
     loss) and the validation pass (summed losses over all ranks)."""
 
     def __init__(self, model, optimizer, comm, local_batch: int, global_batch: int,
-                 context: int):
+                 context: int, precision: str = "f32"):
         self.model, self.comm = model, comm
         runtime = ng.runtime()
         v = model.vocab_size
@@ -188,7 +192,7 @@ class Trainer:
         grads = [ng.allreduce(g, "sum", comm=comm) for g in ng.gradients(local, model.params)]
         loss = ng.allreduce(local, "sum", comm=comm)
         updates = optimizer.updates(loss, model.params, grads=grads)
-        self.step = runtime.computation(loss, x, y, updates=updates)
+        self.step = runtime.computation(loss, x, y, updates=updates, precision=precision)
         self._runtime, self._evals, self.context = runtime, {}, context
 
     def validation_loss_sum(self, x: np.ndarray, y: np.ndarray, n: int, chunk: int = 32) -> float:
@@ -299,7 +303,8 @@ def train(args) -> dict:
     lr = ng.variable(np.float32(args.lr), name="learning_rate")  # set every step
     optimizer = ng.optimizers.AdamW(lr, beta1=0.9, beta2=0.95, weight_decay=args.weight_decay,
                                     no_decay=model.module.no_decay_parameters())
-    trainer = Trainer(model, optimizer, comm, local, args.batch_size, args.context)
+    trainer = Trainer(model, optimizer, comm, local, args.batch_size, args.context,
+                      args.precision)
     variables = model.params
 
     start_epoch, start_step, history, partial, rng_step, error = 0, 0, [], {}, 0, None
@@ -346,7 +351,8 @@ def train(args) -> dict:
     progress = Progress(lead and not args.quiet)
     if lead:
         log(f"ngraph {ng.__version__}: {size} rank(s) ({ng.distributed.backend()}), "
-            f"{model.description}, vocabulary {len(corpus.vocab)} characters; "
+            f"{model.description}{train_mnist.precision_text(args.precision)}, "
+            f"vocabulary {len(corpus.vocab)} characters; "
             f"{len(corpus.train):,} training / {len(corpus.val):,} validation characters from "
             f"{args.data_dir}; AdamW lr {args.lr:g}, global batch {args.batch_size} x "
             f"{args.context}; bigram model: {bigram:.3f} bits/char")
@@ -419,7 +425,8 @@ def train(args) -> dict:
     summary = {"ranks": size, "epochs": args.epochs, "val_loss": history[-1]["val_loss"],
                "val_bits_per_char": history[-1]["val_bits_per_char"],
                "bigram_bits_per_char": bigram, "wall_time_s": wall,
-               "tokens_per_s": trained / train_time, "history": history}
+               "tokens_per_s": trained / train_time, "precision": args.precision,
+               "history": history}
     written = []
     if lead:
         written = [] if elastic else ["checkpoint.npz"]

@@ -123,6 +123,12 @@ def build_parser(
         help="stop after this many epochs, as if interrupted (for testing --resume)",
     )
     p.add_argument(
+        "--precision", choices=["f32", "bf16"], default="f32",
+        help="the training step's arithmetic: f32, or bf16 mixed precision (convolutions and "
+        "matrix products in bf16 with f32 accumulation; f32 master weights, optimizer and "
+        "loss). On a CPU without bf16 instructions bf16 runs the f32 kernels, with a notice",
+    )
+    p.add_argument(
         "--backend",
         choices=["mpi", "ccl"],
         default=None,
@@ -281,6 +287,13 @@ def epoch_plan(per_rank: int, local_batch: int, accumulate: int, size: int):
     return plan
 
 
+def precision_text(precision: str) -> str:
+    """", bf16 mixed precision (native)" and the like for the log's first line; "" for f32."""
+    if precision == "f32":
+        return ""
+    return f", {precision} mixed precision ({ng.cpu_features()['bf16_path']})"
+
+
 def schedule_text(args) -> str:
     warmup = f", {args.warmup_epochs:g} warm-up epochs" if args.warmup_epochs else ""
     return args.schedule + warmup
@@ -347,12 +360,15 @@ class Trainer:
     which equals averaging them every step (the moving average is linear)."""
 
     def __init__(self, model: MLP, optimizer, comm, accumulate: int = 1,
-                 compression: str = "none"):
+                 compression: str = "none", precision: str = "f32"):
         self.model, self.optimizer, self.comm = model, optimizer, comm
         self.runtime = ng.runtime()
         self.accumulate = accumulate
         # The gradients' allreduces only (the loss and batch norm's statistics stay f32).
         self.compression = compression
+        # The training steps' arithmetic (a compile option: the graph stays f32; evaluation
+        # runs in f32).
+        self.precision = precision
         self.accumulator = None  # made with the first step: the loss's dtype is the model's
         self._steps = {}
         self._evals = {}
@@ -393,7 +409,8 @@ class Trainer:
         if acc is not None:
             if not final:  # a micro-batch: sums in place, nothing sent
                 updates = acc.add([*grads, local_loss]) + list(self.model.state_updates())
-                return self.runtime.computation(local_loss, x, y, updates=updates)
+                return self.runtime.computation(local_loss, x, y, updates=updates,
+                                                precision=self.precision)
             *grads, local_loss = acc.total([*grads, local_loss])
         # The in-graph AllReduce: the global batch's gradient, on every rank.
         grads = [ng.allreduce(g, "sum", comm=self.comm, compression=self.compression)
@@ -408,7 +425,7 @@ class Trainer:
             updates.append((var, mean))
         if acc is not None:
             updates += acc.reset()
-        return self.runtime.computation(loss, x, y, updates=updates)
+        return self.runtime.computation(loss, x, y, updates=updates, precision=self.precision)
 
     def correct(self, x: np.ndarray, y: np.ndarray, length: int | None = None) -> int:
         """Correctly classified examples of (x, y) summed over all ranks. With `length`, this
@@ -698,7 +715,8 @@ def train(args, make_model=None, augment=None) -> dict:
     updates_per_epoch = sum(final for *_, final in plan)
     optimizer = make_optimizer(args.optimizer, learning_rate(args, updates_per_epoch, lr_scale),
                                args.weight_decay)
-    trainer = Trainer(model, optimizer, comm, accumulate, getattr(args, "compression", "none"))
+    trainer = Trainer(model, optimizer, comm, accumulate, getattr(args, "compression", "none"),
+                      args.precision)
     # Build every updating step shape once so the optimizer state exists before a resume
     # restores it.
     for lo, hi, global_batch, final in plan:
@@ -750,7 +768,7 @@ def train(args, make_model=None, augment=None) -> dict:
     if lead:
         log(
             f"ngraph {ng.__version__}: {size} rank(s) ({ng.distributed.backend()}), "
-            f"{model.description}, "
+            f"{model.description}{precision_text(args.precision)}, "
             f"{args.optimizer} lr {args.lr * lr_scale:g} ({schedule_text(args)}), global batch "
             f"{batch_text(args, local_batch * size, accumulate)}, {n} training / "
             f"{len(x_test)} test examples from {args.data_dir}"
@@ -847,6 +865,7 @@ def train(args, make_model=None, augment=None) -> dict:
         "wall_time_s": wall,
         "throughput_samples_per_s": trained / train_time,
         "updates": int(optimizer.step.get_value()),
+        "precision": args.precision,
         "gradient_allreduce": trainer.gradient_allreduce(),
         # Bytes this rank sent through the compressed exchange, by wire (0 uncompressed).
         "exchange_bytes": ng.distributed.traffic(),

@@ -33,7 +33,8 @@ def test_help_lists_the_options():
     out = subprocess.run([sys.executable, str(SCRIPT), "--help"], capture_output=True, text=True,
                          timeout=60, env=launch_env()).stdout
     for opt in ["--epochs", "--steps-per-epoch", "--batch-size", "--context", "--n-layer",
-                "--n-head", "--d-model", "--dropout", "--resume", "--data-dir", "--temperature"]:
+                "--n-head", "--d-model", "--dropout", "--resume", "--data-dir", "--temperature",
+                "--precision"]:
         assert opt in out
 
 
@@ -117,3 +118,21 @@ def test_preempted_mid_epoch_under_elastic_resumes_bitwise(tmp_path):
     assert a.keys() == b.keys()
     for k in a:
         np.testing.assert_array_equal(b[k], a[k], err_msg=k)
+
+
+@needs_fortunes
+def test_bf16_precision_trains_like_f32(tmp_path):
+    """--precision bf16: a tiny GPT's validation loss after the same steps is within 3% of
+    f32's (the default configuration's measurement, within 2%, is in docs/training.md), and
+    the weights stay f32."""
+    common = [*TINY, "--epochs", 1, "--steps-per-epoch", 30, "--dropout", 0]
+    loss = {}
+    for precision in ("f32", "bf16"):
+        out = tmp_path / precision
+        run(tmp_path, [*common, "--precision", precision, "--output-dir", out])
+        s = summary(out)
+        assert s["precision"] == precision
+        loss[precision] = s["val_loss"]
+        floats = [w for w in weights(out).values() if w.dtype.kind not in "iub"]
+        assert floats and all(w.dtype == np.float32 for w in floats)  # master weights
+    assert abs(loss["bf16"] - loss["f32"]) <= 0.03 * loss["f32"], loss
