@@ -72,11 +72,12 @@ def main(argv=None):
                     help="write the seeds' chart (CNN images/s against ranks) here")
     ap.add_argument("--only", default=None,
                     help="comma-separated parts to rerun (step_time, call_overhead, memory, "
-                         "timeline, allreduce, ddp, cnn, gpt, onnx, scaling); the others are taken "
+                         "timeline, allreduce, ddp, cnn, gpt, bf16, onnx, scaling); the others are "
+                         "taken "
                          "from the last saved summary")
     args = ap.parse_args(argv)
     parts = {"step_time", "call_overhead", "memory", "timeline", "allreduce", "ddp", "cnn", "gpt",
-             "onnx", "scaling"}
+             "bf16", "onnx", "scaling"}
     only = set(args.only.split(",")) if args.only else parts
     if only - parts:
         ap.error(f"unknown parts {sorted(only - parts)}; choose from {sorted(parts)}")
@@ -223,6 +224,8 @@ def main(argv=None):
         out["cnn"] = run_cnn(args.smoke, launches)
     if have_mpi and "gpt" in only:
         out["gpt"] = run_gpt(args.smoke, launches)
+    if "bf16" in only:
+        out["bf16"] = run_bf16(args.smoke)
     if not have_mpi:
         print("\n(mpirun, mpicc or mpi4py missing: the MPI benchmarks are skipped)")
     onnx_failed = None
@@ -351,6 +354,38 @@ def run_cnn(smoke: bool, launches: int) -> dict:
                               "2 ranks / independent, per launch", "2 in lockstep img/s",
                               "lockstep / 2x 1 rank, per launch",
                               "2 ranks / lockstep, per launch"]))
+    return res
+
+
+# (script, model arguments) of the bf16 runs: ResNet-50 at 224 and 64 pixels and the small
+# CNN (bench/cnn.py), and train_gpt.py's GPT (bench/gpt.py).
+BF16_RUNS = [("cnn.py", ["--model", "resnet50", "--image-size", "224", "--batch", "8"]),
+             ("cnn.py", ["--model", "resnet50", "--image-size", "64", "--batch", "8"]),
+             ("cnn.py", ["--model", "small", "--batch", "32"]),
+             ("gpt.py", ["--model", "example"])]
+
+
+def run_bf16(smoke: bool) -> dict:
+    """bf16 mixed precision against f32, ngraph and PyTorch (autocast) side by side in one
+    process, one thread (--precision both): the step-time ratios of each run."""
+    print("\n== bf16 mixed precision against f32 (--precision both)")
+    res, rows = {"bf16_path": None}, []
+    for script, model in [("cnn.py", ["--smoke", "--no-torch"])] if smoke else BF16_RUNS:
+        cmd = [sys.executable, os.path.join(HERE, script), *model, "--precision", "both"]
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+        if out.returncode:
+            raise RuntimeError(f"{' '.join(cmd)} failed (exit {out.returncode}):\n{out.stderr}")
+        r = [json.loads(x) for x in out.stdout.splitlines() if x.startswith("{")][0]
+        name = " ".join(model)
+        res[name] = r["step_time_ratio"]
+        res["bf16_path"] = r["bf16_path"]
+        ratio = r["step_time_ratio"]
+        rows.append([name, f"{ratio['ngraph_bf16/ngraph']:.2f}",
+                     *(f"{ratio[k]:.2f}" if k in ratio else "-"
+                       for k in ("pytorch_bf16/pytorch", "ngraph_bf16/pytorch_bf16"))])
+    print(common.table(rows, ["run", "ngraph bf16 / f32 step", "PyTorch autocast / f32 step",
+                              "ngraph bf16 / PyTorch autocast step"]))
+    print(f"bf16 path: {res['bf16_path']} (ng.cpu_features())")
     return res
 
 
