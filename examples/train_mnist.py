@@ -830,6 +830,8 @@ def train(args, make_model=None, augment=None) -> dict:
         if state is not None:  # every rank: the save is collective
             state.end_epoch(epoch + 1, metadata, more=epoch + 1 < last_epoch)
             continue
+        # Every rank: an optimizer state sharded across nodes is gathered before rank 0 reads it.
+        ng.checkpoint.consolidate(variables, optimizer)
         if lead:
             try:
                 ng.save(path, variables, optimizer, metadata=metadata)

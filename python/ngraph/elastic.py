@@ -389,6 +389,8 @@ class State:
         CheckpointError when rank 0 could not write it."""
         import ngraph as ng  # noqa: PLC0415
 
+        # Every rank: an optimizer state sharded across nodes is gathered first.
+        ng.checkpoint.consolidate(self.variables, self.optimizer)
         error = None
         if self.comm.rank == 0:
             try:
