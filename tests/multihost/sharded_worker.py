@@ -23,7 +23,7 @@ import ngraph as ng
 import numpy as np
 from mpi4py import MPI
 
-os.environ["NGRAPH_SHM_SHARDED_ACROSS_NODES"] = "1"  # across hosts only when asked
+os.environ["NGRAPH_SHM_SHARDED_ACROSS_NODES"] = "1"  # the default, whatever the caller's
 comm = ng.distributed.init(MPI.COMM_WORLD)
 rank = comm.rank
 

@@ -340,10 +340,9 @@ def test_sharded_update_across_nodes_against_numpy(world, comm, monkeypatch):
 @pytest.mark.parametrize("across, compression", [("0", "none"), ("1", "bf16")])
 def test_sharded_update_across_nodes_only_when_asked(world, comm, monkeypatch, across,
                                                      compression):
-    """Across nodes the update stays whole on every rank unless NGRAPH_SHM_SHARDED_ACROSS_NODES=1
-    (the default: sharded, it gathers the optimizer state too, more bytes than the allreduce),
-    and a compressed exchange is never sharded (the shares travel in f32); the results are the
-    unsharded step's bits."""
+    """Across nodes the update stays whole on every rank with NGRAPH_SHM_SHARDED_ACROSS_NODES=0
+    (the default is 1), and a compressed exchange is never sharded (the shares travel in f32);
+    the results are the unsharded step's bits."""
     if shm_switched_off():
         pytest.skip("NGRAPH_SHM=0 in this run")
     r = comm.rank

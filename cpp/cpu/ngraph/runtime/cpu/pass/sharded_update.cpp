@@ -216,8 +216,8 @@ void lay_out_variables(ExecutionPlan& plan, ShardedUpdate& u) {
     throw std::logic_error("[CPU] a sharded update reads a sum reduced whole");
   };
   u.planes_at = round_up(placement.common);
-  // Across nodes only when asked (NGRAPH_SHM_SHARDED_ACROSS_NODES), on f32 sums exchanged in
-  // f32: the shares travel through the uncompressed exchange.
+  // Across nodes unless turned off (NGRAPH_SHM_SHARDED_ACROSS_NODES=0), on f32 sums exchanged
+  // in f32: the shares travel through the uncompressed exchange.
   auto fused = std::dynamic_pointer_cast<FusedAllReduce>(plan.steps[u.allreduce].node);
   u.across_nodes = settings::flag("NGRAPH_SHM_SHARDED_ACROSS_NODES") && fused &&
                    fused->get_compression() == distributed::Wire::f32 &&
