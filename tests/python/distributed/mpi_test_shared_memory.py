@@ -498,3 +498,54 @@ def test_optimizer_state_stays_with_its_owners(world, comm, monkeypatch, tmp_pat
         assert bits(params) == bits(plain_params)
         ng.load(path, params, opt)
         ng.load(path, plain_params, plain_opt)
+
+
+def test_two_computations_over_a_scattered_state(world, comm, monkeypatch):
+    """Across nodes (one rank each), two computations updating the same weights and momentum
+    (two batch sizes) alternate: each gathers the momentum the other left in shares before
+    its own call, and the bits are the unsharded run's; a computation without collectives
+    that reads the scattered momentum is refused, naming it."""
+    if shm_switched_off():
+        pytest.skip("NGRAPH_SHM=0 in this run")
+    r, n = comm.rank, comm.size
+    monkeypatch.setenv("NGRAPH_SHM_NODE_SIZE", "1")
+    monkeypatch.setenv("NGRAPH_SHM_SHARDED_ACROSS_NODES", "1")
+    ours = ng.distributed.as_communicator(world.Dup())
+
+    def run(sharded):
+        monkeypatch.setenv("NGRAPH_SHM_SHARDED_UPDATE", "1" if sharded else "0")
+        w = ng.variable(np.full((64, 32), 0.1, np.float32), name="w")
+        opt = ng.optimizers.SGD(0.05, momentum=0.9)
+        steps = []
+        for batch in (4, 8):
+            x = ng.parameter([batch, 64], np.float32)
+            loss = ng.sum(ng.dot(x, w) ** 2)
+            (g,) = ng.gradients(loss, [w])
+            avg = ng.allreduce(g, "mean", comm=ours)
+            steps.append(ng.runtime().computation(loss, x, updates=opt.updates(loss, [w], [avg])))
+        flags = []
+        for c in range(2):
+            for step, batch in zip(steps, (4, 8)):
+                step(rank_values((batch, 64), r + c, np.float32) * 0.01)
+                flags.append(step.executable.last_call_sharded)
+        return w, opt, flags, steps  # the steps kept: freed, they would take the shares along
+
+    w, opt, flags, _steps = run(True)
+    plain_w, plain_opt, plain_flags, _plain_steps = run(False)
+    assert flags == [True] * 4 and plain_flags == [False] * 4
+    assert w.get_value().tobytes() == plain_w.get_value().tobytes()
+    momentum = [v for v in opt.state_variables if v.shape][0]
+    assert momentum.scattered
+    peek = ng.runtime().computation(ng.sum(momentum))
+    with pytest.raises(RuntimeError,
+                       match=f"{momentum.friendly_name}: rank {r} of {n} holds only its share"):
+        peek()
+    ng.checkpoint.consolidate([w], opt)
+    assert bits(opt.state_variables) == bits(plain_opt.state_variables)
+    # Scattered again, then the computations freed: the other shares are gone, and it says so.
+    _steps[0](rank_values((4, 64), r, np.float32) * 0.01)
+    del _steps
+    with pytest.raises(RuntimeError, match="holds only its share .* is gone; set or load"):
+        momentum.get_value()
+    momentum.set_value(np.zeros((64, 32), np.float32))
+    assert not momentum.scattered

@@ -54,10 +54,14 @@ void CPUExecutable::summarise(const ExecutionPlan& plan) {
 void CPUExecutable::call_raw(void* const* outputs, const void* const* inputs) {
   std::lock_guard<std::mutex> lock(m_mutex);
   // An optimizer state that another computation's sharded update left in shares is not whole
-  // here: refused before any collective (the same on every rank), not read as it is.
+  // here: a computation with collectives (which every rank calls) gathers it first, before its
+  // own collectives (the same on every rank: the ranks ran the same calls); one without refuses.
   for (const auto& [state, layout] : m_program->variables())
-    if (state->is_scattered() && !m_sharing->holds_shares_of(state))
-      throw std::runtime_error(state->scattered_why() + " (read by " + m_distributed.where() + ")");
+    if (state->is_scattered() && !m_sharing->holds_shares_of(state)) {
+      if (m_distributed.empty())
+        throw std::runtime_error(state->scattered_why() + " (read by " + m_distributed.where() + ")");
+      state->gather();
+    }
   auto started = m_distributed.begin();
   apply_num_threads();
   m_program->lay_out_variables();

@@ -238,7 +238,7 @@ void NodeSharing::lose_state(Region& r, const std::string& why) {
 bool NodeSharing::holds_shares_of(const VariableState* state) const {
   for (const auto& r : m_regions)
     for (const auto& [s, off] : r.state)
-      if (s == state) return true;
+      if (s == state && shared_in(r, *s, off)) return true;
   return false;
 }
 

@@ -53,8 +53,8 @@ class NodeSharing {
   // gathered into every node's common memory, so the values are whole again (for a read, a
   // checkpoint, or a call that goes unsharded). Variables call it through VariableState::gather.
   void gather_state(size_t r, const std::string& where);
-  // Whether `state` is one of this executable's optimizer state variables (its shares gathered
-  // by gather_state).
+  // Whether `state` is one of this executable's optimizer state variables and lives in its
+  // region now (its shares, when scattered, are this executable's to gather).
   bool holds_shares_of(const VariableState* state) const;
 
   size_t bytes() const;                 // per rank, planned
