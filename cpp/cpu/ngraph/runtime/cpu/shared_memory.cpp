@@ -9,6 +9,12 @@ namespace ngraph {
 namespace runtime {
 namespace cpu {
 
+namespace {
+std::string name_of(const VariableState& state) {
+  return state.get_name().empty() ? std::string("(unnamed)") : state.get_name();
+}
+}  // namespace
+
 NodeSharing::NodeSharing(const ExecutionPlan& plan) {
   for (const auto& placement : plan.shared) {
     Region r;
@@ -197,7 +203,7 @@ void NodeSharing::scatter_state(Region& r, size_t index, const std::string& wher
     }
   const std::string rank = std::to_string(r.comm->rank()), ranks = std::to_string(r.comm->size());
   for (const auto& [state, off] : r.state)
-    state->scatter("[Variable] " + state->get_name() + ": rank " + rank + " of " + ranks +
+    state->scatter("[Variable] " + name_of(*state) + ": rank " + rank + " of " + ranks +
                        " holds only its share of this optimizer state (the sharded update across nodes of " +
                        where + " keeps each share with its owner). Gather it first, on every rank: "
                        "ng.checkpoint.consolidate(variables, optimizer), or ng.save(..., collective=True); "
@@ -230,7 +236,7 @@ void NodeSharing::lose_state(Region& r, const std::string& why) {
   r.scattered = false;
   for (const auto& [state, off] : r.state)
     if (state->is_scattered())
-      state->scatter("[Variable] " + state->get_name() + ": this rank holds only its share of this optimizer "
+      state->scatter("[Variable] " + name_of(*state) + ": this rank holds only its share of this optimizer "
                      "state, and " + why + "; set or load (ng.load) its value on every rank",
                      nullptr);
 }
