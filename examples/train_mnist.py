@@ -453,6 +453,11 @@ def checksum(array: np.ndarray) -> int:
 
 
 def check_same_weights(variables, agreement: Agreement) -> None:
+    """Collective: raises on every rank when some rank holds other values. An optimizer state
+    that the sharded update across nodes keeps in shares is gathered first."""
+    for v in variables:
+        if v.scattered:
+            v.gather_shares()
     bad = agreement.differing([checksum(v.get_value()) for v in variables])
     if len(bad):
         names = ", ".join(variables[i].name for i in bad)

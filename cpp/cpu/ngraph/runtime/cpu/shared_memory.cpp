@@ -211,8 +211,6 @@ void NodeSharing::scatter_state(Region& r, size_t index, const std::string& wher
                    [this, index, where] { gather(m_regions.at(index), where); });
 }
 
-void NodeSharing::gather_state(size_t index, const std::string& where) { gather(m_regions.at(index), where); }
-
 // Collective (the same on every rank: r.scattered is): every plane of optimizer state is
 // gathered between the nodes, so every node's common memory holds it whole again.
 void NodeSharing::gather(Region& r, const std::string& where) {

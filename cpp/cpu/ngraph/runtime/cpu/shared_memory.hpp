@@ -48,11 +48,6 @@ class NodeSharing {
   // what the others still sum.
   void arrive_after_update(const std::string& where);
 
-  // Collective over every rank of every node of region r, only while its optimizer state is
-  // scattered (a sharded update across nodes left each share with its owner): the shares are
-  // gathered into every node's common memory, so the values are whole again (for a read, a
-  // checkpoint, or a call that goes unsharded). Variables call it through VariableState::gather.
-  void gather_state(size_t r, const std::string& where);
   // Whether `state` is one of this executable's optimizer state variables and lives in its
   // region now (its shares, when scattered, are this executable's to gather).
   bool holds_shares_of(const VariableState* state) const;
@@ -92,7 +87,12 @@ class NodeSharing {
   static bool shared_in(const Region& r, const VariableState& state, size_t offset);
   static bool across_nodes(const Region& r);  // every sharded update on r can run across nodes
   static void unshare_from(Region& r);
+  // After a sharded call across nodes: the optimizer state left in shares (see the .cpp).
   void scatter_state(Region& r, size_t index, const std::string& where);
+  // Collective over every rank of every node of region r, only while its optimizer state is
+  // scattered: the shares are gathered into every node's common memory, so the values are
+  // whole again (for a read, a checkpoint, another computation, or a call that goes
+  // unsharded). A variable calls it through VariableState::gather.
   void gather(Region& r, const std::string& where);
   static void lose_state(Region& r, const std::string& why);
   bool node_shared_here(const VariableState* state) const;
