@@ -85,10 +85,12 @@ def run_step(args, comm):
     if args.timeline:
         ng.timeline.start(args.timeline)
     times = []
+    sent = ng.distributed.traffic()
     for _ in range(args.steps):
         t = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t)
+    sent = {wire: n - sent[wire] for wire, n in ng.distributed.traffic().items()}
     if args.timeline:
         ng.timeline.stop()
     if args.group:  # keep the CPU as busy as it was until every member has timed its steps
@@ -102,6 +104,10 @@ def run_step(args, comm):
         "sharded": bool(step.executable.last_call_sharded),
         "shared_memory": step.executable.shared_memory,
         "grad_bytes": grad_bytes, "step_s": times, "median_step_s": statistics.median(times),
+        # This rank's bytes through the exchange between nodes per step, by wire, and the
+        # optimizer state it holds in memory (a sharded update's; 0 without one).
+        "sent_per_step": {wire: n // len(times) for wire, n in sent.items()},
+        "optimizer_state_bytes": step.executable.optimizer_state_bytes,
         # Throughput from the mean: with more processes than cores a step shorter than the
         # scheduler's slice (the MLP's) runs at full speed or not at all, and only the time
         # over many steps shows the sharing.

@@ -419,8 +419,8 @@ def train(args) -> dict:
                     "rng_step": trainer.step.rng_step, "vocabulary": corpus.vocab.chars}
         if state is not None:  # every rank: the save is collective
             state.end_epoch(epoch + 1, metadata, more=epoch + 1 < last_epoch)
-        elif lead:
-            ng.save(path, variables, optimizer, metadata=metadata)
+        else:  # every rank gathers an optimizer state sharded across nodes; rank 0 writes
+            ng.save(path, variables, optimizer, metadata=metadata, collective=True)
     wall = time.perf_counter() - t_start
     summary = {"ranks": size, "epochs": args.epochs, "val_loss": history[-1]["val_loss"],
                "val_bits_per_char": history[-1]["val_bits_per_char"],

@@ -470,6 +470,11 @@ def checksum(array: np.ndarray) -> int:
 
 
 def check_same_weights(variables, agreement: Agreement) -> None:
+    """Collective: raises on every rank when some rank holds other values. An optimizer state
+    that the sharded update across nodes keeps in shares is gathered first."""
+    for v in variables:
+        if v.scattered:
+            v.gather_shares()
     bad = agreement.differing([checksum(v.get_value()) for v in variables])
     if len(bad):
         names = ", ".join(variables[i].name for i in bad)
@@ -848,6 +853,8 @@ def train(args, make_model=None, augment=None) -> dict:
         if state is not None:  # every rank: the save is collective
             state.end_epoch(epoch + 1, metadata, more=epoch + 1 < last_epoch)
             continue
+        # Every rank: an optimizer state sharded across nodes is gathered before rank 0 reads it.
+        ng.checkpoint.consolidate(variables, optimizer)
         if lead:
             try:
                 ng.save(path, variables, optimizer, metadata=metadata)

@@ -194,6 +194,14 @@ class Executable:
         Whether the last call ran the sharded update (the ranks decide it together per call).
         """
     @property
+    def optimizer_state_bytes(self) -> int:
+        """
+        Bytes of the sharded update's optimizer state (its variables no other step reads:
+        momentum, Adam's moments) this rank holds in memory, measured: its private copies and
+        the resident pages of its piece of the node's common memory. About 1/ranks across
+        nodes; 0 before the first call or with none.
+        """
+    @property
     def node_shared_variables(self) -> int:
         """
         Variables a sharded update keeps once per node (weights and optimizer state updated
@@ -239,6 +247,18 @@ class Variable(Node):
     def set_value(self, value: typing.Any) -> None:
         """
         Replaces the value (shape and dtype checked).
+        """
+    @property
+    def scattered(self) -> bool:
+        """
+        Whether this rank holds only its share of the value (an optimizer state a sharded
+        update across nodes keeps with its owners).
+        """
+    def gather_shares(self) -> None:
+        """
+        Collective over every rank of the computation that scattered it: gathers the shares
+        of a scattered optimizer state, so every rank holds it whole (nothing when it is
+        whole). ng.checkpoint.consolidate calls it.
         """
 
 class Communicator:

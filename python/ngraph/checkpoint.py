@@ -30,7 +30,7 @@ from ngraph._ngraph import Variable
 from ngraph.exceptions import CheckpointError, NgraphTypeError
 from ngraph.utils import _NO_BF16, bfloat16
 
-__all__ = ["CheckpointError", "Checkpoint", "save", "load", "read_metadata"]
+__all__ = ["CheckpointError", "Checkpoint", "save", "load", "read_metadata", "consolidate"]
 
 FORMAT = "ngraph-checkpoint"
 VERSION = 1
@@ -99,15 +99,47 @@ def _entry(section: str, index: int) -> str:
     return f"{section}/{index}.npy"
 
 
+def consolidate(variables: Variables | None = None, optimizer=None) -> None:
+    """Collective: call it on every rank, with the same `variables` and `optimizer`. Across
+    nodes the sharded update keeps each share of the optimizer state (momentum, Adam's
+    moments) with the rank that owns it (docs/distributed.md, "Across nodes"), so no rank
+    holds the whole state; this gathers the shares, so that every rank can read them
+    (``get_value``, :func:`save`) until the next training step. It communicates only when
+    some value is scattered, which is alike on every rank: on one node, on one process and
+    with the setting off it does nothing. Bounded by the communicator's timeout."""
+    for v in [*_named(variables, "variables").values(), *_optimizer_state(optimizer).values()]:
+        if v.scattered:
+            v.gather_shares()
+
+
 def save(path: str | os.PathLike, variables: Variables, optimizer=None,
-         metadata: Mapping[str, Any] | None = None) -> None:
+         metadata: Mapping[str, Any] | None = None, *, collective: bool = False) -> None:
     """Writes `variables` (a list of named variables, or a dict name -> variable), the
     state of `optimizer` (its ``state_variables``: its step count, momentum buffers, Adam's
     moments) and `metadata` (a JSON-able dict, e.g. the epoch) to the file `path`,
-    atomically. In a distributed run call it on one rank (e.g. rank 0)."""
+    atomically. In a distributed run call it on one rank (e.g. rank 0), or, with
+    ``collective=True``, on every rank: each first gathers the optimizer state that a
+    sharded update across nodes left in shares (:func:`consolidate`), then rank 0 writes
+    the file and the others return. Saving a scattered state on one rank raises
+    CheckpointError saying so (call :func:`consolidate` on every rank first)."""
     path = os.fspath(path)
     named = {"variables": _named(variables, "variables"),
              "optimizer": _optimizer_state(optimizer)}
+    if collective:
+        from ngraph import distributed  # noqa: PLC0415
+
+        consolidate(variables, optimizer)
+        if distributed.rank() != 0:
+            return
+    scattered = [name for vars_ in named.values() for name, v in vars_.items() if v.scattered]
+    if scattered:
+        from ngraph import distributed  # noqa: PLC0415
+
+        raise CheckpointError(
+            f"{path}: rank {distributed.rank()} holds only its share of {_short(scattered)} (the "
+            "sharded update across nodes keeps each share of the optimizer state with its "
+            "owner); call ng.save(..., collective=True) on every rank, or "
+            "ng.checkpoint.consolidate(variables, optimizer) on every rank before saving")
     try:
         meta_json = json.loads(json.dumps(dict(metadata or {}), allow_nan=False))
     except (TypeError, ValueError) as e:

@@ -389,6 +389,8 @@ class State:
         CheckpointError when rank 0 could not write it."""
         import ngraph as ng  # noqa: PLC0415
 
+        # Every rank: an optimizer state sharded across nodes is gathered first.
+        ng.checkpoint.consolidate(self.variables, self.optimizer)
         error = None
         if self.comm.rank == 0:
             try:
@@ -440,6 +442,9 @@ class State:
         if self.comm.size > 1:
             from ngraph import distributed  # noqa: PLC0415
 
+            for v in every:  # rank 0 reads a state sharded across nodes whole
+                if v.scattered:
+                    v.gather_shares()
             distributed.broadcast_variables(every, root=0, comm=self.comm)
         if metadata is None:
             if self.sampler is not None:

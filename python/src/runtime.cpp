@@ -278,6 +278,13 @@ void def_executable(py::module_& m) {
                              "Bytes of the node-shared variables (weights and optimizer state) this "
                              "rank updates in a sharded call: its piece on one node, its share "
                              "(1/ranks) across nodes; 0 before the first call or with none.")
+      .def_property_readonly("optimizer_state_bytes",
+                             [](runtime::Executable& e) { return as_cpu(e).get_optimizer_state_bytes(); },
+                             "Bytes of the sharded update's optimizer state (its variables no other "
+                             "step reads: momentum, Adam's moments) this rank holds in memory, "
+                             "measured: its private copies and the resident pages of its piece of "
+                             "the node's common memory. About 1/ranks across nodes; 0 before the "
+                             "first call or with none.")
       .def_property_readonly("last_call_sharded",
                              [](runtime::Executable& e) { return as_cpu(e).last_call_sharded(); },
                              "Whether the last call ran the sharded update (the ranks decide it "

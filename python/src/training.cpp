@@ -55,7 +55,18 @@ void def_variables(py::module_& m) {
              py::array a = checked_value(v, value);
              v.get_state()->set(a.data());
            },
-           py::arg("value"), "Replaces the value (shape and dtype checked).");
+           py::arg("value"), "Replaces the value (shape and dtype checked).")
+      .def_property_readonly("scattered", [](const op::Variable& v) { return v.get_state()->is_scattered(); },
+                             "Whether this rank holds only its share of the value (an optimizer "
+                             "state a sharded update across nodes keeps with its owners).")
+      .def("gather_shares",
+           [](op::Variable& v) {
+             py::gil_scoped_release release;
+             v.get_state()->gather();
+           },
+           "Collective over every rank of the computation that scattered it: gathers the "
+           "shares of a scattered optimizer state, so every rank holds it whole (nothing "
+           "when it is whole). ng.checkpoint.consolidate calls it.");
 
   m.def("make_variable",
         [](const py::object& initial, const std::string& name) {

@@ -5,8 +5,11 @@ sharded update (each rank updates its share of the weights and optimizer state) 
 without (NGRAPH_SHM_SHARDED_UPDATE=0, every rank updating everything), on values that
 differ by rank. Rank 0 prints one JSON line of every rank's report: the host, how the
 gradients were summed, whether the calls ran sharded, whether every value after every step
-was bitwise the same in the two runs, the bytes this rank updated, and a digest of the
-final values (the same on every rank when the ranks agree).
+was bitwise the same in the two runs, the bytes this rank updated, a digest of the
+final values (the same on every rank when the ranks agree), the bytes each run sent between
+hosts, the optimizer state this rank holds (executable.optimizer_state_bytes), which state
+variables were left in shares, and whether the state gathered afterwards is the unsharded
+run's, bitwise.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import ngraph as ng
 import numpy as np
 from mpi4py import MPI
 
-os.environ["NGRAPH_SHM_SHARDED_ACROSS_NODES"] = "1"  # across hosts only when asked
+os.environ["NGRAPH_SHM_SHARDED_ACROSS_NODES"] = "1"  # the default, whatever the caller's
 comm = ng.distributed.init(MPI.COMM_WORLD)
 rank = comm.rank
 
@@ -41,21 +44,32 @@ def train(optimizer, sharded):
     step = ng.runtime().computation(loss, x, y, updates=opt.updates(loss, params, grads))
     rng = np.random.default_rng(100 + rank)
     values, flags = [], []
+    before = ng.distributed.traffic()["none"]
     for _ in range(4):
         step(rng.standard_normal((16, 20)).astype(np.float32), rng.integers(0, 5, 16))
         flags.append(step.executable.last_call_sharded)
         values.append(b"".join(p.get_value().tobytes() for p in params))
-    return step.executable, flags, values
+    sent = ng.distributed.traffic()["none"] - before
+    state_bytes = step.executable.optimizer_state_bytes
+    scattered = [v.scattered for v in opt.state_variables]
+    for v in opt.state_variables:  # every rank: the shares gathered (ng.checkpoint.consolidate)
+        v.gather_shares()
+    state = b"".join(v.get_value().tobytes() for v in opt.state_variables)
+    return step.executable, flags, values, {"sent": sent, "state_bytes": state_bytes,
+                                            "scattered": scattered, "state": state}
 
 
 report = {"rank": rank, "host": socket.gethostname()}
 for optimizer in ["momentum", "adam"]:
-    exe, flags, got = train(optimizer, True)
-    _, plain_flags, want = train(optimizer, False)
+    exe, flags, got, extra = train(optimizer, True)
+    _, plain_flags, want, plain_extra = train(optimizer, False)
     report[optimizer] = {
         "shared_memory": exe.shared_memory, "flags": flags, "plain_flags": plain_flags,
         "bitwise": got == want, "updated_bytes": exe.sharded_update_bytes,
-        "digest": hashlib.sha256(got[-1]).hexdigest()}
+        "digest": hashlib.sha256(got[-1]).hexdigest(),
+        "sent": extra["sent"], "plain_sent": plain_extra["sent"],
+        "state_bytes": extra["state_bytes"], "scattered": extra["scattered"],
+        "state_bitwise": extra["state"] == plain_extra["state"]}
 reports = MPI.COMM_WORLD.gather(report)  # one line: the ranks' outputs would interleave
 if rank == 0:
     print("SHARDED " + json.dumps(reports), flush=True)

@@ -183,7 +183,9 @@ def sharded_runs():
 @pytest.mark.parametrize("layout,hosts,per_host", [("2x2", 2, 2), ("4x1", 4, 1)])
 def test_sharded_update_across_hosts(sharded_runs, layout, hosts, per_host):
     """Each rank updates its share (1/4) of the weights and optimizer state, over shared
-    memory inside a host and TCP between hosts: bitwise the unsharded step on every rank."""
+    memory inside a host and TCP between hosts: bitwise the unsharded step on every rank;
+    the allreduce's bytes between hosts (only the weights are gathered); the optimizer state
+    left with its owners, about 1/4 per rank, and gathered on request to the unsharded bits."""
     reports = sharded_runs[layout]
     assert len({r["host"] for r in reports}) == hosts, reports
     for optimizer, state in [("momentum", 1), ("adam", 2)]:
@@ -197,6 +199,18 @@ def test_sharded_update_across_hosts(sharded_runs, layout, hosts, per_host):
         total = 4 * (20 * 300 + 300 + 300 * 5) * (1 + state)
         shares = [run["updated_bytes"] for run in runs]
         assert sum(shares) == total and max(shares) <= 1.05 * total / 4, (shares, total)
+        # Only the weights are gathered: the allreduce's bytes between hosts.
+        assert sum(r["sent"] for r in runs) == sum(r["plain_sent"] for r in runs) > 0, runs
+        # The optimizer state stays in shares, about 1/4 per rank (resident pages of 4 KiB:
+        # this model's state is a few pages, so the pages across a share's ends, and a plane's
+        # ends, which it shares with the gathered weights, count fully).
+        moments = total * state // (1 + state)
+        held = [run["state_bytes"] for run in runs]
+        assert sum(held) >= 0.95 * moments, (held, moments)
+        assert max(held) <= moments / 4 + 3 * 4096 * state, (held, moments)
+        for run in runs:
+            assert run["scattered"] == [False] + [True] * 3 * state, run  # not the step count
+            assert run["state_bitwise"], run
 
 
 # ------------------------------------------------------------------------------ training

@@ -322,8 +322,8 @@ ckpt = os.path.join(OUT, "last.ckpt")
 for i in range(100000):
     if i == 4:  # the last checkpoint before the fault
         saved = [p.get_value() for p in params]
-        if r == 0:
-            ng.checkpoint.save(ckpt, params, opt, metadata={"step": i})
+        # Every rank: Adam's moments stay in shares across nodes; rank 0 writes.
+        ng.checkpoint.save(ckpt, params, opt, metadata={"step": i}, collective=True)
         comm.barrier()
         sharded = step.executable.last_call_sharded
     if r == STALLER and i == 5:
@@ -345,8 +345,9 @@ def test_rank_stopped_mid_sharded_update(tmp_path, node_size):
     """Four ranks as nodes of `node_size` (NGRAPH_SHM_NODE_SIZE), Adam's update sharded across
     them. Rank 1 stops itself (SIGSTOP) after updating its share of step 5, before the shares
     are gathered: every other rank raises DistributedError naming it within the timeout and
-    a few seconds, and the checkpoint rank 0 saved after step 4 loads on every one of them,
-    giving back the values saved."""
+    a few seconds, and the checkpoint saved after step 4 (collectively: the moments are
+    gathered from their owners, rank 0 writes) loads on every one of them, giving back the
+    values saved."""
     script = f"import os\nos.environ['NGRAPH_SHM_NODE_SIZE'] = '{node_size}'\n" \
         "os.environ['NGRAPH_SHM_SHARDED_ACROSS_NODES'] = '1'\n" + HEADER + \
         SHARDED_TRAINING.replace("FAULT", "stop_at")

@@ -38,9 +38,10 @@ void add_distributed(std::vector<Setting>& t) {
   add(t, "NGRAPH_SHM_SHARDED_UPDATE", Type::flag, "1", kEachCompile, true,
       "with shared memory, each rank of a node updates its piece of the variables after the fused allreduce; 0: "
       "every rank updates all of them");
-  add(t, "NGRAPH_SHM_SHARDED_ACROSS_NODES", Type::flag, "0", kEachCompile, true,
-      "1: the sharded update also runs across nodes (each rank updates its 1/N share, the shares gathered back "
-      "between the nodes); off by default: it gathers the optimizer state too, more bytes than an allreduce");
+  add(t, "NGRAPH_SHM_SHARDED_ACROSS_NODES", Type::flag, "1", kEachCompile, true,
+      "the sharded update also runs across nodes (each rank updates its 1/N share; the weights' shares are gathered "
+      "back, the optimizer state's stay with their owners: gather them with ng.checkpoint.consolidate on every "
+      "rank); 0: across nodes every rank updates all its variables");
   Setting& check = add(t, "NGRAPH_DIST_CHECK", Type::choice, "always",
                        "load of the library, once per process; ngraph.distributed.init(check=...) replaces it", true,
                        "when the ranks check that they run the same collectives: before every call, the first call "

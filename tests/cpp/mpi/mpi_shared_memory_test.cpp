@@ -438,12 +438,14 @@ struct Momentum {
   std::vector<mpitest::Host> out;
   runtime::cpu::CPUExecutable& cpu() { return dynamic_cast<runtime::cpu::CPUExecutable&>(*exe); }
   void step() { out = mpitest::run(exe, in); }
-  // Every variable's value (w, then m), plain.
+  // Every variable's value (w, then m), plain; momentum a sharded update across nodes left in
+  // shares is gathered first (collective: every rank calls it).
   std::vector<std::vector<float>> values() const {
     std::vector<std::vector<float>> v;
     for (const auto* states : {&w, &m})
       for (const auto& st : *states) {
         v.emplace_back(shape_size(st->get_shape()));
+        st->gather();
         st->get(v.back().data());
       }
     return v;
@@ -692,6 +694,12 @@ TEST(MpiSharedMemory, ShardedUpdateAcrossNodes) {
       t.step();
       plain.step();
       EXPECT_TRUE(t.cpu().last_call_sharded()) << "call " << c << ", " << node_size << " per node";
+      // Across nodes the momentum stays with its shares' owners (the weights are gathered); the
+      // 0-d variable's update runs whole on every rank.
+      bool several = mpitest::size() / per_node > 1;
+      for (const auto& m : t.m)
+        EXPECT_EQ(m->is_scattered(), several && !m->get_shape().empty()) << "call " << c << ", " << node_size << " per node";
+      for (const auto& w : t.w) EXPECT_FALSE(w->is_scattered()) << "call " << c << ", " << node_size << " per node";
       EXPECT_TRUE(bitwise_equal(t.values(), plain.values())) << "call " << c << ", " << node_size << " per node";
     }
   }

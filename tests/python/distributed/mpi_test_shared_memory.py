@@ -340,10 +340,9 @@ def test_sharded_update_across_nodes_against_numpy(world, comm, monkeypatch):
 @pytest.mark.parametrize("across, compression", [("0", "none"), ("1", "bf16")])
 def test_sharded_update_across_nodes_only_when_asked(world, comm, monkeypatch, across,
                                                      compression):
-    """Across nodes the update stays whole on every rank unless NGRAPH_SHM_SHARDED_ACROSS_NODES=1
-    (the default: sharded, it gathers the optimizer state too, more bytes than the allreduce),
-    and a compressed exchange is never sharded (the shares travel in f32); the results are the
-    unsharded step's bits."""
+    """Across nodes the update stays whole on every rank with NGRAPH_SHM_SHARDED_ACROSS_NODES=0
+    (the default is 1), and a compressed exchange is never sharded (the shares travel in f32);
+    the results are the unsharded step's bits."""
     if shm_switched_off():
         pytest.skip("NGRAPH_SHM=0 in this run")
     r = comm.rank
@@ -413,3 +412,140 @@ def test_gradient_reordered_for_its_update_is_reduced_in_that_layout(world, comm
     _, over_mpi = run({"NGRAPH_SHM": "0"})
     for a, b in zip(got, over_mpi):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def train_wide(comm, optimizer, sharded, monkeypatch, data):
+    """A 256-512-5 MLP (its optimizer state large enough to be measured in pages) trained for
+    len(data) steps; returns the computation, its weights and the optimizer."""
+    monkeypatch.setenv("NGRAPH_SHM_SHARDED_UPDATE", "1" if sharded else "0")
+    rng = np.random.default_rng(11)
+    x = ng.parameter([8, 256], np.float32)
+    y = ng.parameter([8], np.int64)
+    params = [ng.variable((rng.standard_normal((256, 512)) * 0.05).astype(np.float32), name="w1"),
+              ng.variable(np.zeros(512, np.float32), name="b1"),
+              ng.variable((rng.standard_normal((512, 5)) * 0.05).astype(np.float32), name="w2")]
+    loss = ng.softmax_cross_entropy(
+        ng.dot(ng.relu(ng.dot(x, params[0]) + params[1]), params[2]), y)
+    grads = [ng.allreduce(g, "mean", comm=comm) for g in ng.gradients(loss, params)]
+    opt = (ng.optimizers.SGD(0.1, momentum=0.9) if optimizer == "momentum"
+           else ng.optimizers.Adam(0.01))
+    step = ng.runtime().computation(loss, x, y, updates=opt.updates(loss, params, grads))
+    for xv, yv in data:
+        step(xv, yv)
+    return step, params, opt
+
+
+def bits(variables):
+    return [v.get_value().tobytes() for v in variables]
+
+
+@pytest.mark.parametrize("node_size", [2, 1])
+@pytest.mark.parametrize("optimizer", ["momentum", "adam"])
+def test_optimizer_state_stays_with_its_owners(world, comm, monkeypatch, tmp_path_factory,
+                                               optimizer, node_size):
+    """Across nodes only the weights are gathered after the sharded update: the bytes on the
+    wire are the unsharded allreduce's, each rank holds about 1/ranks of the optimizer state
+    (measured: its resident pages), a rank reading a scattered state alone is refused, and a
+    checkpoint saved collectively holds the unsharded run's bits and loads."""
+    if shm_switched_off():
+        pytest.skip("NGRAPH_SHM=0 in this run")
+    r, n = comm.rank, comm.size
+    if n % node_size or n // node_size < 2:
+        pytest.skip(f"{n} ranks do not make several nodes of {node_size}")
+    monkeypatch.setenv("NGRAPH_SHM_NODE_SIZE", str(node_size))
+    monkeypatch.setenv("NGRAPH_SHM_SHARDED_ACROSS_NODES", "1")
+    ours = ng.distributed.as_communicator(world.Dup())
+    rng = np.random.default_rng(400 + r)
+    data = [(rng.standard_normal((8, 256)).astype(np.float32),
+             rng.integers(0, 5, 8).astype(np.int64)) for _ in range(3)]
+    runs, sent = {}, {}
+    for sharded in (True, False):
+        before = ng.distributed.traffic()["none"]
+        runs[sharded] = train_wide(ours, optimizer, sharded, monkeypatch, data)
+        sent[sharded] = sum(world.allgather(ng.distributed.traffic()["none"] - before))
+    (step, params, opt), (plain, plain_params, plain_opt) = runs[True], runs[False]
+    assert step.executable.last_call_sharded and not plain.executable.last_call_sharded
+    assert bits(params) == bits(plain_params)
+    # Reduce-scatter of the gradients and allgather of the weights: the allreduce's bytes.
+    assert sent[True] == sent[False] > 0, sent
+    # The optimizer state (the momentum, or Adam's two moments; not the 0-d step count), in
+    # resident pages: a page across two shares' boundary is held by both.
+    state = [v for v in opt.state_variables if v.shape]
+    total = sum(int(np.prod(v.shape)) * 4 for v in state)
+    held = world.allgather(step.executable.optimizer_state_bytes)
+    assert abs(sum(held) - total) <= 0.05 * total, (held, total)
+    assert all(abs(h - total / n) <= 0.05 * total / n for h in held), (held, total)
+    assert plain.executable.optimizer_state_bytes == 0
+    # Read alone, a scattered state is refused; a checkpoint saved on every rank gathers it.
+    assert all(v.scattered for v in state)
+    with pytest.raises(RuntimeError, match=f"rank {r} of {n} holds only its share"):
+        state[0].get_value()
+    directory = world.bcast(str(tmp_path_factory.mktemp("zero")) if r == 0 else None)
+    path = f"{directory}/sharded.ckpt"
+    with pytest.raises(ng.CheckpointError, match="holds only its share"):
+        ng.save(path, params, opt)
+    ng.save(path, params, opt, collective=True)
+    world.Barrier()
+    assert not any(v.scattered for v in state)
+    assert bits(opt.state_variables) == bits(plain_opt.state_variables)
+    saved = ng.load(path)
+    assert [a.tobytes() for a in saved.optimizer.values()] == bits(plain_opt.state_variables)
+    # Training goes on sharded from the gathered state, and from the loaded checkpoint.
+    for _ in range(2):
+        step(*data[0])
+        plain(*data[0])
+        assert step.executable.last_call_sharded
+        assert bits(params) == bits(plain_params)
+        ng.load(path, params, opt)
+        ng.load(path, plain_params, plain_opt)
+
+
+def test_two_computations_over_a_scattered_state(world, comm, monkeypatch):
+    """Across nodes (one rank each), two computations updating the same weights and momentum
+    (two batch sizes) alternate: each gathers the momentum the other left in shares before
+    its own call, and the bits are the unsharded run's; a computation without collectives
+    that reads the scattered momentum is refused, naming it."""
+    if shm_switched_off():
+        pytest.skip("NGRAPH_SHM=0 in this run")
+    r, n = comm.rank, comm.size
+    monkeypatch.setenv("NGRAPH_SHM_NODE_SIZE", "1")
+    monkeypatch.setenv("NGRAPH_SHM_SHARDED_ACROSS_NODES", "1")
+    ours = ng.distributed.as_communicator(world.Dup())
+
+    def run(sharded):
+        monkeypatch.setenv("NGRAPH_SHM_SHARDED_UPDATE", "1" if sharded else "0")
+        w = ng.variable(np.full((64, 32), 0.1, np.float32), name="w")
+        opt = ng.optimizers.SGD(0.05, momentum=0.9)
+        steps = []
+        for batch in (4, 8):
+            x = ng.parameter([batch, 64], np.float32)
+            loss = ng.sum(ng.dot(x, w) ** 2)
+            (g,) = ng.gradients(loss, [w])
+            avg = ng.allreduce(g, "mean", comm=ours)
+            steps.append(ng.runtime().computation(loss, x, updates=opt.updates(loss, [w], [avg])))
+        flags = []
+        for c in range(2):
+            for step, batch in zip(steps, (4, 8)):
+                step(rank_values((batch, 64), r + c, np.float32) * 0.01)
+                flags.append(step.executable.last_call_sharded)
+        return w, opt, flags, steps  # the steps kept: freed, they would take the shares along
+
+    w, opt, flags, _steps = run(True)
+    plain_w, plain_opt, plain_flags, _plain_steps = run(False)
+    assert flags == [True] * 4 and plain_flags == [False] * 4
+    assert w.get_value().tobytes() == plain_w.get_value().tobytes()
+    momentum = [v for v in opt.state_variables if v.shape][0]
+    assert momentum.scattered
+    peek = ng.runtime().computation(ng.sum(momentum))
+    with pytest.raises(RuntimeError,
+                       match=f"{momentum.friendly_name}: rank {r} of {n} holds only its share"):
+        peek()
+    ng.checkpoint.consolidate([w], opt)
+    assert bits(opt.state_variables) == bits(plain_opt.state_variables)
+    # Scattered again, then the computations freed: the other shares are gone, and it says so.
+    _steps[0](rank_values((4, 64), r, np.float32) * 0.01)
+    del _steps
+    with pytest.raises(RuntimeError, match="holds only its share .* is gone; set or load"):
+        momentum.get_value()
+    momentum.set_value(np.zeros((64, 32), np.float32))
+    assert not momentum.scattered

@@ -80,6 +80,19 @@ class SharedRegion {
   // node's common memory holds the whole range once its ranks have arrived.
   virtual void reduce_scatter(size_t offset, size_t count, ReduceOp op, const std::string& what) = 0;
   virtual void allgather_common(size_t offset, size_t count, const std::string& what) = 0;
+  // Of the common memory: discard_common gives the whole pages inside `bytes` at byte `offset`
+  // back to the system (a range this node no longer needs; reading it afterwards reads zeros,
+  // writing it allocates pages again); resident_common measures how many bytes of a range the
+  // system holds in memory (its resident pages' bytes inside the range). By default nothing is
+  // given back and every byte counts.
+  virtual void discard_common(size_t offset, size_t bytes) {
+    (void)offset;
+    (void)bytes;
+  }
+  virtual size_t resident_common(size_t offset, size_t bytes) const {
+    (void)offset;
+    return bytes;
+  }
   // "2 ranks on 1 node, 3.8 MB per rank" (for logs and tests).
   virtual std::string describe() const = 0;
 

@@ -32,6 +32,7 @@ void* VariableState::write_buffer() {
 }
 
 void VariableState::get(void* dst) const {
+  if (m_scattered) throw std::runtime_error(m_scattered_why);
   if (!byte_size()) return;
   if (m_layout) m_layout->to_plain(read_buffer(), dst);
   else std::memcpy(dst, read_buffer(), byte_size());
@@ -39,6 +40,7 @@ void VariableState::get(void* dst) const {
 
 void VariableState::set(const void* src) {
   unshare();
+  gathered();  // the whole value is replaced
   ++m_version;
   if (!byte_size()) return;
   if (m_layout) m_layout->from_plain(src, read_buffer());
@@ -51,6 +53,7 @@ void VariableState::set_layout(std::shared_ptr<const StorageLayout> layout) {
     m_layout = std::move(layout);
     return;
   }
+  if (m_scattered) throw std::runtime_error(m_scattered_why);
   unshare();
   std::vector<char> plain(byte_size());
   get(plain.data());
@@ -67,10 +70,30 @@ void VariableState::share(char* shared, std::shared_ptr<void> owner) {
 
 void VariableState::unshare() {
   if (!m_shared) return;
+  if (!m_buffers[m_current]) m_buffers[m_current] = aligned_buffer(byte_size());
   if (byte_size()) std::memcpy(m_buffers[m_current].get(), m_shared, byte_size());
   m_shared = nullptr;
   m_shared_owner.reset();
   ++m_version;
+}
+
+void VariableState::release_private() {
+  if (!m_shared) return;
+  m_buffers[0].reset();
+  m_buffers[1].reset();
+}
+
+void VariableState::scatter(std::string why, std::function<void()> gather) {
+  m_scattered = true;
+  m_scattered_why = std::move(why);
+  m_gather = std::move(gather);
+}
+
+void VariableState::gather() {
+  if (!m_scattered) return;
+  if (!m_gather) throw std::runtime_error(m_scattered_why);
+  auto gather = m_gather;  // it calls gathered(), which drops m_gather
+  gather();
 }
 
 namespace op {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -60,6 +61,25 @@ class VariableState {
   void share(char* shared, std::shared_ptr<void> owner);
   void unshare();
   bool is_shared() const { return m_shared != nullptr; }
+  // Frees the private copy while the value is shared (unshare() allocates one again): an
+  // optimizer state whose shares stay with their owners needs none.
+  void release_private();
+  size_t private_bytes() const { return (m_buffers[0] ? byte_size() : 0) + (m_buffers[1] ? byte_size() : 0); }
+
+  // Across nodes a sharded update leaves an optimizer state's shares with their owners: this
+  // rank's copy is then current only in its own share (docs/distributed.md, "Across nodes").
+  // While scattered, get() and set_layout() throw `why` (which names the variable, the rank
+  // and what to do); gather() runs `gather`, collective over every rank of the computation,
+  // which makes the value whole again and calls gathered() (a null `gather`: the shares are
+  // lost, gather() throws `why`). set() replaces the whole value, so it is whole afterwards.
+  void scatter(std::string why, std::function<void()> gather);
+  bool is_scattered() const { return m_scattered; }
+  const std::string& scattered_why() const { return m_scattered_why; }
+  void gather();
+  void gathered() {
+    m_scattered = false;
+    m_gather = nullptr;
+  }
   // Counts the changes of where or what the value is (set, commit, share, unshare), so a
   // backend can tell whether values may have changed since it last compared them.
   uint64_t version() const { return m_version; }
@@ -71,6 +91,9 @@ class VariableState {
   int m_current = 0;
   char* m_shared = nullptr;
   std::shared_ptr<void> m_shared_owner;
+  bool m_scattered = false;
+  std::string m_scattered_why;
+  std::function<void()> m_gather;
   uint64_t m_version = 0;
   std::string m_name;
   std::shared_ptr<const StorageLayout> m_layout;

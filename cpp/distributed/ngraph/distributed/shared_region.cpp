@@ -49,6 +49,7 @@
 #include <type_traits>
 #include <stdexcept>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "ngraph/distributed/cross_node.hpp"
@@ -94,6 +95,15 @@ void combine(T* dst, const T* a, const T* __restrict b, size_t n, F f) {
 template <typename T>
 void scale_by(T* p, size_t n, double factor) {
   for (size_t i = 0; i < n; ++i) p[i] = static_cast<T>(p[i] * factor);
+}
+
+size_t page_size() { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
+
+// The whole pages inside [p, p + bytes).
+std::pair<char*, char*> whole_pages(char* p, size_t bytes) {
+  const uintptr_t page = page_size(), lo = reinterpret_cast<uintptr_t>(p), hi = lo + bytes;
+  uintptr_t a = (lo + page - 1) / page * page, b = hi / page * page;
+  return {p + (a - lo), a < b ? p + (b - lo) : p + (a - lo)};
 }
 
 class MPISharedRegion : public SharedRegion {
@@ -184,6 +194,30 @@ class MPISharedRegion : public SharedRegion {
     auto [lo, hi] = piece(count, sizeof(float), m_local_rank, m_local_size);
     float* data = reinterpret_cast<float*>(common() + offset);
     guarded([&] { m_exchange->allgather(data + lo, hi - lo, Wire::f32, what + " between nodes"); });
+  }
+
+  void discard_common(size_t offset, size_t bytes) override {
+    check_range(offset, bytes, m_common, "[SharedRegion] discard");
+    auto [lo, hi] = whole_pages(common() + offset, bytes);
+    if (lo < hi) (void)madvise(lo, static_cast<size_t>(hi - lo), MADV_REMOVE);  // best effort
+  }
+  size_t resident_common(size_t offset, size_t bytes) const override {
+    check_range(offset, bytes, m_common, "[SharedRegion] resident");
+    if (!bytes) return 0;
+    const size_t page = page_size();
+    char* begin = common() + offset;
+    char* first = begin - reinterpret_cast<uintptr_t>(begin) % page;
+    size_t pages = (static_cast<size_t>(begin + bytes - first) + page - 1) / page;
+    std::vector<unsigned char> in(pages);
+    if (mincore(first, pages * page, in.data()) != 0) return bytes;
+    size_t n = 0;
+    for (size_t i = 0; i < pages; ++i)
+      if (in[i] & 1) {
+        char* lo = std::max(first + i * page, begin);
+        char* hi = std::min(first + (i + 1) * page, begin + bytes);
+        n += static_cast<size_t>(hi - lo);
+      }
+    return n;
   }
 
   std::string describe() const override {

@@ -58,6 +58,15 @@ void CPUExecutable::summarise(const ExecutionPlan& plan) {
 // run the sharded updates, then the steps of that kind, and the results and updates.
 void CPUExecutable::call_raw(void* const* outputs, const void* const* inputs) {
   std::lock_guard<std::mutex> lock(m_mutex);
+  // An optimizer state that another computation's sharded update left in shares is not whole
+  // here: a computation with collectives (which every rank calls) gathers it first, before its
+  // own collectives (the same on every rank: the ranks ran the same calls); one without refuses.
+  for (const auto& [state, layout] : m_program->variables())
+    if (state->is_scattered() && !m_sharing->holds_shares_of(state)) {
+      if (m_distributed.empty())
+        throw std::runtime_error(state->scattered_why() + " (read by " + m_distributed.where() + ")");
+      state->gather();
+    }
   auto started = m_distributed.begin();
   apply_num_threads();
   m_program->lay_out_variables();
@@ -92,6 +101,8 @@ size_t CPUExecutable::get_node_shared_variables() const { return m_sharing->node
 size_t CPUExecutable::get_shared_bytes() const { return m_sharing->bytes(); }
 
 size_t CPUExecutable::get_sharded_update_bytes() const { return m_sharing->sharded_update_bytes(); }
+
+size_t CPUExecutable::get_optimizer_state_bytes() const { return m_sharing->optimizer_state_bytes(); }
 
 std::vector<std::string> CPUExecutable::get_shared_memory() const { return m_sharing->describe(); }
 

@@ -67,6 +67,7 @@ class CPUExecutable : public Executable {
   // call ran it sharded (the ranks decide that together per call; see docs/distributed.md).
   size_t get_node_shared_variables() const;
   size_t get_sharded_update_bytes() const;
+  size_t get_optimizer_state_bytes() const;
   bool last_call_sharded() const { return m_last_sharded; }
   std::vector<double> get_step_seconds() const;
 

@@ -121,17 +121,19 @@ struct SharedPlacement {
 // The allreduce's output group splits into the byte ranges of the members reduced whole
 // (`whole_ranges`) and the ranges between them (`sharded_ranges`). The variables lie in the
 // common memory in planes: plane k (at planes_at + k * plane_bytes) holds the sharded ranges
-// end to end (range j at plane_at[j], 64-byte aligned), the k-th variable an update step
-// writes where the sum it reads lies. Across nodes the rank at (node n, local rank l) updates
-// its share (SharedRegion::share) of each sharded range in every plane, and each plane's
-// shares of a range are then gathered between the nodes.
+// end to end (range j at plane_at[j], 64-byte aligned), each variable an update step writes
+// where the sum it reads lies: the weights (variables other steps read) in the first
+// `weight_planes` planes, the optimizer state (variables only their update step reads) in the
+// planes after them. Across nodes the rank at (node n, local rank l) updates its share
+// (SharedRegion::share) of each sharded range in every plane; only the weight planes' shares
+// are then gathered between the nodes, and the state's stay with their owners.
 struct ShardedUpdate {
   size_t placement = 0;          // index into ExecutionPlan::shared
   size_t allreduce = 0;          // its step
   std::vector<size_t> updates;   // the update steps, in schedule order
   std::vector<size_t> whole;     // the allreduce's members still reduced whole
   std::vector<std::pair<size_t, size_t>> whole_ranges, sharded_ranges;  // (offset, bytes) in the group
-  size_t planes_at = 0, plane_bytes = 0, planes = 0;
+  size_t planes_at = 0, plane_bytes = 0, planes = 0, weight_planes = 0;
   std::vector<size_t> plane_at;  // per sharded range
   // The sharded range j that byte `offset` of a plane lies in, or sharded_ranges.size().
   size_t range_in_plane(size_t offset) const {

@@ -80,6 +80,10 @@ class Program {
   // The variables the program updates (kept alive), and the nodes behind constant and
   // variable slots.
   const std::vector<std::shared_ptr<VariableState>>& updated() const { return m_updated; }
+  // Every variable the program reads or updates, with the layout it keeps it in.
+  const std::vector<std::pair<VariableState*, std::shared_ptr<const StorageLayout>>>& variables() const {
+    return m_variable_layouts;
+  }
   const std::vector<std::shared_ptr<Node>>& sources() const { return m_keep_alive; }
   size_t arena_bytes() const { return m_arena_bytes; }
 

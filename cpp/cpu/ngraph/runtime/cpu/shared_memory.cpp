@@ -9,6 +9,12 @@ namespace ngraph {
 namespace runtime {
 namespace cpu {
 
+namespace {
+std::string name_of(const VariableState& state) {
+  return state.get_name().empty() ? std::string("(unnamed)") : state.get_name();
+}
+}  // namespace
+
 NodeSharing::NodeSharing(const ExecutionPlan& plan) {
   for (const auto& placement : plan.shared) {
     Region r;
@@ -19,11 +25,20 @@ NodeSharing::NodeSharing(const ExecutionPlan& plan) {
     r.common = placement.common;
     m_regions.push_back(std::move(r));
   }
-  for (const auto& u : plan.sharded) m_regions[u.placement].updates.push_back(u);
+  for (const auto& u : plan.sharded) {
+    Region& r = m_regions[u.placement];
+    r.updates.push_back(u);
+    size_t lo = u.planes_at + u.weight_planes * u.plane_bytes, hi = u.planes_at + u.planes * u.plane_bytes;
+    for (const auto& [state, off] : r.node_shared)
+      if (off >= lo && off < hi) r.state.emplace_back(state, off);
+  }
 }
 
 NodeSharing::~NodeSharing() {
-  for (auto& r : m_regions) unshare_from(r);
+  for (auto& r : m_regions) {
+    lose_state(r, "the computation whose sharded update held the other shares is gone");
+    unshare_from(r);
+  }
 }
 
 void NodeSharing::set_up() {
@@ -47,6 +62,7 @@ void NodeSharing::set_up() {
 
 void NodeSharing::drop() {
   for (auto& r : m_regions) {
+    lose_state(r, "a call of the computation whose sharded update held the other shares failed");
     unshare_from(r);  // the values stay (as far as the update got), privately
     *r.binding = RegionBinding{};
     r.region.reset();
@@ -106,6 +122,7 @@ bool NodeSharing::decide_one(Region& r, bool checking, const std::string& where)
                     checking ? 1 : 0};
   r.region->max_over_all(all, 3, "[AllReduce] sharded update of " + where + ": deciding");
   if (all[0] == 0) return true;
+  gather(r, where);  // a call that goes unsharded needs the whole optimizer state
   unshare_from(r);
   return all[1] && !all[2] && share_values(r, where);
 }
@@ -154,13 +171,97 @@ void NodeSharing::arrive_after_update(const std::string& where) {
       distributed::testing::at(distributed::testing::Point::sharded_update_gather);
     if (r.region->nodes() > 1)
       for (const auto& u : r.updates)
-        for (size_t k = 0; k < u.planes; ++k)
+        for (size_t k = 0; k < u.weight_planes; ++k)  // the weights; the state stays with its owners
           for (size_t j = 0; j < u.sharded_ranges.size(); ++j)
             r.region->allgather_common(u.planes_at + k * u.plane_bytes + u.plane_at[j],
                                        u.sharded_ranges[j].second / sizeof(float),
-                                       what + ": gathering the updated variables");
+                                       what + ": gathering the updated weights");
     r.region->arrive(what, "after the update");
+    for (const auto& [state, off] : r.state) state->release_private();  // the common memory holds it
+    if (r.region->nodes() > 1) scatter_state(r, static_cast<size_t>(&r - m_regions.data()), where);
   }
+}
+
+// After a sharded call across nodes: this node's common memory is current only in its own
+// shares of the optimizer state. The first time since the state was whole, each rank gives
+// back the pages of its piece that other nodes own (ZeRO's saving: per node, 1/nodes of the
+// state stays resident), and the state variables refuse to be read until gathered.
+void NodeSharing::scatter_state(Region& r, size_t index, const std::string& where) {
+  if (r.scattered || r.state.empty()) return;
+  r.scattered = true;
+  const auto& b = *r.binding;
+  for (const auto& u : r.updates)
+    for (size_t j = 0; j < u.sharded_ranges.size(); ++j) {
+      size_t count = u.sharded_ranges[j].second / sizeof(float);
+      auto piece = distributed::SharedRegion::piece(count, sizeof(float), b.local_rank, b.local_size);
+      auto mine = distributed::SharedRegion::share(count, sizeof(float), b.local_rank, b.local_size, b.node, b.nodes);
+      for (size_t k = u.weight_planes; k < u.planes; ++k) {
+        size_t at = u.planes_at + k * u.plane_bytes + u.plane_at[j];
+        r.region->discard_common(at + piece.lo * sizeof(float), (mine.lo - piece.lo) * sizeof(float));
+        r.region->discard_common(at + mine.hi * sizeof(float), (piece.hi - mine.hi) * sizeof(float));
+      }
+    }
+  const std::string rank = std::to_string(r.comm->rank()), ranks = std::to_string(r.comm->size());
+  for (const auto& [state, off] : r.state)
+    state->scatter("[Variable] " + name_of(*state) + ": rank " + rank + " of " + ranks +
+                       " holds only its share of this optimizer state (the sharded update across nodes of " +
+                       where + " keeps each share with its owner). Gather it first, on every rank: "
+                       "ng.checkpoint.consolidate(variables, optimizer), or ng.save(..., collective=True); "
+                       "or set or load its value on every rank",
+                   [this, index, where] { gather(m_regions.at(index), where); });
+}
+
+// Collective (the same on every rank: r.scattered is): every plane of optimizer state is
+// gathered between the nodes, so every node's common memory holds it whole again.
+void NodeSharing::gather(Region& r, const std::string& where) {
+  if (!r.scattered) return;
+  const std::string what = "[AllReduce] sharded update of " + where + ": gathering the optimizer state";
+  for (const auto& u : r.updates)
+    for (size_t k = u.weight_planes; k < u.planes; ++k)
+      for (size_t j = 0; j < u.sharded_ranges.size(); ++j)
+        r.region->allgather_common(u.planes_at + k * u.plane_bytes + u.plane_at[j],
+                                   u.sharded_ranges[j].second / sizeof(float), what);
+  r.region->arrive(what, "after gathering the optimizer state");
+  r.scattered = false;
+  for (const auto& [state, off] : r.state)
+    if (shared_in(r, *state, off)) state->gathered();
+}
+
+// The shares other nodes held cannot be gathered any more: the variables keep refusing reads,
+// saying why, until set or loaded.
+void NodeSharing::lose_state(Region& r, const std::string& why) {
+  if (!r.scattered) return;
+  r.scattered = false;
+  for (const auto& [state, off] : r.state)
+    if (state->is_scattered())
+      state->scatter("[Variable] " + name_of(*state) + ": this rank holds only its share of this optimizer "
+                     "state, and " + why + "; set or load (ng.load) its value on every rank",
+                     nullptr);
+}
+
+bool NodeSharing::holds_shares_of(const VariableState* state) const {
+  for (const auto& r : m_regions)
+    for (const auto& [s, off] : r.state)
+      if (s == state && shared_in(r, *s, off)) return true;
+  return false;
+}
+
+size_t NodeSharing::optimizer_state_bytes() const {
+  size_t n = 0;
+  for (const auto& r : m_regions) {
+    if (!r.region || !r.region->common()) continue;
+    const auto& b = *r.binding;
+    for (const auto& [state, off] : r.state) n += state->private_bytes();
+    for (const auto& u : r.updates)
+      for (size_t j = 0; j < u.sharded_ranges.size(); ++j) {
+        auto piece = distributed::SharedRegion::piece(u.sharded_ranges[j].second / sizeof(float), sizeof(float),
+                                                      b.local_rank, b.local_size);
+        for (size_t k = u.weight_planes; k < u.planes; ++k)
+          n += r.region->resident_common(u.planes_at + k * u.plane_bytes + u.plane_at[j] + piece.lo * sizeof(float),
+                                         (piece.hi - piece.lo) * sizeof(float));
+      }
+  }
+  return n;
 }
 
 bool NodeSharing::across_nodes(const Region& r) {

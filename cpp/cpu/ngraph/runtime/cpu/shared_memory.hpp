@@ -48,6 +48,10 @@ class NodeSharing {
   // what the others still sum.
   void arrive_after_update(const std::string& where);
 
+  // Whether `state` is one of this executable's optimizer state variables and lives in its
+  // region now (its shares, when scattered, are this executable's to gather).
+  bool holds_shares_of(const VariableState* state) const;
+
   size_t bytes() const;                 // per rank, planned
   size_t node_shared_variables() const;  // planned
   // Bytes of the node-shared variables (weights and optimizer state) this rank updates in a
@@ -55,6 +59,11 @@ class NodeSharing {
   // are made, or with none).
   size_t sharded_update_bytes() const;
   std::vector<std::string> describe() const;  // one line per region in use
+  // The bytes of optimizer state (the sharded updates' variables no other step reads) this rank
+  // holds in memory, measured: its private copies of them, and the resident bytes of its piece
+  // of their planes in the node's common memory (SharedRegion::resident_common). Across nodes,
+  // once the shares are scattered, about 1/N of the state; 0 before the regions are made.
+  size_t optimizer_state_bytes() const;
 
  private:
   struct Region {
@@ -67,12 +76,25 @@ class NodeSharing {
     size_t common = 0;
     std::vector<ShardedUpdate> updates;  // the sharded updates on this region (their layouts)
     uint64_t compared_versions = ~uint64_t{0};  // the variables' versions when last compared
+    // Across nodes: the optimizer state's variables (in the state planes), and whether their
+    // shares are scattered (each node's common memory current only in its own shares; the
+    // same on every rank: every rank runs the same calls).
+    std::vector<std::pair<VariableState*, size_t>> state;
+    bool scattered = false;
   };
   bool decide_one(Region& r, bool checking, const std::string& where);
   bool share_values(Region& r, const std::string& where);  // collective: true when every rank's values matched
   static bool shared_in(const Region& r, const VariableState& state, size_t offset);
   static bool across_nodes(const Region& r);  // every sharded update on r can run across nodes
   static void unshare_from(Region& r);
+  // After a sharded call across nodes: the optimizer state left in shares (see the .cpp).
+  void scatter_state(Region& r, size_t index, const std::string& where);
+  // Collective over every rank of every node of region r, only while its optimizer state is
+  // scattered: the shares are gathered into every node's common memory, so the values are
+  // whole again (for a read, a checkpoint, another computation, or a call that goes
+  // unsharded). A variable calls it through VariableState::gather.
+  void gather(Region& r, const std::string& where);
+  static void lose_state(Region& r, const std::string& why);
   bool node_shared_here(const VariableState* state) const;
 
   std::vector<Region> m_regions;

@@ -185,6 +185,19 @@ void split_group(const ExecutionPlan& plan, ShardedUpdate& u) {
   if (group.bytes > at) u.sharded_ranges.emplace_back(at, group.bytes - at);
 }
 
+// Whether a step other than update step r reads variable `state`, or a result returns it: its
+// weights, which the next forward reads (gathered across nodes), rather than optimizer state
+// that only its update step reads (left with its owners across nodes).
+bool read_by_others(const ExecutionPlan& plan, const VariableState* state, size_t r) {
+  for (const auto& [v, steps] : plan.readers)
+    if (state_of(v) == state)
+      for (size_t q : steps)
+        if (q != r) return true;
+  for (const auto& result : plan.function->get_results())
+    if (state_of(result->input_value(0)) == state) return true;
+  return false;
+}
+
 // The variables in the common memory (see ShardedUpdate): in planes where each update step
 // reads one sum no other update step reads; any other after the planes (the update then runs
 // sharded on one node only). The same on every rank: the ranks lay them out alike.
@@ -203,25 +216,36 @@ void lay_out_variables(ExecutionPlan& plan, ShardedUpdate& u) {
     throw std::logic_error("[CPU] a sharded update reads a sum reduced whole");
   };
   u.planes_at = round_up(placement.common);
-  // Across nodes only when asked (NGRAPH_SHM_SHARDED_ACROSS_NODES), on f32 sums exchanged in
-  // f32: the shares travel through the uncompressed exchange.
+  // Across nodes unless turned off (NGRAPH_SHM_SHARDED_ACROSS_NODES=0), on f32 sums exchanged
+  // in f32: the shares travel through the uncompressed exchange.
   auto fused = std::dynamic_pointer_cast<FusedAllReduce>(plan.steps[u.allreduce].node);
   u.across_nodes = settings::flag("NGRAPH_SHM_SHARDED_ACROSS_NODES") && fused &&
                    fused->get_compression() == distributed::Wire::f32 &&
                    plan.steps[u.allreduce].node->get_output_element_type(0) == element::f32;
   std::set<size_t> homes;
   std::vector<size_t> apart;  // update steps laid out after the planes
+  std::vector<std::pair<size_t, std::vector<VariableState*>>> weights, optimizer;  // per update step in the planes
   for (size_t r : u.updates) {
     auto members = summed_members(plan, group, r);
     if (members.size() != 1 || !homes.insert(members[0]).second) {
       apart.push_back(r);
       continue;
     }
-    const auto& outputs = plan.steps[r].node->outputs();
-    u.planes = std::max(u.planes, outputs.size());
-    for (size_t k = 0; k < outputs.size(); ++k)
-      placement.node_shared.emplace_back(plan.update_binding.at(outputs[k]),
-                                         u.planes_at + k * u.plane_bytes + in_plane(group.offsets[members[0]]));
+    weights.emplace_back(in_plane(group.offsets[members[0]]), std::vector<VariableState*>{});
+    optimizer.emplace_back(weights.back().first, std::vector<VariableState*>{});
+    for (const auto& o : plan.steps[r].node->outputs()) {
+      VariableState* v = plan.update_binding.at(o);
+      (read_by_others(plan, v, r) ? weights : optimizer).back().second.push_back(v);
+    }
+    u.weight_planes = std::max(u.weight_planes, weights.back().second.size());
+  }
+  for (size_t i = 0; i < weights.size(); ++i) {
+    for (size_t k = 0; k < weights[i].second.size(); ++k)
+      placement.node_shared.emplace_back(weights[i].second[k], u.planes_at + k * u.plane_bytes + weights[i].first);
+    for (size_t k = 0; k < optimizer[i].second.size(); ++k)
+      placement.node_shared.emplace_back(optimizer[i].second[k],
+                                         u.planes_at + (u.weight_planes + k) * u.plane_bytes + optimizer[i].first);
+    u.planes = std::max(u.planes, u.weight_planes + optimizer[i].second.size());
   }
   placement.common = u.planes_at + u.planes * u.plane_bytes;
   u.across_nodes = u.across_nodes && apart.empty();
