@@ -3,6 +3,7 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "ngraph/runtime/cpu/cpu_features.hpp"
@@ -78,25 +79,26 @@ void walk(const BlockWalk& w, size_t begin, size_t end, Body body) {
 
 
 // One block: converted as it lies (32 elements an instruction), then permuted, by one vpermw
-// per 32 elements where they stay together, else from the converted copy.
+// per 32 elements where they stay together, else from the converted copy (held as pairs of
+// bf16: the pairs path moves 32 bits at a time, which GCC turns into gathers).
 __attribute__((target("avx512f,avx512bw,avx512bf16"))) void convert_block_bf16_native(
-    const float* in, uint16_t* out, const BlockWalk& w, uint16_t* copy) {
-  const Permute how = w.how;
+    const float* in, void* out, const BlockWalk& w, uint32_t* copy) {
   const size_t inner = w.from.size();
+  auto* out16 = static_cast<uint16_t*>(out);
   for (size_t k = 0; k < inner; k += 32) {
     __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(in + k + 16), _mm512_loadu_ps(in + k));
     __m512i bits = reinterpret_cast<__m512i>(v);
-    if (how == Permute::chunks)
-      _mm512_storeu_si512(out + k, _mm512_permutexvar_epi16(_mm512_loadu_si512(w.chunk_index.data() + k), bits));
+    if (w.how == Permute::chunks)
+      _mm512_storeu_si512(out16 + k, _mm512_permutexvar_epi16(_mm512_loadu_si512(w.chunk_index.data() + k), bits));
     else
-      _mm512_storeu_si512(copy + k, bits);
+      _mm512_storeu_si512(copy + k / 2, bits);
   }
-  if (how == Permute::pairs) {
-    auto* o = reinterpret_cast<uint32_t*>(out);
-    const auto* c = reinterpret_cast<const uint32_t*>(copy);
-    for (size_t k = 0; k < inner / 2; ++k) o[k] = c[w.from[2 * k] / 2];
-  } else if (how == Permute::elements) {
-    for (size_t k = 0; k < inner; ++k) out[k] = copy[w.from[k]];
+  if (w.how == Permute::pairs) {
+    auto* out32 = static_cast<uint32_t*>(out);
+    for (size_t k = 0; k < inner / 2; ++k) out32[k] = copy[w.from[2 * k] / 2];
+  } else if (w.how == Permute::elements) {
+    const auto* bytes = reinterpret_cast<const unsigned char*>(copy);
+    for (size_t k = 0; k < inner; ++k) std::memcpy(out16 + k, bytes + 2 * w.from[k], sizeof(uint16_t));
   }
 }
 
@@ -110,7 +112,7 @@ Permute permutation_kind(const BlockWalk& w) {
 }
 
 void convert_bf16_native(const BlockWalk& w, const float* src, uint16_t* dst, size_t begin, size_t end) {
-  std::vector<uint16_t> copy(w.from.size());
+  std::vector<uint32_t> copy(w.from.size() / 2);
   walk(w, begin, end, [&](int64_t s, int64_t d) { convert_block_bf16_native(src + s, dst + d, w, copy.data()); });
 }
 

@@ -372,8 +372,7 @@ Kernel dnnl_reorder(KernelContext& ctx) {
   // A plain side takes the other side's dims (a grouped view of filters has more axes).
   auto src = to.is_plain() ? from.dnnl_desc() : from.dnnl_desc_like(to.md());
   auto dst = from.is_plain() ? to.dnnl_desc() : to.dnnl_desc_like(from.md());
-  if (!from.same_layout(to))
-    if (auto k = block_permuting_cast(src, dst)) return *k;
+  if (auto k = block_permuting_cast(src, dst)) return *k;
   dnnl::reorder::primitive_desc pd(dnnl_engine(), src, dnnl_engine(), dst, dnnl_attr());
   return dnnl_kernel(ctx, dnnl::reorder(pd), pd.scratchpad_desc(),
                      {{DNNL_ARG_FROM, src, true, 0}, {DNNL_ARG_TO, dst, false, 0}});
