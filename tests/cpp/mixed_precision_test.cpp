@@ -7,8 +7,14 @@
 #include <cmath>
 #include <random>
 
+#include <cstring>
+#include <dnnl.hpp>
+#include <limits>
+
 #include "ngraph/ops.hpp"
+#include "ngraph/runtime/cpu/block_cast.hpp"
 #include "ngraph/runtime/cpu/cpu_features.hpp"
+#include "ngraph/runtime/cpu/dnnl_utils.hpp"
 #include "test_utils.hpp"
 
 using namespace ngraph;
@@ -97,4 +103,38 @@ TEST(mixed_precision, cpu_casts_each_value_once_and_matches_the_reference) {
     for (float v : e) scale = std::max(scale, std::fabs(v));
     for (size_t i = 0; i < g.size(); ++i) EXPECT_NEAR(g[i] / scale, e[i] / scale, 2e-5) << r << " " << i;
   }
+}
+
+// The weights cast between two layouts that tile alike (block_cast.hpp) gives oneDNN's
+// reorder's bits, special values included.
+TEST(mixed_precision, block_cast_matches_the_dnnl_reorder_bitwise) {
+  if (!runtime::cpu::bf16_native()) GTEST_SKIP() << "oneDNN has no bf16 instructions here";
+  using tag = dnnl::memory::format_tag;
+  using dt = dnnl::memory::data_type;
+  const dnnl::memory::dims dims{64, 48, 3, 3};
+  auto values = random_floats(64 * 48 * 9, 7);
+  const float specials[] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(), 1e-40f, -1e-40f, -0.0f,
+                            1.00390625f /* a tie: to even */, 1.01171875f /* a tie: up */, 3.4e38f};
+  for (size_t k = 0; k < std::size(specials); ++k) values[k * 97] = specials[k];
+  dnnl::memory::desc src(dims, dt::f32, tag::ABcd16b16a);
+  for (tag to : {tag::ABcd8b16a2b, tag::ABcd8a16b2a, tag::BAcd8a16b2a, tag::ABcd16a16b}) {
+    dnnl::memory::desc dst(dims, dt::bf16, to);
+    auto kernel = runtime::cpu::block_permuting_cast(src, dst);
+    ASSERT_TRUE(kernel.has_value());
+    dnnl::memory plain({dims, dt::f32, tag::abcd}, runtime::cpu::dnnl_engine(), values.data());
+    dnnl::memory blocked(src, runtime::cpu::dnnl_engine()), expected(dst, runtime::cpu::dnnl_engine()),
+        got(dst, runtime::cpu::dnnl_engine());
+    dnnl::reorder(plain, blocked).execute(runtime::cpu::dnnl_stream(), plain, blocked);
+    dnnl::reorder(blocked, expected).execute(runtime::cpu::dnnl_stream(), blocked, expected);
+    runtime::cpu::dnnl_stream().wait();
+    const void* in[] = {blocked.get_data_handle()};
+    void* out[] = {got.get_data_handle()};
+    (*kernel)(in, out);
+    EXPECT_EQ(std::memcmp(got.get_data_handle(), expected.get_data_handle(), dst.get_size()), 0)
+        << "layout " << static_cast<int>(to);
+  }
+  // One layout (no permutation) and layouts that do not tile alike are left to oneDNN.
+  EXPECT_FALSE(runtime::cpu::block_permuting_cast(src, {dims, dt::bf16, tag::ABcd16b16a}).has_value());
+  EXPECT_FALSE(runtime::cpu::block_permuting_cast(src, {dims, dt::bf16, tag::aBcd16b}).has_value());
 }

@@ -90,7 +90,8 @@ void add_cpu(std::vector<Setting>& t) {
       "max pooling of f32 data by ngraph's loops or by oneDNN (another value is an error)")
       .choices = {"own", "dnnl"};
   add(t, "NGRAPH_CPU_ISA", Type::choice, "auto", "first use, once per process", false,
-      "auto: the AVX2 and FMA twins of ngraph's loops on CPUs that have them; baseline: the portable loops only, "
+      "auto: the AVX2 and FMA twins of ngraph's loops on CPUs that have them (and the AVX-512 twin of the fused "
+      "elementwise loops where the CPU has AVX-512); baseline: the portable loops only, "
       "for comparisons (another value: auto)")
       .choices = {"auto", "baseline"};
   add(t, "NGRAPH_NUM_THREADS", Type::integer, "0", "first use, once per process; ngraph.set_num_threads replaces it",

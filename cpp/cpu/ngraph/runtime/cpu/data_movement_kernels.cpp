@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "ngraph/ops.hpp"
+#include "ngraph/runtime/cpu/block_cast.hpp"
 #include "ngraph/runtime/cpu/dnnl_utils.hpp"
 #include "ngraph/runtime/cpu/kernel.hpp"
 #include "ngraph/runtime/cpu/layout.hpp"
@@ -356,7 +357,8 @@ NGRAPH_CPU_KERNEL(op::GetOutputElement::type_name, [](KernelContext& ctx) -> Ker
 
 // Reorder: oneDNN's reorder between the two descriptors the layout pass gave (f32; other types
 // are always plain, so a Reorder between plain layouts is a copy). PrecisionCast: the same
-// reorder between two element types (f32 -> bf16), each in its layout.
+// reorder between two element types (f32 -> bf16), each in its layout; a weights cast between
+// two layouts that tile alike is block_cast.hpp's.
 Kernel dnnl_reorder(KernelContext& ctx) {
   const TensorDesc& from = ctx.input(0);
   const TensorDesc& to = ctx.output(0);
@@ -370,6 +372,7 @@ Kernel dnnl_reorder(KernelContext& ctx) {
   // A plain side takes the other side's dims (a grouped view of filters has more axes).
   auto src = to.is_plain() ? from.dnnl_desc() : from.dnnl_desc_like(to.md());
   auto dst = from.is_plain() ? to.dnnl_desc() : to.dnnl_desc_like(from.md());
+  if (auto k = block_permuting_cast(src, dst)) return *k;
   dnnl::reorder::primitive_desc pd(dnnl_engine(), src, dnnl_engine(), dst, dnnl_attr());
   return dnnl_kernel(ctx, dnnl::reorder(pd), pd.scratchpad_desc(),
                      {{DNNL_ARG_FROM, src, true, 0}, {DNNL_ARG_TO, dst, false, 0}});

@@ -4,8 +4,10 @@
 //
 // Portable builds (x86-64-v2, see CMakeLists.txt) compile the instruction loops twice: for the
 // build's instruction set and for AVX2+FMA, and each kernel picks one when it is made
-// (__builtin_cpu_supports), so a wheel gets 8-wide loops on the CPUs that have them.
-// NGRAPH_CPU_ISA=baseline turns the AVX2 loops off (for comparing the two).
+// (__builtin_cpu_supports), so a wheel gets 8-wide loops on the CPUs that have them; and a
+// third time for AVX-512 (16 wide), which the fused loops alone take: GELU's gradient (an erf
+// and an exp per element) is bound by arithmetic, 1.65x faster than with AVX2 on Zen 5.
+// NGRAPH_CPU_ISA=baseline turns the AVX2 and AVX-512 loops off (for comparing).
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -37,6 +39,19 @@ bool use_avx2_twins() {
 }
 
 namespace {
+
+// The fused elementwise loops' AVX-512 twin (16 lanes: GELU's gradient, an erf and an exp per
+// element, is bound by arithmetic) where the AVX2 twins run and the CPU has AVX-512.
+bool use_avx512_twins() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool avx512 = use_avx2_twins() && __builtin_cpu_supports("avx512f") &&
+                             __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw") &&
+                             __builtin_cpu_supports("avx512vl");
+  return avx512;
+#else
+  return false;
+#endif
+}
 
 constexpr size_t kBlock = 512;
 using Code = FusedElementwise::Code;
@@ -100,16 +115,25 @@ NGRAPH_CPU_DEFINE_RUN_INSTR(run_instr, )
 #define NGRAPH_CPU_HAVE_AVX2_TWIN 1
 NGRAPH_CPU_DEFINE_RUN_INSTR(run_instr_avx2, __attribute__((target("avx2,fma"))))
 #endif
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__AVX512F__)
+#define NGRAPH_CPU_HAVE_AVX512_TWIN 1
+NGRAPH_CPU_DEFINE_RUN_INSTR(run_instr_avx512,
+                            __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,avx2,fma,"
+                                                  "prefer-vector-width=512"))))
+#endif
 #undef NGRAPH_CPU_UNARY_CASE
 #undef NGRAPH_CPU_BINARY_CASE
 #undef NGRAPH_CPU_COMPARE_CASE
 #undef NGRAPH_CPU_SELECT_CASE
 #undef NGRAPH_CPU_DEFINE_RUN_INSTR
 
-// The loops for this CPU: the AVX2 twin when the build is portable and the CPU has AVX2 and
-// FMA (unless NGRAPH_CPU_ISA=baseline), else the build's own.
+// The loops for this CPU: the AVX-512 twin where it has AVX-512, the AVX2 twin where it has
+// AVX2 and FMA (unless NGRAPH_CPU_ISA=baseline), else the build's own.
 template <typename T>
 RunInstr<T> pick_run_instr() {
+#ifdef NGRAPH_CPU_HAVE_AVX512_TWIN
+  if (use_avx512_twins()) return &run_instr_avx512<T>;
+#endif
 #ifdef NGRAPH_CPU_HAVE_AVX2_TWIN
   if (use_avx2_twins()) return &run_instr_avx2<T>;
 #endif
