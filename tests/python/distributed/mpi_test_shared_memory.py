@@ -25,6 +25,15 @@ def shm_switched_off():
     return os.environ.get("NGRAPH_SHM") == "0"
 
 
+def skip_where_ccl_orders_its_own(nodes: int) -> None:
+    """The bitwise comparisons of the sharded step across nodes with the unsharded one do not
+    hold on oneCCL with more than two nodes: its allreduce between nodes (the unsharded
+    step's) adds in an order of its own, so the two differ in the last bits."""
+    if ng.distributed.backend() == "ccl" and nodes > 2:
+        pytest.skip("oneCCL's allreduce between nodes (the unsharded step's) adds in an order of "
+                    "its own: with more than two nodes the two steps differ in the last bits")
+
+
 def fused_sums(dtype, op, comm=None):
     """A computation whose allreduces fuse into one collective over computed values."""
     ps = [ng.parameter(s, dtype) for s in SHAPES]
@@ -272,9 +281,7 @@ def test_sharded_update_across_nodes(world, comm, monkeypatch, optimizer, node_s
     r, n = comm.rank, comm.size
     if n % node_size or n // node_size < 2:
         pytest.skip(f"{n} ranks do not make several nodes of {node_size}")
-    if ng.distributed.backend() == "ccl" and n // node_size > 2:
-        pytest.skip("oneCCL's allreduce between nodes (the unsharded step's) adds in an order of "
-                    "its own: with more than two nodes the two steps differ in the last bits")
+    skip_where_ccl_orders_its_own(n // node_size)
     monkeypatch.setenv("NGRAPH_SHM_NODE_SIZE", str(node_size))
     monkeypatch.setenv("NGRAPH_SHM_SHARDED_ACROSS_NODES", "1")
     ours = ng.distributed.as_communicator(world.Dup())  # a fresh communicator reads it
@@ -452,6 +459,7 @@ def test_optimizer_state_stays_with_its_owners(world, comm, monkeypatch, tmp_pat
     r, n = comm.rank, comm.size
     if n % node_size or n // node_size < 2:
         pytest.skip(f"{n} ranks do not make several nodes of {node_size}")
+    skip_where_ccl_orders_its_own(n // node_size)
     monkeypatch.setenv("NGRAPH_SHM_NODE_SIZE", str(node_size))
     monkeypatch.setenv("NGRAPH_SHM_SHARDED_ACROSS_NODES", "1")
     ours = ng.distributed.as_communicator(world.Dup())
@@ -467,7 +475,12 @@ def test_optimizer_state_stays_with_its_owners(world, comm, monkeypatch, tmp_pat
     assert step.executable.last_call_sharded and not plain.executable.last_call_sharded
     assert bits(params) == bits(plain_params)
     # Reduce-scatter of the gradients and allgather of the weights: the allreduce's bytes.
-    assert sent[True] == sent[False] > 0, sent
+    # (On oneCCL the unsharded step sums between nodes with oneCCL's allreduce, which
+    # ngraph's exchange does not count: only the sharded step's bytes are seen there.)
+    if ng.distributed.backend() == "ccl":
+        assert sent[True] > 0 and sent[False] == 0, sent
+    else:
+        assert sent[True] == sent[False] > 0, sent
     # The optimizer state (the momentum, or Adam's two moments; not the 0-d step count), in
     # resident pages: a page across two shares' boundary is held by both.
     state = [v for v in opt.state_variables if v.shape]
@@ -508,6 +521,7 @@ def test_two_computations_over_a_scattered_state(world, comm, monkeypatch):
     if shm_switched_off():
         pytest.skip("NGRAPH_SHM=0 in this run")
     r, n = comm.rank, comm.size
+    skip_where_ccl_orders_its_own(n)
     monkeypatch.setenv("NGRAPH_SHM_NODE_SIZE", "1")
     monkeypatch.setenv("NGRAPH_SHM_SHARDED_ACROSS_NODES", "1")
     ours = ng.distributed.as_communicator(world.Dup())
