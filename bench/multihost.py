@@ -18,9 +18,13 @@ each configuration and each link rate (`off`: the veth's own speed) the driver m
 - each model's training step (ResNet-50 at 64x64, batch 8 per rank; the 784-600-10 MLP,
   batch 64 per rank), weak scaling: the per-rank batch stays, images/s in total.
 
-Before and after each configuration of N ranks it runs N lone one-rank processes at once (no
-MPI, no exchange), each timing its steps while all N share the CPU: the compute part of a
-step under the same CPU sharing as the N-rank job, measured close in time to it. And once,
+For each configuration and rate, in each of `--rounds` rounds: one process alone (ResNet-50),
+then for each model N lone one-rank processes at once (no MPI, no exchange; each times its
+steps while all N share the CPU: the compute of a step under the same sharing) and at once
+the N-rank step, back to back, so that the compute input and the step it predicts see the
+same load (it drifted by up to 2.8x within a minute in the first passes); the results keep
+every round (with the load average) and their medians. The allreduce is measured in the
+first round. And once,
 the shared-memory allreduce of one node (`mpirun -np 2` here), one rank of ResNet-50 at
 224x224 alone (the node of the projection), and the timeline of each
 model's step on 2 hosts (when each gradient bucket's collective starts and where the step
@@ -321,7 +325,8 @@ def main(argv=None):
                 # processes and at once the N-rank step, back to back, so that the compute
                 # input and the step it predicts see the same load; medians over the rounds.
                 rounds = {m: [] for m in models}
-                for rnd in range(1 if args.smoke else args.rounds):
+                share = None
+                for rnd in range(1 if args.smoke or "step" in skip else args.rounds):
                     one = None
                     if "lone" not in skip:
                         one = lone_processes(1, "resnet50", args, env, args.smoke)["mean_step_s"]
@@ -361,8 +366,11 @@ def main(argv=None):
                                   flush=True)
                         save()
                     if rnd == 0 and "allreduce" not in skip:
+                        if "lone" not in skip and ("resnet50" not in models or "step" in skip):
+                            share = (lone_processes(n, "resnet50", args, env, args.smoke)
+                                     ["mean_step_s"] / one)
                         r = mpi("allreduce", None)
-                        if "resnet50" in models and "lone" not in skip and "step" not in skip:
+                        if "lone" not in skip:
                             r["share"] = share  # the CPU sharing measured just before
                         results["allreduce"][f"{series}/{where}"] = r
                         print(f"allreduce {where}: " + ", ".join(
