@@ -461,6 +461,16 @@ def main(argv=None):
     print(f"{within} of {len(rows)} configurations within 15%; the largest error "
           f"{100 * worst:.0f}%" + (f"; load average {min(loads):.1f} to {max(loads):.1f} "
                                    "during the steps" if loads else ""))
+    node224 = res.get("node", {}).get("resnet50@224")
+    for name, t_node in (("64x64", compute_s(res, "resnet50", 1)),
+                         ("224x224", node224 and node224["mean_step_s"])):
+        if t_node and "f32/resnet50" in res["timeline"]:
+            eff = []
+            for rate in ("10gbit", "25gbit", "100gbit"):
+                one, many = projection(res, "f32", "resnet50", t_node, rate, links, [1, 2048])
+                eff.append(f"{_label(rate)} {100 * many / (2048 * one):.0f}%")
+            print(f"projection, ResNet-50 {name} (one rank alone {1e3 * t_node:.0f} ms a step): "
+                  "efficiency at 2,048 nodes " + ", ".join(eff))
     if args.chart and not args.smoke:
         chart(res, "f32", rows, links, args.chart)
         print("wrote", args.chart)
