@@ -18,9 +18,13 @@ each configuration and each link rate (`off`: the veth's own speed) the driver m
 - each model's training step (ResNet-50 at 64x64, batch 8 per rank; the 784-600-10 MLP,
   batch 64 per rank), weak scaling: the per-rank batch stays, images/s in total.
 
-Before and after each configuration of N ranks it runs N lone one-rank processes at once (no
-MPI, no exchange), each timing its steps while all N share the CPU: the compute part of a
-step under the same CPU sharing as the N-rank job, measured close in time to it. And once,
+For each configuration and rate, in each of `--rounds` rounds: one process alone (ResNet-50),
+then for each model N lone one-rank processes at once (no MPI, no exchange; each times its
+steps while all N share the CPU: the compute of a step under the same sharing) and at once
+the N-rank step, back to back, so that the compute input and the step it predicts see the
+same load (it drifted by up to 2.8x within a minute in the first passes); the results keep
+every round (with the load average) and their medians. The allreduce is measured in the
+first round. And once,
 the shared-memory allreduce of one node (`mpirun -np 2` here), one rank of ResNet-50 at
 224x224 alone (the node of the projection), and the timeline of each
 model's step on 2 hosts (when each gradient bucket's collective starts and where the step
@@ -187,6 +191,12 @@ def main(argv=None):
                                                 "shm, timeline, link, allreduce, step")
     ap.add_argument("--lone-each-rate", action="store_true",
                     help="also measure the lone processes before each rate's runs")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="rounds per configuration and rate: each runs the N lone processes "
+                         "and the N-rank step back to back (medians over the rounds)")
+    ap.add_argument("--lone-around", action="store_true",
+                    help="also the lone processes before and after each configuration "
+                         "(the protocol of the first passes)")
     ap.add_argument("--out", default=os.path.join(common.RESULTS_DIR, "multihost.json"))
     ap.add_argument("--smoke", action="store_true", help="2x1 unlimited, tiny sizes")
     args = ap.parse_args(argv)
@@ -253,6 +263,10 @@ def main(argv=None):
     if "shm" not in skip:
         r = run([mpirun, "--allow-run-as-root", *MPI_ARGS, "-np", "2",
                  *worker_args("allreduce", None, args, args.smoke)], env)
+        if "lone" not in skip:  # the CPU sharing of 2 processes, measured just after
+            r["share"] = (lone_processes(2, "resnet50", args, env, args.smoke)["mean_step_s"]
+                          / lone_processes(1, "resnet50", args, env, args.smoke)["mean_step_s"])
+        r["load"] = os.getloadavg()[0]
         results["shm"][f"{series}/1x2"] = r
         print("shared memory 1x2:", [f"{s['bytes']}: {1e3 * s['seconds']:.2f} ms"
                                      for s in r["sizes"]], flush=True)
@@ -260,7 +274,8 @@ def main(argv=None):
     for hosts, slots in configs:
         cid = f"b{os.getpid()}"
         n = hosts * slots
-        lone(n, f"before {hosts}x{slots}")
+        if args.lone_around:
+            lone(n, f"before {hosts}x{slots}")
         if hosts == 1:  # one node: plain mpirun on this machine, shared memory only
             for model in models if "step" not in skip else []:
                 r = run([mpirun, "--allow-run-as-root", *MPI_ARGS, "-np", str(n),
@@ -284,33 +299,20 @@ def main(argv=None):
                 if "link" not in skip and rate not in results["link"] or args.smoke:
                     results["link"][rate] = probe_link(cid, rate)
                     print(f"link {rate}: {8 * results['link'][rate] / 1e9:.2f} Gbit/s", flush=True)
-                jobs = []
-                if "allreduce" not in skip:
-                    jobs.append(("allreduce", None))
-                if "step" not in skip:
-                    jobs += [("step", m) for m in models]
-                if "timeline" not in skip and (hosts, slots, rate) == (2, 1, "off"):
-                    jobs += [("timeline", m) for m in models]
-                for kind, model in jobs:
+
+                def mpi(kind, model, extra=(), cid=cid, n=n, hosts=hosts, slots=slots,
+                        rate=rate):
                     cmd = worker_args("allreduce" if kind == "allreduce" else "step", model,
-                                      args, args.smoke)
-                    tl = None
-                    if kind == "timeline":
-                        tl = os.path.join(harness("shm", cid, "h0").stdout.strip(), "tl.json")
-                        cmd += ["--timeline", tl]
+                                      args, args.smoke) + list(extra)
                     r = run([HARNESS, "mpirun", cid, *MPI_ARGS, "-np", str(n), *cmd], env)
                     r.update(hosts=hosts, slots=slots, rate=rate, series=series,
                              sharded_setting=args.sharded, load=os.getloadavg()[0])
-                    if kind == "allreduce":
-                        results["allreduce"][f"{series}/{where}"] = r
-                        print(f"allreduce {where}: " + ", ".join(
-                            f"{s['bytes'] / 1e6:.3g} MB {1e3 * s['seconds']:.2f} ms"
-                            for s in r["sizes"]) + f" ({load()})", flush=True)
-                    elif kind == "step":
-                        results["step"][f"{series}/{model}/{where}"] = r
-                        print(f"step {model} {where}: {1e3 * r['mean_step_s']:.1f} ms, "
-                              f"{r['images_per_s']:.1f} img/s ({load()})", flush=True)
-                    else:
+                    return r
+
+                if "timeline" not in skip and (hosts, slots) == (2, 1) and rate == rates[0]:
+                    for model in models:
+                        tl = os.path.join(harness("shm", cid, "h0").stdout.strip(), "tl.json")
+                        mpi("step", model, ["--timeline", tl])
                         prof = timeline_profile(tl)
                         prof.update(hosts=hosts, slots=slots, rate=rate)
                         results["timeline"][f"{series}/{model}"] = prof
@@ -318,10 +320,67 @@ def main(argv=None):
                             f"{b['bytes'] / 1e6:.1f} MB ready at {100 * b['ready']:.0f}%, "
                             f"needed at {100 * b['needed']:.0f}%" for b in prof["buckets"]),
                             flush=True)
-                    save()
+                        save()
+                # Rounds: in each, one process alone, then for each model the N lone
+                # processes and at once the N-rank step, back to back, so that the compute
+                # input and the step it predicts see the same load; medians over the rounds.
+                rounds = {m: [] for m in models}
+                share = None
+                for rnd in range(1 if args.smoke or "step" in skip else args.rounds):
+                    one = None
+                    if "lone" not in skip:
+                        one = lone_processes(1, "resnet50", args, env, args.smoke)["mean_step_s"]
+                    for model in models if "step" not in skip else []:
+                        lone_n = None
+                        if "lone" not in skip:
+                            lone_n = lone_processes(n, model, args, env, args.smoke)
+                            lone_load = os.getloadavg()[0]
+                        r = mpi("step", model)
+                        rounds[model].append({
+                            "step_s": r["mean_step_s"], "cpu_step_s": r.get("cpu_step_s"),
+                            "lone_s": lone_n and lone_n["mean_step_s"],
+                            "lone_1_s": one, "load_lone": lone_n and lone_load,
+                            "load_step": r["load"], "sent_per_step": r.get("sent_per_step"),
+                            "sharded": r.get("sharded")})
+                        print(f"round {rnd} {model} {where}: step {1e3 * r['mean_step_s']:.1f} "
+                              f"ms, lone x{n} " + (f"{1e3 * lone_n['mean_step_s']:.1f} ms"
+                                                   if lone_n else "-") + f" ({load()})",
+                              flush=True)
+                        if model == "resnet50" and lone_n and one:
+                            share = lone_n["mean_step_s"] / one
+                        if rnd == args.rounds - 1 or args.smoke:
+                            med = {k: statistics.median(x[k] for x in rounds[model])
+                                   if all(x[k] is not None for x in rounds[model]) else None
+                                   for k in ("step_s", "cpu_step_s", "lone_s", "lone_1_s")}
+                            r.update(mean_step_s=med["step_s"], cpu_step_s=med["cpu_step_s"],
+                                     compute_s=med["lone_s"], lone_1_s=med["lone_1_s"],
+                                     images_per_s=n * r["batch_per_rank"] / med["step_s"],
+                                     rounds=rounds[model], protocol="paired rounds",
+                                     load=[x["load_step"] for x in rounds[model]])
+                            if med["lone_s"] and model == "resnet50" and med["lone_1_s"]:
+                                r["share"] = med["lone_s"] / med["lone_1_s"]
+                            results["step"][f"{series}/{model}/{where}"] = r
+                            print(f"step {model} {where}: median {1e3 * med['step_s']:.1f} ms,"
+                                  f" {r['images_per_s']:.1f} img/s, compute "
+                                  + (f"{1e3 * med['lone_s']:.1f} ms" if med["lone_s"] else "-"),
+                                  flush=True)
+                        save()
+                    if rnd == 0 and "allreduce" not in skip:
+                        if "lone" not in skip and ("resnet50" not in models or "step" in skip):
+                            share = (lone_processes(n, "resnet50", args, env, args.smoke)
+                                     ["mean_step_s"] / one)
+                        r = mpi("allreduce", None)
+                        if "lone" not in skip:
+                            r["share"] = share  # the CPU sharing measured just before
+                        results["allreduce"][f"{series}/{where}"] = r
+                        print(f"allreduce {where}: " + ", ".join(
+                            f"{s['bytes'] / 1e6:.3g} MB {1e3 * s['seconds']:.2f} ms"
+                            for s in r["sizes"]) + f" ({load()})", flush=True)
+                        save()
         finally:
             harness("down", cid, check=False)
-        lone(n, f"after {hosts}x{slots}")
+        if args.lone_around:
+            lone(n, f"after {hosts}x{slots}")
     save()
     print("saved", args.out)
     return results

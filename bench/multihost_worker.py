@@ -84,12 +84,13 @@ def run_step(args, comm):
         ng.distributed.barrier(comm)
     if args.timeline:
         ng.timeline.start(args.timeline)
-    times = []
+    times, cpu = [], []
     sent = ng.distributed.traffic()
     for _ in range(args.steps):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         fn()
         times.append(time.perf_counter() - t)
+        cpu.append(time.process_time() - c)
     sent = {wire: n - sent[wire] for wire, n in ng.distributed.traffic().items()}
     if args.timeline:
         ng.timeline.stop()
@@ -112,6 +113,10 @@ def run_step(args, comm):
         # scheduler's slice (the MLP's) runs at full speed or not at all, and only the time
         # over many steps shows the sharing.
         "mean_step_s": sum(times) / len(times),
+        # This process's CPU time per step (every thread): on a shared CPU, what the step
+        # costs this rank whatever the others take.
+        "cpu_step_s": sum(cpu) / len(cpu),
+        "load": os.getloadavg()[0],
         "images_per_s": comm.size * args.batch * len(times) / sum(times),
     }
     return result
@@ -131,6 +136,7 @@ def run_allreduce(args, comm):
         (r,) = with_ar(xs)
         assert abs(float(r[0]) - (comm.size + 1) / 2) < 1e-5, r[0]
         samples = {"with": [], "without": []}
+        before = ng.distributed.traffic()
         for _ in range(args.calls):
             for name, f in (("with", with_ar), ("without", without)):
                 ng.distributed.barrier(comm)
@@ -141,8 +147,12 @@ def run_allreduce(args, comm):
         med = {k: statistics.median(v) for k, v in samples.items()}
         (worst,) = max_f(np.array([med["with"]]))
         worst = float(worst[0])
+        # This rank's bytes through ngraph's exchange between nodes per call, by wire (none
+        # where the allreduce took another path: one node, or MPI's own).
+        sent = {w: (k - before.get(w, 0)) // args.calls
+                for w, k in ng.distributed.traffic().items() if k > before.get(w, 0)}
         out.append({"bytes": 4 * n, "seconds": worst - med["without"],
-                    "call_s": samples["with"], "copy_s": med["without"]})
+                    "call_s": samples["with"], "copy_s": med["without"], "sent": sent})
     return {"mode": "allreduce", "ranks": comm.size, "compression": args.compression,
             "sizes": out}
 

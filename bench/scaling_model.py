@@ -1,5 +1,5 @@
 """A model of data-parallel training throughput on N nodes, fitted to and checked against the
-measurements of bench/multihost.py (bench/results/multihost.json); see docs/scaling.md.
+measurements of bench/multihost.py (bench/results/multihost_engine.json); see docs/scaling.md.
 
     python bench/scaling_model.py                                # fit, validation table
     python bench/scaling_model.py --chart docs/scaling.png       # and the chart
@@ -9,19 +9,25 @@ measurements of bench/multihost.py (bench/results/multihost.json); see docs/scal
 A step of N = H x L ranks (H nodes of L ranks) is simulated from three measured inputs:
 
 - compute: the step time of one rank when N lone processes share the CPU (no exchange),
-  and where in that compute each gradient bucket's collective starts and where the step
-  first waits for it (the timeline of a 2-node step: the overlap the executable plans);
-- the network: a bucket of S bytes costs 2 log2(H) a + 2(H-1)/H S b between H nodes
-  (Rabenseifner's allreduce: latency a per message, b seconds per byte), where b is the
-  CPU's work per byte (scaled by the measured CPU sharing, divided among a host's ranks)
-  plus the wire's at the link's rate; fitted by least squares to the allreduce measured
-  alone (4 KB to 64 MB) in every configuration;
-- shared memory: with L > 1 ranks per node, the one-node allreduce more (fitted on 2 ranks).
+  measured in the same rounds as the step it predicts (bench/multihost.py's paired rounds),
+  and where in that compute each gradient bucket's exchange starts and where the step first
+  waits for it (the timeline of a 2-node step: the overlap the executable plans; the
+  exchange through the node's shared region is blocking, and a 16-bit one always is);
+- the network, as ngraph's exchange engine moves a bucket of S bytes between H nodes: the
+  node's shared-memory reduction (L > 1), then an MPI_Ialltoallv and an MPI_Iallgatherv,
+  2(H-1) messages per rank (latency a each), 2(H-1)/H S bytes (halved on a 16-bit wire)
+  through each host's link (w_R per byte at rate R) and S/L of them through each rank's CPU
+  (c per byte, scaled by the measured CPU sharing), plus the 16-bit wire's encoding and
+  decoding (e per f32 byte); fitted by least squares to the allreduce measured alone (4 KB to
+  64 MB) in every configuration and series;
+- shared memory: with L > 1 ranks per node, the one-node reduction (fitted on 2 ranks).
 
 Collectives run one at a time in bucket order, each starting when its bucket is ready and
 the previous one is done; the compute stops where it needs a bucket that has not arrived.
-The projection to 2,048 nodes takes one rank alone per node (no CPU sharing) and the wire at
-the nominal rate times the efficiency measured on the 1 Gbit/s links.
+The sharded update (reduce-scatter, the update of 1/N of the weights, an allgather of the
+weights) moves the same bytes as the allreduce and is modelled as one. The projection to
+2,048 nodes takes one rank alone per node (no CPU sharing) and the wire at the nominal rate
+times the efficiency measured on the 1 Gbit/s links.
 """
 
 from __future__ import annotations
@@ -36,7 +42,11 @@ import sys
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT = os.path.join(HERE, "results", "multihost.json")
+# The measurements of ngraph's exchange engine (paired rounds); the first passes' (Open MPI's
+# MPI_Allreduce between hosts, lone processes measured apart) are in multihost.json.
+DEFAULT = os.path.join(HERE, "results", "multihost_engine.json")
+if not os.path.exists(DEFAULT):
+    DEFAULT = os.path.join(HERE, "results", "multihost.json")
 
 
 def rate_bits(rate: str) -> float:
@@ -96,84 +106,123 @@ def fit_line(xs, ys):
 
 def sharing(res, n, near=None, rate=None):
     """How much slower one process computes when n share the CPU (and other jobs load it):
-    lone(n), measured around configuration `near`, over lone(1)."""
+    lone(n), measured around configuration `near`, over lone(1) (the first passes' protocol;
+    the paired rounds record it with each step, see share_of)."""
     return compute_s(res, "resnet50", n, near, rate) / compute_s(res, "resnet50", 1)
 
 
+def share_of(res, series, hosts, slots, rate):
+    """The CPU sharing s_N of a configuration at a rate: measured in the same rounds as its
+    ResNet-50 step (lone(N) / one process alone, medians), else with its allreduce, else by
+    the first passes' lone processes."""
+    where = f"{hosts}x{slots}@{rate}"
+    for key in (f"{series}/resnet50/{where}", *(k for k in res["step"]
+                                                if k.endswith(f"/resnet50/{where}"))):
+        if res["step"].get(key, {}).get("share"):
+            return res["step"][key]["share"]
+    for key in (f"{series}/{where}", *(k for k in res["allreduce"] if k.endswith(f"/{where}"))):
+        if res["allreduce"].get(key, {}).get("share"):
+            return res["allreduce"][key]["share"]
+    return sharing(res, hosts * slots, f"{hosts}x{slots}", rate)
+
+
 def fit_shm(res, series):
-    r = res["shm"][f"{series}/1x2"]
+    r = res["shm"].get(f"{series}/1x2") or res["shm"]["f32/1x2"]
     return fit_line([[1.0, s["bytes"]] for s in r["sizes"]], [s["seconds"] for s in r["sizes"]])
 
 
-def shm_cost(res, shm, nbytes, n, near=None, rate=None):
-    """The one-node allreduce (fitted on 2 ranks) with n processes sharing the CPU."""
-    return (shm[0] + shm[1] * nbytes) * sharing(res, n, near, rate) / sharing(res, 2, "1x2")
+def shm_share(res, series):
+    r = res["shm"].get(f"{series}/1x2") or res["shm"]["f32/1x2"]
+    return r.get("share") or sharing(res, 2, "1x2")
+
+
+def wire_of(entry):
+    """Bytes per value on the wire between nodes: 4 (f32) or 2 (bf16, fp16)."""
+    return 4 if entry.get("compression", "none") in ("none", None) else 2
+
+
+def exchange_terms(nbytes, hosts, slots, wire):
+    """The exchange engine's shape for a bucket of nbytes (f32) on hosts of slots ranks:
+    (messages per rank, bytes through each rank, bytes through each host's link, f32 bytes
+    each rank encodes to and decodes from the 16-bit wire, whether the node's shared-memory
+    reduction comes on top).
+
+    The node's ranks reduce in shared memory (L > 1), then local rank l of every node
+    exchanges piece l of the node's sum with the others (CrossNodeExchange): an
+    MPI_Ialltoallv (the reduce-scatter: H-1 messages per rank, the sums in rank order) and an
+    MPI_Iallgatherv (H-1 more), 2(H-1)/H S between the H nodes, S/L of it through each rank.
+    A 16-bit wire halves those bytes and encodes and decodes each rank's S/L."""
+    scale = wire / 4
+    return (2 * (hosts - 1), 2 * (hosts - 1) / hosts * nbytes * scale / slots,
+            2 * (hosts - 1) / hosts * nbytes * scale, nbytes / slots if wire != 4 else 0.0,
+            slots > 1)
 
 
 class Links:
-    """The network's costs: a bucket of S bytes on H hosts of L ranks (N = H L processes
-    sharing the CPU, slowed s_N), on a link of rate R, costs
+    """The network's costs, as ngraph's exchange engine moves a bucket of S bytes between H
+    hosts of L ranks (N = H L processes sharing the CPU, each slowed s_N), on links of rate R:
 
-        2 log2(H) a s_N + 2(H-1)/H S (c s_N / L + w_R)   (+ the one-node allreduce, L > 1)
+        m a s_N + B_rank c s_N + E e s_N + B_host w_R   (+ the one-node reduction, f32, L > 1)
 
-    the cost of Rabenseifner's allreduce (reduce-scatter by recursive halving, allgather by
-    recursive doubling; a ring has the same bytes and 2(H-1) messages). a: a message's
-    latency, which on this shared CPU is mostly the wait for a core, so it scales with s_N
-    like the work; c: the CPU's own work per byte (copies, TCP, reduction: each of the L
-    ranks of a host carries S/L over its own connection at 1/s_N of a core); w_R: the
-    wire's time per byte at rate R (0 unlimited). Fitted together, by least squares of the
-    relative error with every term >= 0, to the allreduce measured alone in every
-    configuration."""
+    (exchange_terms: m messages per rank, 2(H-1) for an alltoallv and an allgatherv; B_rank the
+    bytes through a rank, B_host through a host's link, E the bytes a 16-bit wire encodes and
+    decodes). a: a message's latency, which on this shared CPU is mostly the wait for a core,
+    so it scales with s_N like the work; c: the CPU's work per byte (copies, TCP, the sums);
+    e: the 16-bit wire's encoding and decoding per f32 byte; w_R: the wire's time per byte at
+    rate R (0 unlimited). Fitted together, by least squares of the relative error with every
+    term >= 0, to the allreduce measured alone (4 KB to 64 MB) in every configuration and
+    series of the results."""
 
-    def __init__(self, res, series):
-        self.shm = fit_shm(res, series)
+    def __init__(self, res, series=None):
+        series = [series] if isinstance(series, str) else series
+        self.shm = fit_shm(res, "f32")
+        self.shm_share = shm_share(res, "f32")
         rows, ys, self.points = [], [], []
-        self.rates = sorted({r["rate"] for k, r in res["allreduce"].items()
-                             if k.startswith(series + "/") and r["rate"] != "off"},
+        entries = {k: r for k, r in res["allreduce"].items()
+                   if series is None or k.startswith(tuple(f"{s}/" for s in series))}
+        self.rates = sorted({r["rate"] for r in entries.values() if r["rate"] != "off"},
                             key=rate_bits)
-        for key, r in res["allreduce"].items():
-            if not key.startswith(series + "/"):
-                continue
-            h, slots = r["hosts"], r["slots"]
-            n, near = h * slots, f"{h}x{slots}"
+        for key, r in entries.items():
+            h, slots, rate = r["hosts"], r["slots"], r["rate"]
+            share = r.get("share") or share_of(res, key.split("/")[0], h, slots, rate)
             for p in r["sizes"]:
                 s = p["bytes"]
-                ring = 2 * (h - 1) / h * s
-                share = sharing(res, n, near, r["rate"])
-                rows.append([2 * np.log2(h) * share, ring * share / slots]
-                            + [ring if r["rate"] == rate else 0.0 for rate in self.rates])
-                shm = shm_cost(res, self.shm, s, n, near, r["rate"]) if slots > 1 else 0.0
+                msgs, b_rank, b_host, codec, two_level = exchange_terms(s, h, slots, wire_of(r))
+                rows.append([msgs * share, b_rank * share, codec * share]
+                            + [b_host if rate == x else 0.0 for x in self.rates])
+                shm = self.shm_cost(s, share) if two_level else 0.0
                 ys.append(p["seconds"] - shm)
                 self.points.append((key, s, p["seconds"], shm))
-        # Relative errors: each point weighted by 1 / its time, so that the 2 MB exchanges
-        # (the MLP's) weigh as much as the 64 MB ones.
-        weight = 1 / np.array([p[2] for p in self.points])
+        # Relative errors: each point weighted by 1 / its time, so that the 4 KB and 2 MB
+        # exchanges (latency, the MLP's bucket) weigh as much as the 64 MB ones.
+        weight = 1 / np.maximum(np.array([p[2] for p in self.points]), 1e-6)
         coef = nnls(np.array(rows) * weight[:, None], np.array(ys) * weight)
-        self.a, self.c = float(coef[0]), float(coef[1])
-        self.w = {"off": 0.0, **{rate: float(w) for rate, w in zip(self.rates, coef[2:])}}
+        self.a, self.c, self.e = (float(v) for v in coef[:3])
+        self.w = {"off": 0.0, **{rate: float(w) for rate, w in zip(self.rates, coef[3:])}}
         pred = np.array(rows) @ coef + np.array([p[3] for p in self.points])
         meas = np.array([p[2] for p in self.points])
         self.rel_errors = pred / meas - 1
 
+    def shm_cost(self, nbytes, share):
+        """The one-node reduction (fitted on 2 ranks) at CPU sharing `share`."""
+        return (self.shm[0] + self.shm[1] * nbytes) * share / self.shm_share
+
     def eta(self):
-        """The wire's efficiency (the allreduce's achieved / nominal rate) on the slowest
+        """The wire's efficiency (the exchange's achieved / nominal rate) on the slowest
         limited link, the one where the wire, not this CPU, is what limits (on faster ones
         the fitted w is near 0 and says nothing about the wire)."""
         limited = [r for r in sorted(self.w, key=rate_bits) if r != "off" and self.w[r] > 0]
         return 8 / (rate_bits(limited[0]) * self.w[limited[0]]) if limited else 1.0
 
-    def cost(self, res, nbytes, hosts, slots, rate, share=None):
-        """A bucket's allreduce in a measured configuration; with `share` given (a
-        projection: no CPU sharing is 1.0), the wire is the nominal rate times eta."""
-        n, near = hosts * slots, f"{hosts}x{slots}"
-        projected = share is not None
-        share = sharing(res, n, near, rate) if share is None else share
+    def cost(self, nbytes, hosts, slots, rate, share, wire=4, projected=False):
+        """A bucket's exchange; `projected`: the wire at the nominal rate times eta (any
+        rate, measured or not)."""
         if hosts == 1:
-            return shm_cost(res, self.shm, nbytes, n, near)
-        w = 8 / (self.eta() * rate_bits(rate)) if projected else self.w[rate]
-        t = 2 * np.log2(hosts) * self.a * share + 2 * (hosts - 1) / hosts * nbytes * (
-            self.c * share / slots + w)
-        return t + (shm_cost(res, self.shm, nbytes, n, near, rate) if slots > 1 else 0.0)
+            return self.shm_cost(nbytes, share)
+        msgs, b_rank, b_host, codec, two_level = exchange_terms(nbytes, hosts, slots, wire)
+        w = 8 / (self.eta() * rate_bits(rate)) if projected else self.w.get(rate, 0.0)
+        t = (msgs * self.a + b_rank * self.c + codec * self.e) * share + b_host * w
+        return t + (self.shm_cost(nbytes, share) if two_level else 0.0)
 
 
 def simulate(t_compute, buckets, cost):
@@ -193,60 +242,95 @@ def simulate(t_compute, buckets, cost):
     return t_compute + stall
 
 
-def buckets_of(res, series, model):
+def buckets_of(res, series, model, blocking=False):
+    """The buckets of the series' 2-host timeline (else f32's): (bytes, ready, needed); a
+    compressed exchange runs blocking (needed where it is ready)."""
     tl = res["timeline"].get(f"{series}/{model}") or res["timeline"][f"f32/{model}"]
-    return [(b["bytes"], b["ready"], b["needed"]) for b in tl["buckets"]]
+    return [(b["bytes"], b["ready"], b["ready"] if blocking else b["needed"])
+            for b in tl["buckets"]]
 
 
-def predict(res, series, model, hosts, slots, rate, links):
-    t_c = compute_s(res, model, hosts * slots, f"{hosts}x{slots}", rate)
-    return simulate(t_c, buckets_of(res, series, model),
-                    lambda s: links.cost(res, s, hosts, slots, rate)), t_c
+def predict(res, series, r, links):
+    """A measured step's prediction: (step seconds, compute seconds)."""
+    hosts, slots, rate = r["hosts"], r["slots"], r["rate"]
+    t_c = r.get("compute_s") or compute_s(res, r["model"], hosts * slots,
+                                          f"{hosts}x{slots}", rate)
+    share = share_of(res, series, hosts, slots, rate)
+    wire = wire_of(r)
+    return simulate(t_c, buckets_of(res, series, r["model"], blocking=wire != 4),
+                    lambda s: links.cost(s, hosts, slots, rate, share, wire)), t_c
 
 
-def validation(res, series):
-    links = Links(res, series)
+def series_of(res):
+    return sorted({k.split("/")[0] for k in res["step"]}, key=lambda s: (s != "f32", s))
+
+
+def validation(res, series=None):
+    """Every measured step of the series (all by default) against its prediction."""
+    series = series or series_of(res)
+    links = Links(res)
     rows = []
-    for key, r in sorted(res["step"].items(), key=lambda kv: (kv[1]["model"], kv[1]["hosts"],
-                                                              kv[1]["slots"], kv[1]["rate"])):
-        if not key.startswith(series + "/"):
+    for key, r in sorted(res["step"].items(), key=lambda kv: (
+            series.index(kv[0].split("/")[0]) if kv[0].split("/")[0] in series else -1,
+            kv[1]["model"], kv[1]["hosts"], kv[1]["slots"], rate_bits(kv[1]["rate"])
+            if kv[1]["rate"] != "shm" else 0)):
+        name = key.split("/")[0]
+        if name not in series or r["hosts"] < 2:
             continue
-        t, t_c = predict(res, series, r["model"], r["hosts"], r["slots"], r["rate"], links)
+        t, t_c = predict(res, name, r, links)
         ips = r["ranks"] * r["batch_per_rank"] / t
-        rows.append({"model": r["model"], "config": f"{r['hosts']}x{r['slots']}",
-                     "rate": r["rate"], "compute_s": t_c, "predicted_s": t,
+        load = r.get("load")
+        rows.append({"series": name, "model": r["model"],
+                     "config": f"{r['hosts']}x{r['slots']}", "rate": r["rate"],
+                     "compute_s": t_c, "predicted_s": t,
                      "measured_s": r["mean_step_s"], "predicted_ips": ips,
                      "measured_ips": r["images_per_s"],
-                     "error": ips / r["images_per_s"] - 1, "sharded": r.get("sharded")})
+                     "error": ips / r["images_per_s"] - 1, "sharded": r.get("sharded"),
+                     "load": max(load) if isinstance(load, list) else load,
+                     "rounds": len(r.get("rounds", [])) or 1})
     return rows, links
 
 
 def projection(res, series, model, t_node, rate, links, nodes):
     """images/s on each number of nodes, one rank alone on each (no CPU sharing), on a link
     of `rate` (any tc rate: the wire at that rate times the measured efficiency)."""
-    buckets = buckets_of(res, series, model)
+    wire = 2 if series in ("bf16", "fp16") else 4
+    buckets = buckets_of(res, series, model, blocking=wire != 4)
     batch = 8 if model == "resnet50" else 64
     return [m * batch / simulate(t_node, buckets,
-                                 lambda s, m=m: links.cost(res, s, m, 1, rate, share=1.0)
+                                 lambda s, m=m: links.cost(s, m, 1, rate, 1.0, wire,
+                                                           projected=True)
                                  if m > 1 else 0.0) for m in nodes]
 
 
 def table_text(rows, markdown=False):
-    head = ["model", "config", "link", "compute ms", "predicted ms", "measured ms",
-            "predicted img/s", "measured img/s", "error", "weak scaling vs no exchange"]
+    head = ["series", "model", "config", "link", "compute ms", "predicted ms", "measured ms",
+            "predicted img/s", "measured img/s", "error", "weak scaling vs no exchange",
+            "load"]
     lines = []
     for r in rows:
-        lines.append([r["model"], r["config"], r["rate"], f"{1e3 * r['compute_s']:.1f}",
+        lines.append([r.get("series", "f32"), r["model"], r["config"], r["rate"],
+                      f"{1e3 * r['compute_s']:.1f}",
                       f"{1e3 * r['predicted_s']:.1f}", f"{1e3 * r['measured_s']:.1f}",
                       f"{r['predicted_ips']:,.1f}", f"{r['measured_ips']:,.1f}",
                       f"{100 * r['error']:+.0f}%",
-                      f"{100 * r['compute_s'] / r['measured_s']:.0f}%"])
+                      f"{100 * r['compute_s'] / r['measured_s']:.0f}%",
+                      "-" if r.get("load") is None else f"{r['load']:.1f}"])
     if markdown:
         out = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
         return "\n".join(out + ["| " + " | ".join(x) + " |" for x in lines])
     widths = [max(len(h), *(len(x[i]) for x in lines)) for i, h in enumerate(head)]
     out = ["  ".join(h.ljust(w) for h, w in zip(head, widths))]
     return "\n".join(out + ["  ".join(c.ljust(w) for c, w in zip(x, widths)) for x in lines])
+
+
+def summary(rows):
+    """Within 15%, per series and model: [(series, model, within, count, median |error|)]."""
+    out = []
+    for key in sorted({(r["series"], r["model"]) for r in rows}):
+        errs = [abs(r["error"]) for r in rows if (r["series"], r["model"]) == key]
+        out.append((*key, sum(e <= 0.15 for e in errs), len(errs), statistics.median(errs)))
+    return out
 
 
 def _label(rate):
@@ -260,12 +344,14 @@ def chart(res, series, rows, links, path):
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
     fig, axes = plt.subplots(1, 3, figsize=(18, 5.2))
-    resnet = [x for x in rows if x["model"] == "resnet50" and x["config"].endswith("x1")]
+    resnet = [x for x in rows if x["model"] == "resnet50" and x["config"].endswith("x1")
+              and x["series"] == series]
     # (a) The seeds' chart on the harness: ResNet-50 images/s on 1, 2, 4, 8 nodes (hosts of
     # one rank), measured, predicted, and the ceiling without communication (N lone
     # processes sharing the same 2 cores).
     ax = axes[0]
-    rates = [r for r in ("off", "25gbit", "10gbit", "1gbit") if r in links.w]
+    rates = [r for r in ("off", "25gbit", "10gbit", "1gbit") if any(x["rate"] == r
+                                                                    for x in resnet)]
     width = 0.8 / len(rates)
     nodes = [1, 2, 4, 8]
     one = 8 / compute_s(res, "resnet50", 1)
@@ -341,18 +427,22 @@ def chart(res, series, rows, links, path):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--results", default=DEFAULT)
-    ap.add_argument("--series", default="f32", help="the driver's series (tag)")
+    ap.add_argument("--series", default=None,
+                    help="the driver's series (tags), comma-separated; default every one")
     ap.add_argument("--chart", default=None)
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--smoke", action="store_true", help="the committed results, no chart")
     args = ap.parse_args(argv)
     res = load(args.results)
-    rows, links = validation(res, args.series)
+    rows, links = validation(res, args.series.split(",") if args.series else None)
     print(f"results of {res['machine']['date']} on {res['machine']['cpu']}, "
           f"{res['machine']['cores']} cores")
-    print(f"fit of {len(links.points)} allreduce measurements: latency a = "
-          f"{1e6 * links.a:.0f} us per message, the CPU's own cost 1/c = "
-          f"{8 / links.c / 1e9:.2f} Gbit/s per rank alone on a core; the wire 1/w: "
+    print(f"fit of {len(links.points)} allreduce measurements (ngraph's exchange): latency "
+          f"a = {1e6 * links.a:.1f} us per message, the CPU's own cost 1/c = "
+          + (f"{8 / links.c / 1e9:.2f} Gbit/s" if links.c else "-")
+          + " per rank alone on a core, the 16-bit wire's encoding and decoding 1/e = "
+          + (f"{1 / links.e / 1e9:.2f} GB/s of f32" if links.e else "-")
+          + "; the wire 1/w: "
           + ", ".join(f"{r} {8 / w / 1e9:.2f} Gbit/s" if w else f"{r} -"
                       for r, w in links.w.items() if r != "off")
           + f" (efficiency {links.eta():.2f}); fit errors "
@@ -361,16 +451,28 @@ def main(argv=None):
     print("TCP transfers: " + ", ".join(f"{r} {8 * v / 1e9:.2f} Gbit/s"
                                         for r, v in res["link"].items()))
     print(f"shared memory (2 ranks): {1e6 * links.shm[0]:.0f} us + "
-          f"{1 / links.shm[1] / 1e9:.2f} GB/s; CPU sharing s_N = "
-          + ", ".join(f"{n}: {sharing(res, n):.2f}" for n in (2, 4, 8)
-                      if f"resnet50/{n}" in res["lone"]))
+          f"{1 / links.shm[1] / 1e9:.2f} GB/s" if links.shm[1] else "shared memory: -")
     print(table_text(rows, args.markdown))
+    for name, model, within, count, med in summary(rows):
+        print(f"{name} {model}: {within} of {count} within 15% (median error {100 * med:.0f}%)")
     worst = max(abs(r["error"]) for r in rows)
     within = sum(abs(r["error"]) <= 0.15 for r in rows)
+    loads = [r["load"] for r in rows if r.get("load") is not None]
     print(f"{within} of {len(rows)} configurations within 15%; the largest error "
-          f"{100 * worst:.0f}%")
+          f"{100 * worst:.0f}%" + (f"; load average {min(loads):.1f} to {max(loads):.1f} "
+                                   "during the steps" if loads else ""))
+    node224 = res.get("node", {}).get("resnet50@224")
+    for name, t_node in (("64x64", compute_s(res, "resnet50", 1)),
+                         ("224x224", node224 and node224["mean_step_s"])):
+        if t_node and "f32/resnet50" in res["timeline"]:
+            eff = []
+            for rate in ("10gbit", "25gbit", "100gbit"):
+                one, many = projection(res, "f32", "resnet50", t_node, rate, links, [1, 2048])
+                eff.append(f"{_label(rate)} {100 * many / (2048 * one):.0f}%")
+            print(f"projection, ResNet-50 {name} (one rank alone {1e3 * t_node:.0f} ms a step): "
+                  "efficiency at 2,048 nodes " + ", ".join(eff))
     if args.chart and not args.smoke:
-        chart(res, args.series, rows, links, args.chart)
+        chart(res, "f32", rows, links, args.chart)
         print("wrote", args.chart)
     return {"rows": rows, "links": links}
 

@@ -42,31 +42,79 @@ def test_ring_fit_recovers_latency_and_bandwidth():
     assert fa == pytest.approx(a, rel=1e-6) and fb == pytest.approx(b, rel=1e-6)
 
 
+def test_exchange_engine_shape():
+    s = 64e6
+    # f32 on 4 hosts of 1: an alltoallv and an allgatherv of 3 messages each per rank,
+    # 2 (H-1)/H S through the rank and its host's link, nothing to encode.
+    assert scaling_model.exchange_terms(s, 4, 1, 4) == (6, 1.5 * s, 1.5 * s, 0.0, False)
+    # Two ranks per host: the node reduces in shared memory, each rank carries half.
+    assert scaling_model.exchange_terms(s, 4, 2, 4) == (6, 0.75 * s, 1.5 * s, 0.0, True)
+    # bf16: half the bytes, each rank's share of the buffer encoded and decoded.
+    assert scaling_model.exchange_terms(s, 2, 1, 2) == (2, 0.5 * s, 0.5 * s, s, False)
+    assert scaling_model.exchange_terms(s, 2, 2, 2) == (2, 0.25 * s, 0.5 * s, 0.5 * s, True)
+
+
+def _synthetic(a=20e-6, c=1 / 2e9, e=1 / 4e9, w=8 / 0.9e9):
+    """Allreduce measurements made by the model's own formula (share 1, no shared memory)."""
+    res = {"shm": {"f32/1x2": {"sizes": [{"bytes": 4096, "seconds": 1e-5},
+                                         {"bytes": 64e6, "seconds": 0.02}], "share": 1.0}},
+           "allreduce": {}, "step": {}, "lone": {}, "timeline": {}}
+    for name, wire in (("f32", 4), ("bf16", 2)):
+        for h in (2, 4, 8):
+            for rate, wr in (("1gbit", w), ("10gbit", w / 10), ("off", 0.0)):
+                sizes = []
+                for s in (4096, 2e6, 16e6, 64e6):
+                    m, br, bh, codec, _ = scaling_model.exchange_terms(s, h, 1, wire)
+                    sizes.append({"bytes": s, "seconds": m * a + br * c + codec * e + bh * wr})
+                res["allreduce"][f"{name}/{h}x1@{rate}"] = {
+                    "hosts": h, "slots": 1, "rate": rate, "share": 1.0, "sizes": sizes,
+                    "compression": "none" if wire == 4 else "bf16"}
+    return res
+
+
+def test_engine_fit_recovers_its_parameters():
+    links = scaling_model.Links(_synthetic())
+    assert links.a == pytest.approx(20e-6, rel=1e-3)
+    assert links.c == pytest.approx(1 / 2e9, rel=1e-3)
+    assert links.e == pytest.approx(1 / 4e9, rel=1e-3)
+    assert links.w["1gbit"] == pytest.approx(8 / 0.9e9, rel=1e-3)
+    assert links.eta() == pytest.approx(0.9, rel=1e-3)
+    assert max(abs(links.rel_errors)) < 1e-6
+
+
+def test_compressed_exchange_is_blocking():
+    res = {"timeline": {"f32/resnet50": {"buckets": [
+        {"bytes": 10, "ready": 0.5, "needed": 0.9}]}}}
+    assert scaling_model.buckets_of(res, "bf16", "resnet50") == [(10, 0.5, 0.9)]
+    assert scaling_model.buckets_of(res, "bf16", "resnet50", blocking=True) == [(10, 0.5, 0.5)]
+
+
 @pytest.mark.skipif(not Path(scaling_model.DEFAULT).exists(),
-                    reason="no committed bench/results/multihost.json")
+                    reason="no committed multi-host measurements")
 def test_model_on_the_committed_measurements():
     fit = scaling_model.main(["--smoke"])
     assert fit["rows"], "no configuration to validate"
     links = fit["links"]
-    assert links.a >= 0 and links.c > 0 and all(w >= 0 for w in links.w.values()), vars(links)
-    # Every measured step has its prediction, and a slower link never predicts a faster step.
+    assert links.a >= 0 and links.c >= 0 and all(w >= 0 for w in links.w.values()), vars(links)
+    # Every measured step has its prediction, and a slower link never predicts a longer
+    # exchange (the compute inputs differ by rate: each is measured with its step).
     for r in fit["rows"]:
         assert r["predicted_s"] >= r["compute_s"] > 0, r
-    by = {(r["model"], r["config"], r["rate"]): r["predicted_s"] for r in fit["rows"]}
-    for (model, config, rate), t in by.items():
-        if rate == "1gbit" and (model, config, "10gbit") in by:
-            assert t >= by[(model, config, "10gbit")], (model, config)
+    by = {(r["series"], r["model"], r["config"], r["rate"]): r["predicted_s"] - r["compute_s"]
+          for r in fit["rows"]}
+    for (series, model, config, rate), t in by.items():
+        if rate == "1gbit" and (series, model, config, "10gbit") in by:
+            assert t >= by[(series, model, config, "10gbit")], (series, model, config)
 
 
 def test_more_nodes_cost_more_exchange():
-    # The ring's bytes per node grow with the nodes: a projection's per-node throughput
-    # does not rise with them.
-    res = scaling_model.load(scaling_model.DEFAULT) if Path(scaling_model.DEFAULT).exists() \
-        else None
-    if res is None:
-        pytest.skip("no committed bench/results/multihost.json")
+    # The bytes per node grow with the nodes: a projection's per-node throughput does not
+    # rise with them.
+    if not Path(scaling_model.DEFAULT).exists():
+        pytest.skip("no committed multi-host measurements")
+    res = scaling_model.load(scaling_model.DEFAULT)
     links = scaling_model.Links(res, "f32")
-    ips = scaling_model.projection(res, "f32", "resnet50", 0.1, "10gbit", links,
-                                   [1, 2, 8, 64, 2048])
-    per_node = [v / m for v, m in zip(ips, [1, 2, 8, 64, 2048])]
+    nodes = [1, 2, 8, 64, 2048]
+    ips = scaling_model.projection(res, "f32", "resnet50", 0.1, "10gbit", links, nodes)
+    per_node = [v / m for v, m in zip(ips, nodes)]
     assert all(a >= b for a, b in zip(per_node, per_node[1:])), per_node
