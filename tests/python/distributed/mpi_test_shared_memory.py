@@ -34,6 +34,22 @@ def skip_where_ccl_orders_its_own(nodes: int) -> None:
                     "its own: with more than two nodes the two steps differ in the last bits")
 
 
+def nodes_of(node_size: int, world, comm, monkeypatch):
+    """The ranks as nodes of `node_size` (NGRAPH_SHM_NODE_SIZE) with the sharded update across
+    nodes on: (rank, size, a fresh communicator that reads both settings). Skips where the
+    run has no shared memory, the ranks do not make several such nodes, or oneCCL's sums
+    between nodes differ in their order."""
+    if shm_switched_off():
+        pytest.skip("NGRAPH_SHM=0 in this run")
+    r, n = comm.rank, comm.size
+    if n % node_size or n // node_size < 2:
+        pytest.skip(f"{n} ranks do not make several nodes of {node_size}")
+    skip_where_ccl_orders_its_own(n // node_size)
+    monkeypatch.setenv("NGRAPH_SHM_NODE_SIZE", str(node_size))
+    monkeypatch.setenv("NGRAPH_SHM_SHARDED_ACROSS_NODES", "1")
+    return r, n, ng.distributed.as_communicator(world.Dup())
+
+
 def fused_sums(dtype, op, comm=None):
     """A computation whose allreduces fuse into one collective over computed values."""
     ps = [ng.parameter(s, dtype) for s in SHAPES]
@@ -276,15 +292,7 @@ def test_sharded_update_across_nodes(world, comm, monkeypatch, optimizer, node_s
     everything, on every rank, through set_value on one rank and on every rank. With a 0-d
     temperature its gradient is reduced whole between the others' ranges, and every rank
     updates it."""
-    if shm_switched_off():
-        pytest.skip("NGRAPH_SHM=0 in this run")
-    r, n = comm.rank, comm.size
-    if n % node_size or n // node_size < 2:
-        pytest.skip(f"{n} ranks do not make several nodes of {node_size}")
-    skip_where_ccl_orders_its_own(n // node_size)
-    monkeypatch.setenv("NGRAPH_SHM_NODE_SIZE", str(node_size))
-    monkeypatch.setenv("NGRAPH_SHM_SHARDED_ACROSS_NODES", "1")
-    ours = ng.distributed.as_communicator(world.Dup())  # a fresh communicator reads it
+    r, n, ours = nodes_of(node_size, world, comm, monkeypatch)
     rng = np.random.default_rng(300 + r)
     data = [(rng.standard_normal((16, 20)).astype(np.float32),
              rng.integers(0, 5, 16).astype(np.int64)) for _ in range(6)]
@@ -454,15 +462,7 @@ def test_optimizer_state_stays_with_its_owners(world, comm, monkeypatch, tmp_pat
     wire are the unsharded allreduce's, each rank holds about 1/ranks of the optimizer state
     (measured: its resident pages), a rank reading a scattered state alone is refused, and a
     checkpoint saved collectively holds the unsharded run's bits and loads."""
-    if shm_switched_off():
-        pytest.skip("NGRAPH_SHM=0 in this run")
-    r, n = comm.rank, comm.size
-    if n % node_size or n // node_size < 2:
-        pytest.skip(f"{n} ranks do not make several nodes of {node_size}")
-    skip_where_ccl_orders_its_own(n // node_size)
-    monkeypatch.setenv("NGRAPH_SHM_NODE_SIZE", str(node_size))
-    monkeypatch.setenv("NGRAPH_SHM_SHARDED_ACROSS_NODES", "1")
-    ours = ng.distributed.as_communicator(world.Dup())
+    r, n, ours = nodes_of(node_size, world, comm, monkeypatch)
     rng = np.random.default_rng(400 + r)
     data = [(rng.standard_normal((8, 256)).astype(np.float32),
              rng.integers(0, 5, 8).astype(np.int64)) for _ in range(3)]
