@@ -12,6 +12,7 @@ import json
 import os
 import socket
 import statistics
+import sys
 import time
 
 import ngraph as ng
@@ -29,8 +30,12 @@ for _ in range(int(os.environ.get("NGMH_CALLS", "1"))):
     (out,) = f(mine)
     seconds.append(time.perf_counter() - t)
 stride = max(16, count // 64)
-print(json.dumps({"rank": comm.rank, "size": comm.size, "host": socket.gethostname(),
+# One write of the line and its newline (print writes them apart): the ranks share mpirun's
+# stdout, and another rank's line could land between the two (seen in CI: two objects on one
+# line). A write below PIPE_BUF (4 KB) reaches the pipe whole.
+row = json.dumps({"rank": comm.rank, "size": comm.size, "host": socket.gethostname(),
                   "seconds": statistics.median(seconds), "stride": stride,
                   "strided": out[::stride].tolist(),
-                  "sum": float(out.astype(np.float64).sum())}),
-      flush=True)
+                  "sum": float(out.astype(np.float64).sum())})
+sys.stdout.write(row + "\n")
+sys.stdout.flush()
