@@ -373,11 +373,18 @@ def test_bf16_activations_through_batch_norm_relu_pooling_and_residual_adds():
     assert all(g.dtype == F32 for g in got)
     assert step32.executable.precision["bf16_values"] == 0
     assert bf16_outputs(step32) == (set(), 0)
-    # Gradients of every weight (batch norm over 4 samples of 8x8: sensitive, as in
-    # test_small_cnn_gradients_in_bf16) within bf16's tolerance of f32.
+    # Gradients of every weight within bf16's tolerance of f32. Batch norm over 4 samples
+    # makes them sensitive (as in test_small_cnn_gradients_in_bf16): the products alone in
+    # bf16 moved them by up to 14% (a small beta gradient; 6 to 10% for the convolutions'
+    # weights), with the bf16 activations as much. A wrong kernel is off by 100% or more.
     for i, (g, r) in enumerate(zip(got, ref)):
         norm = max(float(np.linalg.norm(r)), 1e-12)
-        assert np.linalg.norm(g - r) <= 0.15 * norm, (i, np.linalg.norm(g - r) / norm)
+        assert np.linalg.norm(g - r) <= 0.25 * norm, (i, np.linalg.norm(g - r) / norm)
+    diff = np.sqrt(sum(float(np.sum((g - r) ** 2)) for g, r in zip(got[1:], ref[1:])))
+    total = np.sqrt(sum(float(np.sum(r ** 2)) for r in ref[1:]))
+    # All the gradients together: 0.06 to 0.08 (seeds 0 to 3), against 0.06 to 0.10 with only
+    # the products in bf16.
+    assert diff <= 0.12 * total, diff / total
 
 
 @native
