@@ -388,6 +388,26 @@ def test_bf16_activations_through_batch_norm_relu_pooling_and_residual_adds():
 
 
 @native
+def test_bf16_loads_and_stores_of_the_fused_loops_match_their_portable_twin(tmp_path):
+    """The fused loops round to bf16 with vcvtneps2bf16 here; NGRAPH_CPU_ISA=baseline runs
+    the portable loops (shift, round to nearest even, denormals to zero): the same bits."""
+    script = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {os.path.dirname(__file__)!r})
+        import numpy as np
+        from test_mixed_precision import residual_cnn_step
+        step, values = residual_cnn_step("bf16")
+        got = np.concatenate([g.ravel() for g in step(*values)])
+        np.save({str(tmp_path / "baseline.npy")!r}, got)
+    """)
+    env = dict(os.environ, NGRAPH_CPU_ISA="baseline")
+    subprocess.run([sys.executable, "-c", script], env=env, check=True, timeout=120)
+    step, values = residual_cnn_step("bf16")
+    here = np.concatenate([g.ravel() for g in step(*values)])
+    np.testing.assert_array_equal(here, np.load(tmp_path / "baseline.npy"))
+
+
+@native
 def test_bf16_activations_of_a_cnn_without_batch_norm():
     """Without batch norm: the gradients (the loss's, a fused loop; ReLU's, a fused Select)
     and the backprop-data between them in bf16. A lone forward ReLU is not a fused loop (it
