@@ -174,7 +174,8 @@ class Executable:
     @property
     def precision(self) -> dict[str, str | int]:
         """
-        Mixed precision: requested, runs, casts, fused_casts (see Computation.executable).
+        Mixed precision: requested, runs, casts, fused_casts, bf16_values (see
+        Computation.executable).
         """
     @property
     def rng_step(self) -> int:

@@ -253,11 +253,14 @@ void def_executable(py::module_& m) {
                                d["runs"] = p.runs;
                                d["casts"] = p.casts;
                                d["fused_casts"] = p.fused_casts;
+                               d["bf16_values"] = p.bf16_values;
                                return d;
                              },
                              "Mixed precision: {'requested': 'f32' or 'bf16', 'runs': what runs "
                              "('f32' where nothing was cast), 'casts': bf16 casts run per call, "
-                             "'fused_casts': casts that also re-lay out (one reorder)}.")
+                             "'fused_casts': casts that also re-lay out (one reorder), "
+                             "'bf16_values': activations and gradients stored in bf16 beyond "
+                             "the casts (outputs of products, normalizations, elementwise loops)}.")
       .def_property_readonly("unshared_bytes",
                              [](runtime::Executable& e) { return as_cpu(e).get_unshared_bytes(); },
                              "Bytes the intermediates would need without buffer reuse.")

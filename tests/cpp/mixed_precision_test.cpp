@@ -12,6 +12,7 @@
 #include <limits>
 
 #include "ngraph/ops.hpp"
+#include "ngraph/pass/mixed_precision.hpp"
 #include "ngraph/runtime/cpu/block_cast.hpp"
 #include "ngraph/runtime/cpu/cpu_features.hpp"
 #include "ngraph/runtime/cpu/dnnl_utils.hpp"
@@ -103,6 +104,38 @@ TEST(mixed_precision, cpu_casts_each_value_once_and_matches_the_reference) {
     for (float v : e) scale = std::max(scale, std::fabs(v));
     for (size_t i = 0; i < g.size(); ++i) EXPECT_NEAR(g[i] / scale, e[i] / scale, 2e-5) << r << " " << i;
   }
+}
+
+// bf16 activations (Node::bf16_sets): a product's output and a batch norm's data and output
+// typed bf16 where stored, the statistics f32; and the pass keeps nothing in bf16 that a
+// result (or any op without a set) reads.
+TEST(mixed_precision, stored_bf16_sets_type_the_values_and_results_stay_f32) {
+  auto x = param({2, 4, 6, 6}, element::bf16), w = param({8, 4, 3, 3}, element::bf16);
+  auto gamma = param({8}), beta = param({8});
+  auto y = std::make_shared<op::Convolution>(x, w);
+  auto bn = std::make_shared<op::BatchNormTraining>(y, gamma, beta, 1e-5);
+  auto unset = std::make_shared<op::BatchNormTraining>(y, gamma, beta, 1e-5);
+  ASSERT_EQ(y->bf16_sets().size(), 1u);
+  ASSERT_EQ(bn->bf16_sets().size(), 1u);
+  EXPECT_EQ(bn->bf16_sets()[0].inputs, std::vector<size_t>{op::BatchNormBase::INPUT_DATA});
+  EXPECT_THROW(bn->set_bf16_stored({1}), NodeValidationFailure);
+  y->set_bf16_stored({0});
+  y->validate_and_infer_types();
+  EXPECT_EQ(y->get_element_type(), element::bf16);
+  EXPECT_THROW(unset->validate_and_infer_types(), ElementTypeError);  // bf16 data, no set
+  bn->set_bf16_stored({0});
+  bn->validate_and_infer_types();
+  EXPECT_EQ(bn->get_output_element_type(0), element::bf16);
+  EXPECT_EQ(bn->get_output_element_type(1), element::f32);
+  EXPECT_EQ(bn->get_output_element_type(2), element::f32);
+  // As built (f32 output), with the normalized value a result: nothing is retyped.
+  auto y2 = std::make_shared<op::Convolution>(x, w);
+  auto bn2 = std::make_shared<op::BatchNormTraining>(y2, gamma, beta, 1e-5);
+  Function f(OutputVector{bn2->output(0), bn2->output(1)}, ParameterVector{x, w, gamma, beta});
+  auto all = [](const Node&, const Node::Bf16Set&) { return true; };
+  EXPECT_EQ(pass::store_bf16(f, all, [](const Node&) { return false; }), 0u);
+  EXPECT_EQ(y2->get_element_type(), element::f32);
+  EXPECT_EQ(bn2->get_output_element_type(0), element::f32);
 }
 
 // The weights cast between two layouts that tile alike (block_cast.hpp) gives oneDNN's

@@ -316,6 +316,122 @@ def test_bf16_training_step_trains():
     assert last < 0.5 * first
 
 
+# ------------------------------------------------------------ bf16 activations
+
+
+# The ops whose values the CPU stores in bf16 between the products (Node::bf16_sets): each
+# must have a bf16 kernel. An op that claims bf16 without one fails these tests (its kernel
+# refuses bf16 or computes garbage) or shows up here as an op the list does not name.
+BF16_ACTIVATION_OPS = {"Convolution", "ConvolutionBackpropData", "BatchNormTraining",
+                       "BatchNormTrainingBackprop", "CPUBatchNormRelu",
+                       "CPUBatchNormReluBackprop", "CPUFusedElementwise"}
+
+
+def residual_cnn_step(precision, n=4, seed=0):
+    """A stem (convolution, batch norm, ReLU, max pool), two residual blocks (the second
+    strided, with a projection shortcut), global average pooling and a linear layer: every
+    kind of activation of ResNet-50's step, and momentum SGD updates."""
+    rng = np.random.default_rng(seed)
+    model = ng.nn.Sequential(
+        ng.nn.Conv2d(3, 16, 3, 1, 1, bias=False, rng=rng, name="stem"),
+        ng.nn.BatchNorm2d(16, name="stem_bn"), ng.nn.ReLU(), ng.nn.MaxPool2d(2),
+        ng.nn.BasicBlock(16, 16, 1, rng, "b1"), ng.nn.BasicBlock(16, 32, 2, rng, "b2"),
+        ng.nn.GlobalAvgPool2d(), ng.nn.Linear(32, 10, rng=rng, name="fc"))
+    x, y = ng.parameter([n, 3, 16, 16], name="x"), ng.parameter([n], np.int64, name="y")
+    loss = ng.softmax_cross_entropy(model(x), y)
+    variables = model.parameters()
+    grads = ng.gradients(loss, variables)
+    step = CPU.computation([loss] + grads, x, y, precision=precision)
+    values = [rng.standard_normal((n, 3, 16, 16), dtype=F32), rng.integers(0, 10, n)]
+    return step, values
+
+
+def bf16_outputs(step):
+    """The op types of the compiled function that compute a bf16 value (casts and reorders,
+    which move one, aside), and the casts' count."""
+    ops = step.executable.function.get_ordered_ops()
+    movers = ("CPUPrecisionCast", "CPUReorder")
+    kinds = {o.get_type_name() for o in ops if o.get_type_name() not in movers
+             and any(o.get_output_element_type(i) == "bf16" for i in range(o.get_output_size()))}
+    return kinds, sum(o.get_type_name() == "CPUPrecisionCast" for o in ops)
+
+
+@native
+def test_bf16_activations_through_batch_norm_relu_pooling_and_residual_adds():
+    step16, values = residual_cnn_step("bf16")
+    step32, _ = residual_cnn_step("f32")
+    p = step16.executable.precision
+    kinds, casts = bf16_outputs(step16)
+    assert kinds == BF16_ACTIVATION_OPS, kinds
+    assert p["bf16_values"] > 0 and p["casts"] == casts
+    # Cast: the images, the 9 weights (forward and backward layouts: the fused casts), and
+    # the activations that an f32 op reads too: the max pool's input and output (the stem's
+    # and the first block's) and the pooled features of the last block's output.
+    assert casts <= 9 + p["fused_casts"] + 4, (casts, p)
+    # Values that leave the graph stay f32; the f32 compile is untouched by the pass.
+    got, ref = step16(*values), step32(*values)
+    assert all(g.dtype == F32 for g in got)
+    assert step32.executable.precision["bf16_values"] == 0
+    assert bf16_outputs(step32) == (set(), 0)
+    # Gradients of every weight within bf16's tolerance of f32. Batch norm over 4 samples
+    # makes them sensitive (as in test_small_cnn_gradients_in_bf16): the products alone in
+    # bf16 moved them by up to 14% (a small beta gradient; 6 to 10% for the convolutions'
+    # weights), with the bf16 activations as much. A wrong kernel is off by 100% or more.
+    for i, (g, r) in enumerate(zip(got, ref)):
+        norm = max(float(np.linalg.norm(r)), 1e-12)
+        assert np.linalg.norm(g - r) <= 0.25 * norm, (i, np.linalg.norm(g - r) / norm)
+    diff = np.sqrt(sum(float(np.sum((g - r) ** 2)) for g, r in zip(got[1:], ref[1:])))
+    total = np.sqrt(sum(float(np.sum(r ** 2)) for r in ref[1:]))
+    # All the gradients together: 0.06 to 0.08 (seeds 0 to 3), against 0.06 to 0.10 with only
+    # the products in bf16.
+    assert diff <= 0.12 * total, diff / total
+
+
+@native
+def test_bf16_loads_and_stores_of_the_fused_loops_match_their_portable_twin(tmp_path):
+    """The fused loops round to bf16 with vcvtneps2bf16 here; NGRAPH_CPU_ISA=baseline runs
+    the portable loops (shift, round to nearest even, denormals to zero): the same bits."""
+    script = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {os.path.dirname(__file__)!r})
+        import numpy as np
+        from test_mixed_precision import residual_cnn_step
+        step, values = residual_cnn_step("bf16")
+        got = np.concatenate([g.ravel() for g in step(*values)])
+        np.save({str(tmp_path / "baseline.npy")!r}, got)
+    """)
+    env = dict(os.environ, NGRAPH_CPU_ISA="baseline")
+    subprocess.run([sys.executable, "-c", script], env=env, check=True, timeout=120)
+    step, values = residual_cnn_step("bf16")
+    here = np.concatenate([g.ravel() for g in step(*values)])
+    np.testing.assert_array_equal(here, np.load(tmp_path / "baseline.npy"))
+
+
+@native
+def test_bf16_activations_of_a_cnn_without_batch_norm():
+    """Without batch norm: the gradients (the loss's, a fused loop; ReLU's, a fused Select)
+    and the backprop-data between them in bf16. A lone forward ReLU is not a fused loop (it
+    has no bf16 kernel): its input, the convolution's output, stays f32."""
+    rng = np.random.default_rng(2)
+    x = ng.parameter([2, 4, 10, 10], name="x")
+    w1 = ng.variable(rng.standard_normal((8, 4, 3, 3), dtype=F32) / 6, name="w1")
+    w2 = ng.variable(rng.standard_normal((8, 8, 3, 3), dtype=F32) / 8, name="w2")
+    h = ng.relu(ng.convolution(x, w1, None, None, [1, 1], [1, 1]))
+    out = ng.convolution(h, w2, None, None, [1, 1], [1, 1])
+    loss = ng.sum(out * out, [0, 1, 2, 3])
+    outputs = [loss] + ng.gradients(loss, [w1, w2])
+    xv = rng.standard_normal((2, 4, 10, 10), dtype=F32)
+    step = CPU.computation(outputs, x, precision="bf16")
+    kinds, _ = bf16_outputs(step)
+    assert kinds == {"ConvolutionBackpropData", "CPUFusedElementwise"}, kinds
+    assert step.executable.precision["bf16_values"] == 3
+    got, ref = step(xv), CPU.computation(outputs, x)(xv)
+    for g, r in zip(got, ref):
+        assert g.dtype == F32
+        norm = max(float(np.linalg.norm(r)), 1e-12)
+        assert np.linalg.norm(g - r) <= 3e-2 * norm, np.linalg.norm(g - r) / norm
+
+
 # --------------------------------------------------------------------- the fallback
 
 

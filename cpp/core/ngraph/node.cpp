@@ -25,7 +25,29 @@ Node::Node(const Node& other)
       m_inputs(other.m_inputs),
       m_outputs(other.m_outputs),
       m_friendly_name(other.m_friendly_name),
-      m_instance_id(g_next_instance_id++) {}
+      m_instance_id(g_next_instance_id++),
+      m_bf16_inputs_stored(other.m_bf16_inputs_stored),
+      m_bf16_outputs_stored(other.m_bf16_outputs_stored) {}
+
+void Node::set_bf16_stored(const std::vector<size_t>& sets) {
+  std::vector<Bf16Set> all = bf16_sets();
+  m_bf16_inputs_stored.clear();
+  m_bf16_outputs_stored.clear();
+  for (size_t k : sets) {
+    if (k >= all.size()) fail(concat_message("has no bf16 set ", k));
+    m_bf16_inputs_stored.insert(m_bf16_inputs_stored.end(), all[k].inputs.begin(), all[k].inputs.end());
+    m_bf16_outputs_stored.insert(m_bf16_outputs_stored.end(), all[k].outputs.begin(), all[k].outputs.end());
+  }
+}
+
+bool Node::is_bf16_stored_input(size_t i) const {
+  return std::find(m_bf16_inputs_stored.begin(), m_bf16_inputs_stored.end(), i) != m_bf16_inputs_stored.end() &&
+         get_input_element_type(i) == element::bf16;
+}
+
+bool Node::is_bf16_stored_output(size_t i) const {
+  return std::find(m_bf16_outputs_stored.begin(), m_bf16_outputs_stored.end(), i) != m_bf16_outputs_stored.end();
+}
 
 const Output& Node::input_value(size_t i) const {
   if (i >= m_inputs.size())
@@ -150,6 +172,7 @@ void Node::check_no_storage_only_types(element::Type output_type) const {
     if (!in || !in.get_element_type().is_storage_only()) continue;
     if (in.get_element_type() == element::bf16 && std::find(bf16.begin(), bf16.end(), i) != bf16.end())
       continue;  // a matrix operand of a product in bf16 (the op checks that both are)
+    if (is_bf16_stored_input(i)) continue;  // stored in bf16, computed in f32 (bf16_sets)
     throw ElementTypeError(element::storage_only_message(get_type_name(), in.get_element_type()));
   }
   if (output_type.is_storage_only())
@@ -164,6 +187,7 @@ void Node::set_output_type(size_t i, element::Type type, const Shape& shape) {
     fail(concat_message("output ", i, " of shape ", shape, " and type ", type.get_type_name(),
                         " has more bytes than fit in 64 bits"));
   if (!admits_storage_only_types()) check_no_storage_only_types(type);
+  if (type == element::f32 && is_bf16_stored_output(i)) type = element::bf16;  // bf16_sets
   if (i >= m_outputs.size()) m_outputs.resize(i + 1);
   m_outputs[i] = OutputDesc{type, shape};
 }

@@ -82,6 +82,24 @@ class Node : public std::enable_shared_from_this<Node> {
   // docs/training.md; the CPU compiler's bf16 mode converts to it). Empty for every other op,
   // which refuses bf16 as it refuses f16.
   virtual std::vector<size_t> bf16_inputs() const { return {}; }
+  // Mixed precision, beyond the operands of products: sets of this op's f32 values (inputs
+  // and outputs) that its kernels can also store in bf16 while computing in f32, each set all
+  // bf16 or none (e.g. a batch normalization's data and normalized output: a oneDNN
+  // primitive's src and dst in one type). A backend's bf16 pass (pass/mixed_precision.hpp)
+  // picks the sets whose every value's readers take bf16 and calls set_bf16_stored; then
+  // validation types those outputs bf16 and admits those bf16 inputs. Empty by default.
+  struct Bf16Set {
+    std::vector<size_t> inputs, outputs;
+  };
+  virtual std::vector<Bf16Set> bf16_sets() const { return {}; }
+  // The sets (indices into bf16_sets()) stored in bf16; validate again afterwards.
+  void set_bf16_stored(const std::vector<size_t>& sets);
+  bool is_bf16_stored_input(size_t i) const;
+  bool is_bf16_stored_output(size_t i) const;
+  // The type an op's rule computes input i in: f32 for an input stored in bf16, else its type.
+  element::Type get_input_compute_type(size_t i) const {
+    return is_bf16_stored_input(i) ? element::f32 : get_input_element_type(i);
+  }
   // The output type of such an op for matrix operands of type `t`: f32 for bf16, else `t`.
   static element::Type accumulation_type(element::Type t) {
     return t == element::bf16 ? element::f32 : t;
@@ -156,6 +174,7 @@ class Node : public std::enable_shared_from_this<Node> {
   std::vector<OutputDesc> m_outputs;
   std::string m_friendly_name;
   size_t m_instance_id;
+  std::vector<size_t> m_bf16_inputs_stored, m_bf16_outputs_stored;  // see set_bf16_stored
 };
 
 std::ostream& operator<<(std::ostream& out, const Node& node);

@@ -16,11 +16,11 @@ const char* const kInputNames[] = {"gamma", "beta", "input", "mean", "variance",
 
 void BatchNormBase::check_inputs(const Node& node, size_t count) const {
   using B = BatchNormBase;
-  element::Type t = node.get_input_element_type(B::INPUT_DATA);
+  element::Type t = node.get_input_compute_type(B::INPUT_DATA);
   if (!t.is_real())
     node.fail_type(concat_message("input has element type ", t, "; expected f32 or f64"));
   for (size_t i = 0; i < count; ++i)
-    if (node.get_input_element_type(i) != t)
+    if (node.get_input_compute_type(i) != t)
       node.fail_type(concat_message("element type of ", kInputNames[i], " (",
                                     node.get_input_element_type(i), ") does not match input (", t,
                                     ")"));
@@ -54,7 +54,7 @@ BatchNormTraining::BatchNormTraining(const Output& input, const Output& gamma,
 void BatchNormTraining::validate_and_infer_types() {
   check_input_count(3);
   check_inputs(*this, 3);
-  element::Type t = get_input_element_type(INPUT_DATA);
+  element::Type t = get_input_compute_type(INPUT_DATA);
   const Shape& in = get_input_shape(INPUT_DATA);
   set_output_size(3);
   set_output_type(0, t, in);
@@ -72,7 +72,7 @@ BatchNormInference::BatchNormInference(const Output& input, const Output& gamma,
 void BatchNormInference::validate_and_infer_types() {
   check_input_count(5);
   check_inputs(*this, 5);
-  set_output_type(0, get_input_element_type(INPUT_DATA), get_input_shape(INPUT_DATA));
+  set_output_type(0, get_input_compute_type(INPUT_DATA), get_input_shape(INPUT_DATA));
 }
 
 BatchNormTrainingBackprop::BatchNormTrainingBackprop(const Output& input, const Output& gamma,
@@ -87,7 +87,7 @@ BatchNormTrainingBackprop::BatchNormTrainingBackprop(const Output& input, const 
 void BatchNormTrainingBackprop::validate_and_infer_types() {
   check_input_count(6);
   check_inputs(*this, 6);
-  element::Type t = get_input_element_type(INPUT_DATA);
+  element::Type t = get_input_compute_type(INPUT_DATA);
   const Shape& in = get_input_shape(INPUT_DATA);
   set_output_size(3);
   set_output_type(0, t, in);

@@ -34,6 +34,11 @@ class BatchNormBase {
   // delta): input of rank >= 2, every per-channel input of shape [C], delta of the input's
   // shape, one floating-point element type, epsilon >= 0. Messages name the op.
   void check_inputs(const Node& node, size_t count) const;
+  // Mixed precision (Node::bf16_sets): the data and the normalized output in bf16 (the forward
+  // ops), or the data, delta and d_input (the backprops); statistics, gamma, beta and their
+  // gradients stay f32.
+  static std::vector<Node::Bf16Set> forward_bf16_sets() { return {{{INPUT_DATA}, {0}}}; }
+  static std::vector<Node::Bf16Set> backprop_bf16_sets() { return {{{INPUT_DATA, INPUT_DELTA}, {0}}}; }
   double m_epsilon;
 };
 
@@ -48,6 +53,7 @@ class BatchNormTraining : public Op<BatchNormTraining>, public BatchNormBase {
   BatchNormTraining() = default;
   BatchNormTraining(const Output& input, const Output& gamma, const Output& beta, double epsilon);
   void validate_and_infer_types() override;
+  std::vector<Bf16Set> bf16_sets() const override { return forward_bf16_sets(); }
   void visit_attributes(AttributeVisitor& v) override { v.on("epsilon", m_epsilon); }
   void generate_adjoints(autodiff::Adjoints& adjoints, const OutputVector& deltas) override;
 };
@@ -61,6 +67,7 @@ class BatchNormInference : public Op<BatchNormInference>, public BatchNormBase {
   BatchNormInference(const Output& input, const Output& gamma, const Output& beta,
                      const Output& mean, const Output& variance, double epsilon);
   void validate_and_infer_types() override;
+  std::vector<Bf16Set> bf16_sets() const override { return forward_bf16_sets(); }
   void visit_attributes(AttributeVisitor& v) override { v.on("epsilon", m_epsilon); }
   void generate_adjoints(autodiff::Adjoints& adjoints, const OutputVector& deltas) override;
 };
@@ -77,6 +84,7 @@ class BatchNormTrainingBackprop : public Op<BatchNormTrainingBackprop>, public B
                             const Output& mean, const Output& variance, const Output& delta,
                             double epsilon);
   void validate_and_infer_types() override;
+  std::vector<Bf16Set> bf16_sets() const override { return backprop_bf16_sets(); }
   void visit_attributes(AttributeVisitor& v) override { v.on("epsilon", m_epsilon); }
 };
 

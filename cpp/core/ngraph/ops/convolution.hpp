@@ -43,6 +43,8 @@ class Convolution : public Op<Convolution> {
   void visit_attributes(AttributeVisitor& v) override { m_window.visit(v); }
   void generate_adjoints(autodiff::Adjoints& adjoints, const OutputVector& deltas) override;
   std::vector<size_t> bf16_inputs() const override { return {0, 1}; }
+  // Its output also in bf16 (mixed precision: oneDNN's bf16 primitives write bf16 dst).
+  std::vector<Bf16Set> bf16_sets() const override { return {{{}, {0}}}; }
   const ConvolutionWindow& get_window() const { return m_window; }
 
  private:
@@ -63,6 +65,8 @@ class ConvolutionBackpropData : public Op<ConvolutionBackpropData> {
     m_window.visit(v);
   }
   std::vector<size_t> bf16_inputs() const override { return {0, 1}; }
+  // Its output also in bf16 (mixed precision: oneDNN's bf16 primitives write bf16 dst).
+  std::vector<Bf16Set> bf16_sets() const override { return {{{}, {0}}}; }
   const ConvolutionWindow& get_window() const { return m_window; }
 
  private:

@@ -22,5 +22,17 @@ std::vector<std::shared_ptr<Node>> insert_bf16_casts(
     Function& function, const std::function<bool(const Node&)>& eligible,
     const std::function<std::shared_ptr<Node>(const Output&)>& make_cast);
 
+// bf16 activations: more values stored in bf16, through the ops that declare it
+// (Node::bf16_sets: a product's output, a batch normalization's data and output, an
+// elementwise loop's inputs and output, a cast's input). Starting from every set `eligible`
+// accepts (the backend has a bf16 kernel for it), a set is dropped, until none is, where one of
+// its inputs is not produced in bf16 (no live set of its producer holds it) or one of its
+// outputs has a reader no live set holds (a result, a variable's update, a collective, any op
+// without such a set). The remaining sets are stored in bf16 (Node::set_bf16_stored) and their
+// nodes validated again in order; a cast (`is_cast`) whose input became bf16 then converts
+// nothing and is removed (its readers read its input). Returns the number of values retyped.
+size_t store_bf16(Function& function, const std::function<bool(const Node&, const Node::Bf16Set&)>& eligible,
+                  const std::function<bool(const Node&)>& is_cast);
+
 }  // namespace pass
 }  // namespace ngraph

@@ -1,4 +1,6 @@
-// Batch normalization: oneDNN's batch_normalization primitives for f32 (forward training with
+// Batch normalization: oneDNN's batch_normalization primitives for f32 and bf16 data (bf16
+// activations under mixed precision: src, dst, diff_dst and diff_src in bf16, the statistics,
+// scale, shift and their gradients f32) (forward training with
 // its statistics as outputs, forward inference with given statistics, backward with the
 // gradients of gamma and beta), reference loops for f64 and wherever oneDNN has no
 // implementation (ranks above 5, empty inputs).
@@ -102,7 +104,8 @@ std::optional<bn_backward::primitive_desc> backward_pd(const dnnl::memory::desc&
 // BatchNormReluBackprop decides as its forward does (its mask is in the layout the forward's
 // primitive wrote), given oneDNN has the backward too.
 bool dnnl_runs(const Node& node, const TensorDesc& data, bool fast_only) {
-  if (data.type() != element::f32 || !dnnl_rank_ok(data.shape())) return false;
+  bool real = data.type() == element::f32 || data.type() == element::bf16;
+  if (!real || !dnnl_rank_ok(data.shape())) return false;
   double eps = batch_norm(node).get_eps_value();
   std::string impl;
   const std::string& type = node.get_type_name();

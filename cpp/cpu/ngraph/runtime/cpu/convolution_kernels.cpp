@@ -3,7 +3,9 @@
 // primitive chooses (format_tag::any) through the layout pass; everything else (f64, data
 // dilation, negative padding) on a reference loop over (output, filter, input) index triples.
 // Mixed precision: the two operands in bf16 and the output (and bias, summand) in f32 run on
-// oneDNN's bf16 primitives (f32 accumulation); the reference loops refuse bf16.
+// oneDNN's bf16 primitives (f32 accumulation); the reference loops refuse bf16. A forward or
+// backprop-data output stored in bf16 (bf16 activations, Node::bf16_sets) is the primitive's
+// bf16 dst / diff_src.
 #include <algorithm>
 #include <cstring>
 
@@ -332,7 +334,8 @@ NGRAPH_CPU_KERNEL(ConvolutionBias::type_name, dnnl_conv, conv_layout);
 bool dnnl_takes_convolution(const Node& node) {
   const ConvolutionWindow& w = conv_window(node);
   ConvShapes s = conv_shapes(node);
-  if (node.get_element_type() != element::f32 || s.data.size() < 3 || s.data.size() > 5) return false;
+  bool real = node.get_element_type() == element::f32 || node.get_element_type() == element::bf16;
+  if (!real || s.data.size() < 3 || s.data.size() > 5) return false;
   if (shape_size(s.data) == 0 || shape_size(s.out) == 0) return false;
   for (size_t i = 0; i < w.strides.size(); ++i)
     if (w.data_dilations[i] != 1 || w.padding_below[i] < 0 || w.padding_above[i] < 0) return false;

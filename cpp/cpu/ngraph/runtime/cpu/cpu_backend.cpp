@@ -49,6 +49,7 @@ void CPUExecutable::summarise(const ExecutionPlan& plan) {
   m_precision.requested = precision_name(plan.options.precision);
   m_precision.runs = plan.casts ? "bf16" : "f32";
   m_precision.fused_casts = plan.fused_casts;
+  m_precision.bf16_values = plan.bf16_values;
   for (const auto& step : plan.steps)
     m_precision.casts += step.node->get_type_name() == std::string(PrecisionCast::type_name);
 }

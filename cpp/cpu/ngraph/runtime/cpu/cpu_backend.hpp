@@ -50,7 +50,7 @@ class CPUExecutable : public Executable {
   // re-lay out in one reorder.
   struct PrecisionSummary {
     std::string requested, runs;
-    size_t casts = 0, fused_casts = 0;
+    size_t casts = 0, fused_casts = 0, bf16_values = 0;
   };
   const PrecisionSummary& get_precision() const { return m_precision; }
   // Small enough that releasing Python's GIL would cost more than running it: no

@@ -355,14 +355,16 @@ NGRAPH_CPU_KERNEL(op::GetOutputElement::type_name, [](KernelContext& ctx) -> Ker
   };
 });
 
-// Reorder: oneDNN's reorder between the two descriptors the layout pass gave (f32; other types
-// are always plain, so a Reorder between plain layouts is a copy). PrecisionCast: the same
+// Reorder: oneDNN's reorder between the two descriptors the layout pass gave (f32, and bf16
+// activations; other types are always plain, so a Reorder between plain layouts is a copy).
+// PrecisionCast: the same
 // reorder between two element types (f32 -> bf16), each in its layout; a weights cast between
 // two layouts that tile alike is block_cast.hpp's.
 Kernel dnnl_reorder(KernelContext& ctx) {
   const TensorDesc& from = ctx.input(0);
   const TensorDesc& to = ctx.output(0);
-  if (from.type() == to.type() && (from.same_layout(to) || from.type() != element::f32)) {
+  bool laid_out = from.type() == element::f32 || from.type() == element::bf16;
+  if (from.type() == to.type() && (from.same_layout(to) || !laid_out)) {
     size_t bytes = to.bytes();
     return [bytes](const void* const* in, void* const* out) {
       if (bytes) std::memcpy(out[0], in[0], bytes);

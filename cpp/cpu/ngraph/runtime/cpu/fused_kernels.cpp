@@ -8,11 +8,21 @@
 // third time for AVX-512 (16 wide), which the fused loops alone take: GELU's gradient (an erf
 // and an exp per element) is bound by arithmetic, 1.65x faster than with AVX2 on Zen 5.
 // NGRAPH_CPU_ISA=baseline turns the AVX2 and AVX-512 loops off (for comparing).
+//
+// bf16 activations (mixed precision, FusedElementwise::bf16_sets): a bf16 input is loaded a
+// block at a time into its register as f32 (its bits shifted up: exact), and a bf16 output is
+// computed into its register and stored rounded to nearest even (f32 denormals as zero, NaN
+// kept quiet: what oneDNN's casts give), by vcvtneps2bf16 where the CPU has it. The program
+// itself runs in f32.
+#include <immintrin.h>
+
 #include <algorithm>
+#include <cstdint>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "ngraph/runtime/cpu/op/fused_elementwise.hpp"
@@ -87,7 +97,44 @@ NGRAPH_CPU_LOOP void apply_select(T* __restrict__ d, const T* __restrict__ c,
   F f;
   for (size_t j = 0; j < n; ++j) d[j] = f(c[j], a[j], b[j]);
 }
+
+// bf16 <-> f32 of a block (see the top of the file).
+NGRAPH_CPU_LOOP void load_bf16(float* __restrict__ d, const std::uint16_t* __restrict__ a, size_t n) {
+  for (size_t j = 0; j < n; ++j) d[j] = __builtin_bit_cast(float, static_cast<std::uint32_t>(a[j]) << 16);
+}
+NGRAPH_CPU_LOOP void store_bf16(std::uint16_t* __restrict__ d, const float* __restrict__ a, size_t n) {
+  for (size_t j = 0; j < n; ++j) {
+    auto u = __builtin_bit_cast(std::uint32_t, a[j]);
+    std::uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    r = (u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : r;  // NaN: quiet
+    r = (u & 0x7f800000u) == 0 ? (u >> 16) & 0x8000u : r;          // zero, denormal: signed zero
+    d[j] = static_cast<std::uint16_t>(r);
+  }
+}
 #undef NGRAPH_CPU_LOOP
+
+using LoadBf16 = void (*)(float*, const std::uint16_t*, size_t);
+using StoreBf16 = void (*)(std::uint16_t*, const float*, size_t);
+void load_bf16_plain(float* d, const std::uint16_t* a, size_t n) { load_bf16(d, a, n); }
+void store_bf16_plain(std::uint16_t* d, const float* a, size_t n) { store_bf16(d, a, n); }
+#if defined(__x86_64__) && defined(__GNUC__)
+#define NGRAPH_CPU_HAVE_BF16_TWIN 1
+__attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,prefer-vector-width=512"))) void load_bf16_avx512(
+    float* d, const std::uint16_t* a, size_t n) {
+  load_bf16(d, a, n);
+}
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void store_bf16_native(
+    std::uint16_t* d, const float* a, size_t n) {
+  size_t j = 0;
+  for (; j + 16 <= n; j += 16)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + j),
+                        reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_loadu_ps(a + j))));
+  if (j < n) {
+    auto m = static_cast<__mmask16>((1u << (n - j)) - 1);
+    _mm256_mask_storeu_epi16(d + j, m, reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, a + j))));
+  }
+}
+#endif
 
 // One instruction over a block of n elements.
 template <typename T>
@@ -140,6 +187,21 @@ RunInstr<T> pick_run_instr() {
   return &run_instr<T>;
 }
 
+// The bf16 block conversions for this CPU: vcvtneps2bf16 where it has AVX-512 BF16 and the
+// AVX-512 loops run, else the portable loops (the same values).
+struct Bf16Converts {
+  LoadBf16 load = &load_bf16_plain;
+  StoreBf16 store = &store_bf16_plain;
+};
+Bf16Converts pick_bf16_converts() {
+  Bf16Converts c;
+#ifdef NGRAPH_CPU_HAVE_BF16_TWIN
+  if (use_avx512_twins()) c.load = &load_bf16_avx512;
+  if (use_avx512_twins() && __builtin_cpu_supports("avx512bf16")) c.store = &store_bf16_native;
+#endif
+  return c;
+}
+
 // d[j] = (ranks[0][start + j] + ranks[1][start + j] + ...) * factor, added in rank order and
 // then scaled: bitwise what SharedRegion::allreduce writes.
 template <typename T>
@@ -176,10 +238,14 @@ class FusedProgram {
     m_extra = node.get_extra_outputs();
     m_nin = node.get_input_size();
     m_total = ctx.output(0).elements();
-    // Per input: 0 full, 1 scalar, 2 boolean full, 3 boolean scalar.
-    for (size_t i = 0; i < m_nin; ++i)
-      m_kind.push_back((node.get_input_element_type(i) == element::boolean ? 2 : 0) +
-                       (node.get_input_shape(i).empty() ? 1 : 0));
+    // Per input: 0 full, 1 scalar, 2 boolean full, 3 boolean scalar, 4 bf16 full.
+    for (size_t i = 0; i < m_nin; ++i) {
+      element::Type t = node.get_input_element_type(i);
+      bool scalar = node.get_input_shape(i).empty();
+      m_kind.push_back(t == element::bf16 && !scalar ? 4 : (t == element::boolean ? 2 : 0) + (scalar ? 1 : 0));
+    }
+    m_bf16_out = node.get_output_element_type(0) == element::bf16;
+    m_bf16 = pick_bf16_converts();
     m_nregs = m_nin + m_program.size();
     // Scratch: one block per register (inputs that need converting or splatting, and temps),
     // planned by the memory planner.
@@ -209,7 +275,13 @@ class FusedProgram {
         sum_block(d, sm.ranks, start, n, sm.factor);
         regs[sm.input] = d;
       }
-      run_block(static_cast<T*>(out[0]) + start, s, regs, n);
+      if (!m_bf16_out) {
+        run_block(static_cast<T*>(out[0]) + start, s, regs, n);
+      } else {  // computed into its register, stored as bf16
+        T* last = s + static_cast<size_t>(m_program.back().dst) * kBlock;
+        run_block(last, s, regs, n);
+        if constexpr (std::is_same_v<T, float>) m_bf16.store(static_cast<std::uint16_t*>(out[0]) + start, last, n);
+      }
       // Extra outputs leave the block's scratch only now, after every read of the block's
       // inputs: an update written into its variable's own buffer (in place) cannot change
       // what a later instruction of the block reads.
@@ -239,6 +311,12 @@ class FusedProgram {
           regs[i] = d;
           break;
         }
+        case 4: {
+          T* d = s + i * kBlock;
+          if constexpr (std::is_same_v<T, float>) m_bf16.load(d, static_cast<const std::uint16_t*>(in[i]) + start, n);
+          regs[i] = d;
+          break;
+        }
         default: regs[i] = s + i * kBlock; break;
       }
     }
@@ -259,6 +337,8 @@ class FusedProgram {
   std::vector<int> m_extra;
   size_t m_nin = 0, m_total = 0, m_nregs = 0, m_scratch = 0;
   std::vector<int> m_kind;
+  bool m_bf16_out = false;  // output 0 stored in bf16 (T is float)
+  Bf16Converts m_bf16;
   RunInstr<T> m_run_instr = nullptr;
 };
 
@@ -312,7 +392,8 @@ Kernel sharded_fused_kernel(KernelContext& ctx, std::shared_ptr<const RegionBind
 
 NGRAPH_CPU_KERNEL("CPUFusedElementwise", [](KernelContext& ctx) -> Kernel {
   element::Type t = ctx.node.get_output_element_type(0);
-  if (t == element::f32) return fused_kernel<float>(ctx);
+  // bf16 values (bf16_sets) are f32 programs' inputs and output.
+  if (t == element::f32 || t == element::bf16) return fused_kernel<float>(ctx);
   if (t == element::f64) return fused_kernel<double>(ctx);
   ctx.node.fail_type("fused kernels need f32 or f64, got " + t.get_type_name());
 }, elementwise_layout(false));

@@ -81,6 +81,8 @@ class PrecisionCast : public Op<PrecisionCast> {
   }
   void visit_attributes(AttributeVisitor& v) override { v.on("destination_type", m_type); }
   bool admits_storage_only_types() const override { return true; }
+  // Its input may turn bf16 too (bf16 activations): the mixed-precision pass then removes it.
+  std::vector<Bf16Set> bf16_sets() const override { return {{{0}, {}}}; }
 
  private:
   element::Type m_type = element::bf16;

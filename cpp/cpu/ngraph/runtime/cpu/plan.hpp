@@ -163,6 +163,7 @@ struct ExecutionPlan {
   // the layout pass made that convert and re-lay out in one reorder (instead of a Reorder).
   size_t casts = 0;
   size_t fused_casts = 0;
+  size_t bf16_values = 0;  // values store_bf16 retyped (bf16 activations)
 
   // I/O binding: values that kernels write straight into a caller's result buffer or into a
   // variable's next buffer; the rest are copied there after the last step.
@@ -207,6 +208,7 @@ void convert_to_bf16(ExecutionPlan& plan);     // mixed precision: bf16 operands
 void fuse_elementwise(ExecutionPlan& plan);
 void fuse_allreduce(ExecutionPlan& plan);
 void pass_results_through(ExecutionPlan& plan);  // inner Results, GetOutputElements
+void store_bf16(ExecutionPlan& plan);          // mixed precision: bf16 activations
 void assign_layouts(ExecutionPlan& plan);      // descriptors; Reorders where layouts differ
 void reduce_in_readers_layouts(ExecutionPlan& plan);  // a sum's Reorder moved before its allreduce
 void lay_out_constants(ExecutionPlan& plan);   // Reorder(Constant) done once, at compile time

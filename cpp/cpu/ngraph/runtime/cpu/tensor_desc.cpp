@@ -87,6 +87,13 @@ bool TensorDesc::same_layout(const TensorDesc& other) const {
   return m_plain || m_md == other.m_md;
 }
 
+TensorDesc TensorDesc::retyped(element::Type type) const {
+  if (m_plain || type == m_type) return m_plain ? plain(type, m_shape) : *this;
+  dnnl_memory_desc_t c = m_md.data;
+  c.data_type = static_cast<dnnl_data_type_t>(md_type(type));
+  return with_layout(type, m_shape, dnnl::memory::desc(c));
+}
+
 std::string TensorDesc::to_string() const {
   std::string s = m_type.get_type_name() + to_braces(m_shape);
   if (m_plain) return s + " plain";

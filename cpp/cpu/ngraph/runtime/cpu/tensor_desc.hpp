@@ -40,6 +40,9 @@ class TensorDesc {
   dnnl::memory::desc dnnl_desc_like(const dnnl::memory::desc& other) const;
   // Same type, shape and byte layout.
   bool same_layout(const TensorDesc& other) const;
+  // The same layout (blocking and strides, in elements) of elements of another type: an f32
+  // value and a bf16 one an elementwise loop reads together (bf16 activations).
+  TensorDesc retyped(element::Type type) const;
   // "f32{2,3} plain", "f32{8,16,4,4} blocked strides{256,128,32,8} blocks{1:8} (2048 B)":
   // for plans printed in tests and logs, and for ranks to compare layouts.
   std::string to_string() const;

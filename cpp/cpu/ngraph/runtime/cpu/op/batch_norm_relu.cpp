@@ -16,7 +16,7 @@ void BatchNormRelu::validate_and_infer_types() {
   check_inputs(*this, m_training ? 3 : 5);
   if (m_mask && !m_training) fail("a ReLU mask output needs the training form");
   const Shape& data = get_input_shape(INPUT_DATA);
-  element::Type t = get_input_element_type(INPUT_DATA);
+  element::Type t = get_input_compute_type(INPUT_DATA);
   set_output_size(m_training ? (m_mask ? 4 : 3) : 1);
   set_output_type(0, t, data);
   if (m_training) {
@@ -42,7 +42,7 @@ void BatchNormReluBackprop::validate_and_infer_types() {
   if (get_input_element_type(INPUT_MASK) != element::u8 || get_input_shape(INPUT_MASK) != in)
     fail(concat_message("mask must be u8 of the input's shape ", in, ", got ",
                         get_input_element_type(INPUT_MASK), get_input_shape(INPUT_MASK)));
-  element::Type t = get_input_element_type(INPUT_DATA);
+  element::Type t = get_input_compute_type(INPUT_DATA);
   set_output_size(3);
   set_output_type(0, t, in);
   set_output_type(1, t, Shape{in[1]});

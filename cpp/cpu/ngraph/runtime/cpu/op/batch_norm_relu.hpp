@@ -25,6 +25,7 @@ class BatchNormRelu : public Op<BatchNormRelu>, public op::BatchNormBase {
   // `bn` is a BatchNormTraining or BatchNormInference; the new node reads its inputs.
   BatchNormRelu(const Node& bn, bool mask);
   void validate_and_infer_types() override;
+  std::vector<Bf16Set> bf16_sets() const override { return forward_bf16_sets(); }
   void visit_attributes(AttributeVisitor& v) override {
     v.on("epsilon", m_epsilon);
     v.on("training", m_training);
@@ -52,6 +53,7 @@ class BatchNormReluBackprop : public Op<BatchNormReluBackprop>, public op::Batch
   // ReLU's gradient) and `mask`.
   BatchNormReluBackprop(const Node& backprop, const Output& delta, const Output& mask);
   void validate_and_infer_types() override;
+  std::vector<Bf16Set> bf16_sets() const override { return backprop_bf16_sets(); }
   void visit_attributes(AttributeVisitor& v) override { v.on("epsilon", m_epsilon); }
 };
 

@@ -22,7 +22,7 @@ void FusedElementwise::validate_and_infer_types() {
     const Shape& s = get_input_shape(i);
     if (!s.empty() && s != m_shape)
       fail(concat_message("input ", i, " has shape ", s, "; expected ", m_shape, " or a scalar"));
-    element::Type t = get_input_element_type(i);
+    element::Type t = get_input_compute_type(i);
     if (t != m_type && t != element::boolean)
       fail_type(concat_message("input ", i, " has element type ", t));
   }
@@ -34,6 +34,14 @@ void FusedElementwise::validate_and_infer_types() {
                           first, " to ", last - 1, ")"));
   set_output_size(1 + m_extra_outputs.size());
   for (size_t o = 0; o <= m_extra_outputs.size(); ++o) set_output_type(o, m_type, m_shape);
+}
+
+std::vector<Node::Bf16Set> FusedElementwise::bf16_sets() const {
+  if (m_type != element::f32 || !m_extra_outputs.empty()) return {};
+  std::vector<Bf16Set> sets{{{}, {0}}};
+  for (size_t i = 0; i < get_input_size(); ++i)
+    if (get_input_shape(i) == m_shape && !m_shape.empty()) sets.push_back({{i}, {}});  // f32 ones count
+  return sets;
 }
 
 }  // namespace cpu

@@ -36,6 +36,10 @@ class FusedElementwise : public Op<FusedElementwise> {
                    element::Type type, std::string description,
                    std::vector<int> extra_outputs = {});
   void validate_and_infer_types() override;
+  // Mixed precision: each f32 input of the output's shape, and output 0, also in bf16 (the
+  // kernel converts as it loads and stores a block); none for a program with extra outputs
+  // (an update).
+  std::vector<Bf16Set> bf16_sets() const override;
   void visit_attributes(AttributeVisitor& v) override { v.on("program", m_description); }
   const std::vector<Instr>& get_program() const { return m_program; }
   const std::vector<int>& get_extra_outputs() const { return m_extra_outputs; }

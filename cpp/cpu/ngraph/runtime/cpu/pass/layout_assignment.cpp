@@ -216,7 +216,8 @@ OperandLayouts operand_layouts(const LayoutContext& ctx, const Shape& shape) {
     bool variable = ctx.node.input_value(i).get_node()->get_type_name() ==
                     std::string(op::Variable::type_name);
     if (!p.is_plain() && !o.kept && variable) o.kept = &p;
-    if (p.is_plain() || (o.common && o.common->dnnl_desc() != p.dnnl_desc())) o.mixed = true;
+    // Layouts compare whatever their element types (f32 and bf16 activations mix).
+    if (p.is_plain() || (o.common && o.common->retyped(p.type()).dnnl_desc() != p.dnnl_desc())) o.mixed = true;
     else if (!o.common) o.common = &p;
   }
   return o;
@@ -246,9 +247,8 @@ LayoutRule elementwise_layout(bool zero_preserving) {
     const TensorDesc* layout = chosen_layout(ctx, operands);
     if (!layout || (layout->is_padded() && !zero_preserving)) return;
     for (size_t i = 0; i < ctx.produced.size(); ++i)
-      if (!ctx.produced[i].shape().empty() || shape.empty()) ctx.wanted[i] = *layout;
-    for (auto& out : ctx.outputs)
-      out = TensorDesc::with_layout(ctx.node.get_output_element_type(0), shape, layout->md());
+      if (!ctx.produced[i].shape().empty() || shape.empty()) ctx.wanted[i] = layout->retyped(ctx.produced[i].type());
+    for (auto& out : ctx.outputs) out = layout->retyped(ctx.node.get_output_element_type(0));
   };
 }
 

@@ -9,10 +9,22 @@
 // It runs after the fusions, which match the f32 graph as built, and before the layout pass,
 // which keeps a cast in its input's layout or makes it convert and re-lay out in one reorder.
 // Without bf16 instructions (cpu_features.hpp) it inserts nothing and says so once.
+//
+// bf16 activations (store_bf16, after the elementwise fusion): the values between products
+// are stored in bf16 where every reader takes bf16 (Node::bf16_sets): a convolution's output
+// (and its backprop-data's) read by batch normalization (with its ReLU) and its backprop, the
+// fused elementwise loops (the residual Add+ReLU, ReLU's gradient, the sum of gradients) and
+// the next product's cast, which is then removed. Statistics, gamma and beta and their
+// gradients, the loss, the weight gradients, the updates, and every value that leaves the
+// graph (results, variables, collectives) stay f32. The kernels read and write bf16 (oneDNN's
+// bf16 batch normalization and convolutions; the fused loops convert blocks as they load and
+// store them) and compute in f32.
 #include <dnnl.hpp>
 
 #include "ngraph/pass/mixed_precision.hpp"
+#include "ngraph/ops/batch_norm.hpp"
 #include "ngraph/runtime/cpu/cpu_features.hpp"
+#include "ngraph/runtime/cpu/dnnl_utils.hpp"
 #include "ngraph/runtime/cpu/layout.hpp"
 #include "ngraph/runtime/cpu/op/convolution_bias.hpp"
 #include "ngraph/runtime/cpu/plan.hpp"
@@ -32,6 +44,20 @@ bool dnnl_takes(const Node& node) {
   bool conv = t.find("Convolution") != std::string::npos;
   return !conv || dnnl_takes_convolution(node);
 }
+
+// Whether the CPU kernel of `node` reads and writes `set` in bf16 (store_bf16). An op that
+// declares a set has a kernel for it (test_mixed_precision.py runs each, and names them),
+// except where that kernel is oneDNN's and oneDNN does not take the problem: a product writes
+// a bf16 dst only where its operands are bf16 already (cast) and oneDNN computes it; batch
+// normalization runs in bf16 on oneDNN only (its loops are f32 and f64).
+bool bf16_kernel(const Node& node, const Node::Bf16Set&) {
+  if (dynamic_cast<const op::BatchNormBase*>(&node))
+    return dnnl_rank_ok(node.get_input_shape(op::BatchNormBase::INPUT_DATA)) &&
+           shape_size(node.get_input_shape(op::BatchNormBase::INPUT_DATA)) > 0;
+  if (!node.bf16_inputs().empty())
+    return node.get_input_element_type(0) == element::bf16 && dnnl_takes(node);
+  return true;
+}
 }  // namespace
 
 void convert_to_bf16(ExecutionPlan& plan) {
@@ -44,6 +70,14 @@ void convert_to_bf16(ExecutionPlan& plan) {
       *plan.function, dnnl_takes,
       [](const Output& v) { return std::make_shared<PrecisionCast>(v, element::bf16); });
   plan.casts = casts.size();
+}
+
+void store_bf16(ExecutionPlan& plan) {
+  if (!plan.casts) return;  // f32, or no bf16 instructions
+  auto is_cast = [](const Node& n) { return n.get_type_name() == PrecisionCast::type_name; };
+  plan.bf16_values = ngraph::pass::store_bf16(*plan.function, bf16_kernel, is_cast);
+  plan.casts = 0;  // those left: removed casts are read by nothing
+  for (const auto& node : plan.function->get_ordered_ops()) plan.casts += is_cast(*node);
 }
 
 }  // namespace pass

@@ -31,6 +31,7 @@ const std::vector<NamedPass>& pipeline() {
       {"fuse_elementwise", fuse_elementwise},
       {"fuse_allreduce", fuse_allreduce},
       {"pass_results_through", pass_results_through},// schedule.cpp
+      {"store_bf16", store_bf16},                    // mixed_precision.cpp
       {"assign_layouts", assign_layouts},            // layout_assignment.cpp
       {"reduce_in_readers_layouts", reduce_in_readers_layouts},  // allreduce_layouts.cpp
       {"lay_out_constants", lay_out_constants},      // constant_layouts.cpp
