@@ -73,34 +73,31 @@ inline float exp_f32(float x) {
   return x != x ? x : v;
 }
 
-// erf: below |x| = 0.5 its Taylor series to x^13 (relative error < 1e-8), above it
-// 1 - erfc(|x|) with Numerical Recipes' erfc (Chebyshev fit, relative error < 1.2e-7, through
-// exp_f32), the sign restored; both computed and one selected.
+// erf: a rational function, x P(x^2) / Q(x^2) on x clamped to [-4, 4] (beyond, erf rounds to
+// +-1 in f32), with the minimax coefficients of Eigen's and XLA's fast f32 erf: 13 products
+// and sums and one division, no exp. Within 8 ulp of std::erf (4.7e-7 absolute, the largest
+// errors near |x| = 3.5; below |x| = 1.5 within 4), checked by a sweep in fast_math_test.cpp.
+// 5x faster than the Taylor series / Numerical Recipes erfc through exp_f32 it replaced
+// (within 4 ulp, 0.61 against 0.12 ns per element in AVX-512 loops on Zen 5), which made
+// GELU's gradient (an erf and an exp per element) bound by arithmetic.
 inline float erf_f32(float x) {
-  float a = std::fabs(x), z = x * x;
-  float p = -1.4925650358e-5f;
-  p = p * z + 1.2055332982e-4f;
-  p = p * z - 8.5483270234e-4f;
-  p = p * z + 5.2239776254e-3f;
-  p = p * z - 2.6866170645e-2f;
-  p = p * z + 1.1283791671e-1f;
-  p = p * z - 3.7612638903e-1f;
-  p = p * z + 1.1283791671e+0f;
-  float small = x * p;
-  float t = 1.0f / (1.0f + 0.5f * a);
-  float q = 0.17087277f;
-  q = q * t - 0.82215223f;
-  q = q * t + 1.48851587f;
-  q = q * t - 1.13520398f;
-  q = q * t + 0.27886807f;
-  q = q * t - 0.18628806f;
-  q = q * t + 0.09678418f;
-  q = q * t + 0.37409196f;
-  q = q * t + 1.00002368f;
-  float erfc = t * exp_f32(-z - 1.26551223f + t * q);
-  float large = 1.0f - erfc;
-  large = x < 0 ? -large : large;
-  return a < 0.5f ? small : large;
+  float c = x < 4.0f ? x : 4.0f;
+  c = c > -4.0f ? c : -4.0f;
+  float z = c * c;
+  float p = -2.72614225801306e-10f;
+  p = p * z + 2.77068142495902e-08f;
+  p = p * z - 2.10102402082508e-06f;
+  p = p * z - 5.69250639462346e-05f;
+  p = p * z - 7.34990630326855e-04f;
+  p = p * z - 2.95459980854025e-03f;
+  p = p * z - 1.60960333262415e-02f;
+  float q = -1.45660718464996e-05f;
+  q = q * z - 2.13374055278905e-04f;
+  q = q * z - 1.68282697438203e-03f;
+  q = q * z - 7.37332916720468e-03f;
+  q = q * z - 1.42647390514189e-02f;
+  float r = c * (p / q);  // not (c * p) / q: c * p is subnormal for |x| < 1e-37
+  return x != x ? x : r;  // NaN stays NaN (the clamps would make it 4's erf)
 }
 
 // x < 0, false for unsigned types (where the comparison would always be false).
