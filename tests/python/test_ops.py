@@ -1606,6 +1606,28 @@ def test_dropout_is_the_same_on_both_backends_and_differs_by_seed(n, dtype):
         assert (outs["CPU", 0] != outs["CPU", (1 << 40) + 9]).mean() > 0.3
 
 
+@pytest.mark.parametrize("n", [63, 4099])
+def test_dropout_gradient_draws_the_forward_mask_again(n):
+    """Dropout's gradient is the delta dropped out with the op's seed, the mask drawn again
+    rather than stored (the CPU kernels then write no mask): bitwise delta times the
+    forward's mask at every step, the same on both backends."""
+    x, dy = data((n,), np.float32) + 4, data((n,), np.float32, seed=1)  # x != 0
+    keep = np.float32(1 / (1 - 0.3))
+    got = {}
+    for backend in ("CPU", "INTERPRETER"):
+        p, w = ng.parameter([n]), ng.parameter([n])
+        y = ng.dropout(p, 0.3, seed=5)
+        (g,) = ng.gradients(ng.sum(y * w), [p])
+        comp = ng.runtime(backend).computation([y, g], p, w)
+        for step in range(2):
+            out_y, out_g = comp(x, dy)
+            np.testing.assert_array_equal(out_g, dy * np.where(out_y != 0, keep, np.float32(0)))
+            got[backend, step] = out_g
+    assert (got["CPU", 0] != got["CPU", 1]).any()  # a new mask each step, forward and backward
+    for step in range(2):
+        np.testing.assert_array_equal(got["CPU", step], got["INTERPRETER", step])
+
+
 def test_dropout_in_eval_mode_and_p0_is_the_identity_and_p1_zeroes():
     p = ng.parameter([3])
     assert ng.dropout(p, 0.5, training=False) is p

@@ -106,6 +106,10 @@ class KernelContext {
   bool overlap() const { return m_overlap; }
   // A fused allreduce's buffers, as the plan placed them.
   CollectiveBuffers collective;
+  // Whether some op or result reads output i (kernel selection fills `read`; empty: all are).
+  // A kernel may skip writing an output nobody reads (Dropout's mask).
+  std::vector<bool> read;
+  bool output_read(size_t i) const { return read.empty() || read.at(i); }
 
  private:
   std::vector<const TensorDesc*> m_inputs, m_outputs;

@@ -140,7 +140,22 @@ NGRAPH_CPU_PHILOX void philox_blocks(const random::Stream& s, uint64_t first, ui
 #endif
 }
 
-// y = x * mask and the mask (random::dropout_mask's values) for elements [0, n).
+// Elements [begin, end) (fewer than a batch) as the scalar reference draws them.
+template <typename T>
+void dropout_tail(const random::Stream& s, double p, const T* x, T* y, T* mask, size_t begin,
+                  size_t end) {
+  if (mask) {
+    random::dropout_mask(s, p, mask, begin, end);
+    for (size_t i = begin; i < end; ++i) y[i] = x[i] * mask[i];
+    return;
+  }
+  const uint32_t threshold = random::dropout_threshold(p);
+  const T keep = random::dropout_keep<T>(p);
+  for (size_t i = begin; i < end; ++i) y[i] = x[i] * ((s.block(i / 4)[i % 4] >> 8) >= threshold ? keep : T(0));
+}
+
+// y = x * mask and the mask (random::dropout_mask's values; not written when null) for
+// elements [0, n).
 template <typename T, bool Avx2>
 NGRAPH_CPU_PHILOX void dropout_run(const random::Stream& s, double p, const T* x, T* y, T* mask,
                                    size_t n) {
@@ -156,14 +171,11 @@ NGRAPH_CPU_PHILOX void dropout_run(const random::Stream& s, double p, const T* x
       for (size_t w = 0; w < 4; ++w) {
         size_t i = base + 4 * b + w;
         T m = (words[w][b] >> 8) >= threshold ? keep : T(0);
-        mask[i] = m;
+        if (mask) mask[i] = m;
         y[i] = x[i] * m;
       }
   }
-  if (full < n) {
-    random::dropout_mask(s, p, mask, full, n);
-    for (size_t i = full; i < n; ++i) y[i] = x[i] * mask[i];
-  }
+  dropout_tail(s, p, x, y, mask, full, n);
 }
 
 template <typename T>
@@ -245,7 +257,7 @@ NGRAPH_CPU_AVX512 NGRAPH_CPU_PHILOX void philox_keep_avx512(const random::Stream
   }
 }
 
-// mask and y = x * mask for 64 elements whose keep bits are `bits`.
+// mask (unless null) and y = x * mask for 64 elements whose keep bits are `bits`.
 template <typename T>
 NGRAPH_CPU_AVX512 NGRAPH_CPU_PHILOX void dropout_store_avx512(uint64_t bits, T keep, const T* x, T* y,
                                                               T* mask) {
@@ -253,14 +265,14 @@ NGRAPH_CPU_AVX512 NGRAPH_CPU_PHILOX void dropout_store_avx512(uint64_t bits, T k
     const __m512 kv = _mm512_set1_ps(keep);
     for (int j = 0; j < 4; ++j) {
       __m512 m = _mm512_maskz_mov_ps(static_cast<__mmask16>(bits >> (16 * j)), kv);
-      _mm512_storeu_ps(mask + 16 * j, m);
+      if (mask) _mm512_storeu_ps(mask + 16 * j, m);
       _mm512_storeu_ps(y + 16 * j, _mm512_mul_ps(_mm512_loadu_ps(x + 16 * j), m));
     }
   } else {
     const __m512d kv = _mm512_set1_pd(keep);
     for (int j = 0; j < 8; ++j) {
       __m512d m = _mm512_maskz_mov_pd(static_cast<__mmask8>(bits >> (8 * j)), kv);
-      _mm512_storeu_pd(mask + 8 * j, m);
+      if (mask) _mm512_storeu_pd(mask + 8 * j, m);
       _mm512_storeu_pd(y + 8 * j, _mm512_mul_pd(_mm512_loadu_pd(x + 8 * j), m));
     }
   }
@@ -276,18 +288,16 @@ NGRAPH_CPU_AVX512 void dropout_loop_avx512(const random::Stream& s, double p, co
   for (; base + 64 * G <= n; base += 64 * G) {
     uint64_t bits[G];
     philox_keep_avx512<G>(s, base / 4, threshold, bits);
-    for (int g = 0; g < G; ++g) dropout_store_avx512<T>(bits[g], keep, x + base + 64 * g, y + base + 64 * g,
-                                                        mask + base + 64 * g);
+    for (int g = 0; g < G; ++g)
+      dropout_store_avx512<T>(bits[g], keep, x + base + 64 * g, y + base + 64 * g,
+                              mask ? mask + base + 64 * g : nullptr);
   }
   for (; base + 64 <= n; base += 64) {
     uint64_t bits[1];
     philox_keep_avx512<1>(s, base / 4, threshold, bits);
-    dropout_store_avx512<T>(bits[0], keep, x + base, y + base, mask + base);
+    dropout_store_avx512<T>(bits[0], keep, x + base, y + base, mask ? mask + base : nullptr);
   }
-  if (base < n) {
-    random::dropout_mask(s, p, mask, base, n);
-    for (size_t i = base; i < n; ++i) y[i] = x[i] * mask[i];
-  }
+  dropout_tail(s, p, x, y, mask, base, n);
 }
 #undef NGRAPH_CPU_AVX512
 #pragma GCC diagnostic pop
@@ -295,8 +305,10 @@ NGRAPH_CPU_AVX512 void dropout_loop_avx512(const random::Stream& s, double p, co
 
 // The rank is the default communicator's when the executable is compiled (as the collectives
 // bind theirs); only the step changes between calls.
+// The mask is written only where something reads it: a gradient draws it again (see
+// Dropout::generate_adjoints), so in training graphs nothing does.
 template <typename T>
-Kernel dropout(const op::Dropout& d, size_t n, const CallState* call) {
+Kernel dropout(const op::Dropout& d, size_t n, const CallState* call, bool write_mask) {
   uint64_t seed = d.get_seed();
   auto rank = static_cast<uint64_t>(distributed::get_default_communicator()->rank());
   double p = d.get_probability();
@@ -307,9 +319,10 @@ Kernel dropout(const op::Dropout& d, size_t n, const CallState* call) {
 #ifdef NGRAPH_CPU_HAVE_AVX512_DROPOUT
   if (use_avx512_twins()) run = &dropout_loop_avx512<T>;
 #endif
-  return [seed, rank, p, n, call, run](const void* const* in, void* const* out) {
+  return [seed, rank, p, n, call, run, write_mask](const void* const* in, void* const* out) {
     random::Stream stream{seed, rank, call->rng_step};
-    run(stream, p, static_cast<const T*>(in[0]), static_cast<T*>(out[0]), static_cast<T*>(out[1]), n);
+    run(stream, p, static_cast<const T*>(in[0]), static_cast<T*>(out[0]),
+        write_mask ? static_cast<T*>(out[1]) : nullptr, n);
   };
 }
 
@@ -318,8 +331,8 @@ NGRAPH_CPU_KERNEL("Dropout", [](KernelContext& ctx) -> Kernel {
   auto& d = static_cast<const op::Dropout&>(node);
   size_t n = shape_size(d.get_input_shape(0));
   element::Type t = d.get_input_element_type(0);
-  if (t == element::f32) return dropout<float>(d, n, ctx.call_state());
-  if (t == element::f64) return dropout<double>(d, n, ctx.call_state());
+  if (t == element::f32) return dropout<float>(d, n, ctx.call_state(), ctx.output_read(1));
+  if (t == element::f64) return dropout<double>(d, n, ctx.call_state(), ctx.output_read(1));
   node.fail_type("CPU kernel has no implementation for element type " + t.get_type_name());
 });
 
