@@ -1707,3 +1707,23 @@ def test_layer_norm_of_empty_rows_has_nan_statistics(dtype):
     outs = RUNTIME.computation([y, mean, var], p)(np.zeros((3, 0), dtype))
     assert outs[0].shape == (3, 0)
     assert np.isnan(outs[1]).all() and np.isnan(outs[2]).all()
+
+
+@pytest.mark.parametrize(("shape", "axes"), [([16, 128, 96], [0, 1]), ([7, 33], [0]),
+                                             ([3, 2, 130], [0, 1]), ([6, 5, 17], [0]),
+                                             ([1, 9, 4], [0, 1]), ([2, 1], [0])])
+def test_f32_column_sums_add_the_rows_in_order(shape, axes):
+    """A sum over the leading axes (a bias gradient) runs the column loop (16 lanes, four rows
+    a pass, reduction_kernels.cpp): each column in row order, bitwise NumPy's row-by-row sum,
+    with odd row counts and column tails; NaN and inf propagate."""
+    x = ng.parameter(shape, np.float32)
+    f = ng.runtime("CPU").computation(ng.sum(x, axes), x)  # the INTERPRETER sums otherwise
+    a = np.random.default_rng(len(shape) * shape[-1]).standard_normal(shape).astype(np.float32)
+    a.flat[shape[-1] - 1] = np.nan
+    if a.size > 2:
+        a.flat[1] = np.inf
+    rows = a.reshape(-1, int(np.prod(shape[len(axes):])))
+    expected = np.zeros(rows.shape[1], np.float32)
+    for r in rows:
+        expected = expected + r
+    np.testing.assert_array_equal(f(a)[0].ravel(), expected)
