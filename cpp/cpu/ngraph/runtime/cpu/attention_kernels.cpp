@@ -4,8 +4,11 @@
 // masked scores never go to memory. The loops vectorise: f32's exponential is scalar_ops.hpp's
 // exp_f32 (a polynomial GCC vectorises), and the loops are compiled twice in portable builds
 // (the build's instruction set, and AVX2 + FMA, chosen at run time as the fused elementwise
-// loops are). Rows are shared out among the backend's threads (parallel_for). The plain
-// Softmax over its innermost axes runs the same row loop (softmax_rows_kernel).
+// loops are); f32 rows have a third version in AVX-512 intrinsics (16 lanes, masked tails),
+// chosen where the CPU has AVX-512. A row with a per-key mask only works on the span of its
+// allowed keys (a causal row: the keys up to its query), writing 0 around it. Rows are shared
+// out among the backend's threads (parallel_for). The plain Softmax over its innermost axes
+// runs the same row loop (softmax_rows_kernel).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
