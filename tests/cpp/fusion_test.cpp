@@ -424,6 +424,13 @@ TEST(AttentionFusion, forward_and_backward_match_unfused) {
            {"scale-only", {5, 16}, {}, true, Type_t::f32},
            {"mask-only", {3, 4, 11}, {4, 11}, false, Type_t::f64},
            {"nan-score", {2, 3, 12}, {3, 12}, true, Type_t::f32, 14},
+           // Row lengths around the 16-lane vectors and a causal row's allowed span.
+           {"one-column", {4, 3, 1}, {3, 1}, true, Type_t::f32},
+           {"causal-33", {2, 33, 33}, {33, 33}, true, Type_t::f32},
+           {"causal-130", {2, 130, 130}, {130, 130}, true, Type_t::f32},
+           {"plain-130", {7, 130}, {}, true, Type_t::f32},
+           {"nan-in-span", {2, 20, 20}, {20, 20}, true, Type_t::f32, 20 * 17 + 3},
+           {"nan-masked-out", {2, 20, 20}, {20, 20}, true, Type_t::f32, 20 * 5 + 9},
        }) {
     SCOPED_TRACE(c.id);
     auto f = attention_softmax(c);

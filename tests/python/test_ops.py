@@ -290,6 +290,29 @@ def test_float_unary(ng_fn, np_fn, kind, dtype, shape):
           atol=1e-5 if f32 else 1e-12)
 
 
+def test_gelu_and_its_fused_gradient_against_double_math_and_finite_differences():
+    """f32 GELU and its gradient (one fused kernel: an erf and an exp per element, the fast
+    f32 erf and exp of scalar_ops.hpp, 16 lanes a loop on AVX-512) on a dense grid over
+    [-6, 6] against the math in double, and the gradient against central differences of the
+    forward in f32 (the forward and backward kernels agree)."""
+    x = np.linspace(-6, 6, 20001).astype(np.float32)
+    p = ng.parameter(x.shape)
+    w = ng.parameter(x.shape)
+    y = ng.gelu(p)
+    (grad,) = ng.gradients(ng.sum(y * w), [p])
+    fwd = RUNTIME.computation(y, p)
+    comp = RUNTIME.computation([y, grad], p, w)
+    got_y, got_g = comp(x, np.ones_like(x))
+    xd = x.astype(np.float64)
+    phi = 0.5 * (1 + _erf(xd / math.sqrt(2)))
+    np.testing.assert_allclose(got_y, xd * phi, rtol=1e-6, atol=5e-7)  # 1 + erf cancels below 0
+    want_g = phi + xd * np.exp(-xd * xd / 2) / math.sqrt(2 * math.pi)
+    np.testing.assert_allclose(got_g, want_g, rtol=1e-6, atol=5e-7)
+    h = np.float32(1 / 64)  # exact steps: the differences carry only the forward's rounding
+    fd = (fwd(x + h)[0].astype(np.float64) - fwd(x - h)[0]) / (2 * h)
+    np.testing.assert_allclose(got_g, fd, atol=2e-4)
+
+
 def _nan_at_1(size, dtype):
     a = np.linspace(-3, 3, size).astype(dtype)
     a[1] = np.nan
@@ -1583,6 +1606,28 @@ def test_dropout_is_the_same_on_both_backends_and_differs_by_seed(n, dtype):
         assert (outs["CPU", 0] != outs["CPU", (1 << 40) + 9]).mean() > 0.3
 
 
+@pytest.mark.parametrize("n", [63, 4099])
+def test_dropout_gradient_draws_the_forward_mask_again(n):
+    """Dropout's gradient is the delta dropped out with the op's seed, the mask drawn again
+    rather than stored (the CPU kernels then write no mask): bitwise delta times the
+    forward's mask at every step, the same on both backends."""
+    x, dy = data((n,), np.float32) + 4, data((n,), np.float32, seed=1)  # x != 0
+    keep = np.float32(1 / (1 - 0.3))
+    got = {}
+    for backend in ("CPU", "INTERPRETER"):
+        p, w = ng.parameter([n]), ng.parameter([n])
+        y = ng.dropout(p, 0.3, seed=5)
+        (g,) = ng.gradients(ng.sum(y * w), [p])
+        comp = ng.runtime(backend).computation([y, g], p, w)
+        for step in range(2):
+            out_y, out_g = comp(x, dy)
+            np.testing.assert_array_equal(out_g, dy * np.where(out_y != 0, keep, np.float32(0)))
+            got[backend, step] = out_g
+    assert (got["CPU", 0] != got["CPU", 1]).any()  # a new mask each step, forward and backward
+    for step in range(2):
+        np.testing.assert_array_equal(got["CPU", step], got["INTERPRETER", step])
+
+
 def test_dropout_in_eval_mode_and_p0_is_the_identity_and_p1_zeroes():
     p = ng.parameter([3])
     assert ng.dropout(p, 0.5, training=False) is p
@@ -1662,3 +1707,23 @@ def test_layer_norm_of_empty_rows_has_nan_statistics(dtype):
     outs = RUNTIME.computation([y, mean, var], p)(np.zeros((3, 0), dtype))
     assert outs[0].shape == (3, 0)
     assert np.isnan(outs[1]).all() and np.isnan(outs[2]).all()
+
+
+@pytest.mark.parametrize(("shape", "axes"), [([16, 128, 96], [0, 1]), ([7, 33], [0]),
+                                             ([3, 2, 130], [0, 1]), ([6, 5, 17], [0]),
+                                             ([1, 9, 4], [0, 1]), ([2, 1], [0])])
+def test_f32_column_sums_add_the_rows_in_order(shape, axes):
+    """A sum over the leading axes (a bias gradient) runs the column loop (16 lanes, four rows
+    a pass, reduction_kernels.cpp): each column in row order, bitwise NumPy's row-by-row sum,
+    with odd row counts and column tails; NaN and inf propagate."""
+    x = ng.parameter(shape, np.float32)
+    f = ng.runtime("CPU").computation(ng.sum(x, axes), x)  # the INTERPRETER sums otherwise
+    a = np.random.default_rng(len(shape) * shape[-1]).standard_normal(shape).astype(np.float32)
+    a.flat[shape[-1] - 1] = np.nan
+    if a.size > 2:
+        a.flat[1] = np.inf
+    rows = a.reshape(-1, int(np.prod(shape[len(axes):])))
+    expected = np.zeros(rows.shape[1], np.float32)
+    for r in rows:
+        expected = expected + r
+    np.testing.assert_array_equal(f(a)[0].ravel(), expected)

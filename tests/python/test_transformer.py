@@ -273,3 +273,40 @@ def test_gpt_training_step_runs_the_fused_attention_softmax():
     assert sum(s.startswith("CPUAttentionSoftmaxBackprop_") for s in schedule) == 2
     for a, b in zip(cpu(x, y), ref(x, y)):
         np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-6)
+
+
+@pytest.mark.parametrize(("cols", "causal"), [(1, True), (7, True), (33, True), (130, True),
+                                              (7, False), (33, False), (130, False)])
+def test_attention_softmax_rows_match_a_double_reference(cols, causal):
+    """The fused rows (16 lanes with masked tails, a causal row's masked keys skipped) against
+    float64 NumPy: the probabilities within a few ulp, the gradient to f32's rounding of the
+    dot product, and central differences of the loss sum(y * w) through the kernel."""
+    rng = np.random.default_rng(cols)
+    shape = [2, 3, cols, cols] if causal else [5, cols]
+    s, w = ng.parameter(shape, np.float32), ng.parameter(shape, np.float32)
+    scale = np.float32(0.37)
+    x = ng.multiply(s, ng.constant(scale))
+    allowed = np.tril(np.ones((cols, cols), bool)) if causal else np.ones(shape, bool)
+    if causal:
+        x = ng.select(ng.constant(allowed), x, ng.constant(np.float32(-np.inf)))
+    y = ng.softmax(x, len(shape) - 1)
+    loss = ng.sum(ng.multiply(y, w), list(range(len(shape))))
+    f = RUNTIME.computation([y, ng.gradients(loss, [s])[0], loss], s, w)
+    assert any(k.startswith("CPUAttentionSoftmaxBackprop_") for k in f.executable.schedule)
+    S = (rng.standard_normal(shape) * 4).astype(np.float32)
+    W = rng.standard_normal(shape).astype(np.float32)
+    got_y, got_g, _ = f(S, W)
+    z = np.where(allowed, S.astype(np.float64) * np.float64(scale), -np.inf)
+    ref_y = np.exp(z - z.max(-1, keepdims=True))
+    ref_y /= ref_y.sum(-1, keepdims=True)
+    ref_g = float(scale) * ref_y * (W - (W * ref_y).sum(-1, keepdims=True))
+    np.testing.assert_allclose(got_y, ref_y, rtol=8 * 2.0**-23, atol=1e-30)
+    assert (got_y[~np.broadcast_to(allowed, shape)] == 0).all()
+    np.testing.assert_allclose(got_g, ref_g, rtol=1e-5, atol=2e-6 * np.abs(ref_g).max())
+    eps = np.float32(1e-2)
+    for i in rng.choice(S.size, 6, replace=False):
+        plus, minus = S.copy(), S.copy()
+        plus.flat[i] += eps
+        minus.flat[i] -= eps
+        fd = (float(f(plus, W)[2]) - float(f(minus, W)[2])) / float(plus.flat[i] - minus.flat[i])
+        assert abs(fd - got_g.flat[i]) <= 2e-3 * (1 + abs(got_g.flat[i])), (i, fd, got_g.flat[i])

@@ -23,8 +23,12 @@ void Dropout::validate_and_infer_types() {
   set_output_type(1, t, get_input_shape(0));
 }
 
+// The gradient is the delta dropped out with this op's seed: the mask is a function of (seed,
+// rank, step, element) alone, so it is this op's mask, drawn again (Philox costs less than
+// storing the mask and reading it back: the forward's mask then has no reader and the CPU
+// kernel does not write it).
 void Dropout::generate_adjoints(autodiff::Adjoints& adj, const OutputVector& deltas) {
-  adj.add_delta(input_value(0), std::make_shared<Multiply>(deltas[0], output(1)));
+  adj.add_delta(input_value(0), std::make_shared<Dropout>(deltas[0], m_probability, m_seed)->output(0));
 }
 
 NGRAPH_REGISTER_OP(Dropout);

@@ -48,20 +48,20 @@ bool use_avx2_twins() {
 #endif
 }
 
-namespace {
-
-// The fused elementwise loops' AVX-512 twin (16 lanes: GELU's gradient, an erf and an exp per
-// element, is bound by arithmetic) where the AVX2 twins run and the CPU has AVX-512.
+// The AVX-512 twins (16 lanes: GELU's gradient, an erf and an exp per element, is bound by
+// arithmetic; Dropout's Philox) where the AVX2 twins run and the CPU has AVX-512.
 bool use_avx512_twins() {
 #if defined(__x86_64__) && defined(__GNUC__)
   static const bool avx512 = use_avx2_twins() && __builtin_cpu_supports("avx512f") &&
                              __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw") &&
-                             __builtin_cpu_supports("avx512vl");
+                             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("bmi2");
   return avx512;
 #else
   return false;
 #endif
 }
+
+namespace {
 
 constexpr size_t kBlock = 512;
 using Code = FusedElementwise::Code;

@@ -106,6 +106,10 @@ class KernelContext {
   bool overlap() const { return m_overlap; }
   // A fused allreduce's buffers, as the plan placed them.
   CollectiveBuffers collective;
+  // Whether some op or result reads output i (kernel selection fills `read`; empty: all are).
+  // A kernel may skip writing an output nobody reads (Dropout's mask).
+  std::vector<bool> read;
+  bool output_read(size_t i) const { return read.empty() || read.at(i); }
 
  private:
   std::vector<const TensorDesc*> m_inputs, m_outputs;
@@ -120,6 +124,9 @@ using KernelBuilder = std::function<Kernel(KernelContext& ctx)>;
 // builds, for AVX2+FMA with target attributes) should run their AVX2 twin: the CPU has AVX2
 // and FMA and NGRAPH_CPU_ISA is not "baseline". Read once.
 bool use_avx2_twins();
+// Whether the AVX-512 twins (16 lanes) should run: use_avx2_twins() and the CPU has AVX-512
+// F, DQ, BW and VL (and BMI2). Read once.
+bool use_avx512_twins();
 // A kernel's layout rule (see LayoutContext in layout.hpp): the layouts it wants for its
 // inputs and gives its outputs. Kernels without one take and give plain row-major data.
 using LayoutRule = std::function<void(LayoutContext& ctx)>;

@@ -1,11 +1,12 @@
 // Random ops: Dropout draws its mask from the counter-based stream of ngraph/random.hpp (the
 // op's seed, this process's rank, the call's step), the same values the INTERPRETER draws.
 // Here Philox runs on kBlocks counter blocks at once with SIMD products (see philox_rounds_*),
-// in the build's loops and their AVX2 twin like the other kernels; the scalar reference
-// (random::dropout_mask) does the ragged end, and tests check the two agree bit for bit.
+// in the build's loops and their AVX2 and AVX-512 twins like the other kernels; the scalar
+// reference (random::dropout_mask) does the ragged end, and tests check they agree bit for bit.
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <type_traits>
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #endif
@@ -139,7 +140,22 @@ NGRAPH_CPU_PHILOX void philox_blocks(const random::Stream& s, uint64_t first, ui
 #endif
 }
 
-// y = x * mask and the mask (random::dropout_mask's values) for elements [0, n).
+// Elements [begin, end) (fewer than a batch) as the scalar reference draws them.
+template <typename T>
+void dropout_tail(const random::Stream& s, double p, const T* x, T* y, T* mask, size_t begin,
+                  size_t end) {
+  if (mask) {
+    random::dropout_mask(s, p, mask, begin, end);
+    for (size_t i = begin; i < end; ++i) y[i] = x[i] * mask[i];
+    return;
+  }
+  const uint32_t threshold = random::dropout_threshold(p);
+  const T keep = random::dropout_keep<T>(p);
+  for (size_t i = begin; i < end; ++i) y[i] = x[i] * ((s.block(i / 4)[i % 4] >> 8) >= threshold ? keep : T(0));
+}
+
+// y = x * mask and the mask (random::dropout_mask's values; not written when null) for
+// elements [0, n).
 template <typename T, bool Avx2>
 NGRAPH_CPU_PHILOX void dropout_run(const random::Stream& s, double p, const T* x, T* y, T* mask,
                                    size_t n) {
@@ -155,14 +171,11 @@ NGRAPH_CPU_PHILOX void dropout_run(const random::Stream& s, double p, const T* x
       for (size_t w = 0; w < 4; ++w) {
         size_t i = base + 4 * b + w;
         T m = (words[w][b] >> 8) >= threshold ? keep : T(0);
-        mask[i] = m;
+        if (mask) mask[i] = m;
         y[i] = x[i] * m;
       }
   }
-  if (full < n) {
-    random::dropout_mask(s, p, mask, full, n);
-    for (size_t i = full; i < n; ++i) y[i] = x[i] * mask[i];
-  }
+  dropout_tail(s, p, x, y, mask, full, n);
 }
 
 template <typename T>
@@ -182,10 +195,120 @@ __attribute__((target("avx2,fma"))) void dropout_loop_avx2(const random::Stream&
 }
 #endif
 
+#ifdef NGRAPH_CPU_PHILOX_X86
+// The AVX-512 twin: Philox on 16 blocks per register (vpmuludq on 512 bits), G groups of 16
+// blocks at once so that the rounds of one hide the products' latency of the others. A
+// group's keep/drop decisions are four 16-bit compare masks (one per word), interleaved into
+// one 64-bit mask of its 64 elements in order (pdep), which then selects between 0 and the
+// keep value 16 (f32) or 8 (f64) elements a store: bitwise the scalar reference, x * mask
+// included (a dropped -x is -0, as there).
+#define NGRAPH_CPU_HAVE_AVX512_DROPOUT 1
+// GCC 12's avx512fintrin.h initialises its undefined vectors from themselves (_mm512_undefined_*),
+// which -Wmaybe-uninitialized flags once inlined here.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#define NGRAPH_CPU_AVX512 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,avx2,fma,bmi2")))
+NGRAPH_CPU_AVX512 NGRAPH_CPU_PHILOX void mulhilo_avx512(__m512i a, __m512i m, __m512i& hi,
+                                                        __m512i& lo) {
+  __m512i even = _mm512_mul_epu32(a, m);
+  __m512i odd = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), m);
+  lo = _mm512_mask_blend_epi32(0xAAAA, even, _mm512_slli_epi64(odd, 32));
+  hi = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(even, 32), odd);
+}
+
+// Keep masks of elements [4 * first, 4 * first + 64 G): bit e of bits[g] is element 64 g + e.
+// `first` is a multiple of 16, so a group's block numbers share their bits 32 and up.
+template <int G>
+NGRAPH_CPU_AVX512 NGRAPH_CPU_PHILOX void philox_keep_avx512(const random::Stream& s, uint64_t first,
+                                                            uint32_t threshold, uint64_t (&bits)[G]) {
+  const __m512i m0 = _mm512_set1_epi32(static_cast<int>(kM0)), m1 = _mm512_set1_epi32(static_cast<int>(kM1));
+  const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  __m512i c[G][4];
+  for (int g = 0; g < G; ++g) {
+    uint64_t block = first + 16 * static_cast<uint64_t>(g);
+    c[g][0] = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(block))), iota);
+    c[g][1] = _mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>((block >> 32) & 0xFFFFu) |
+                                                 static_cast<uint32_t>(s.rank << 16)));
+    c[g][2] = _mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(s.step)));
+    c[g][3] = _mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(s.step >> 32)));
+  }
+  auto key0 = static_cast<uint32_t>(s.seed), key1 = static_cast<uint32_t>(s.seed >> 32);
+  for (int round = 0; round < 10; ++round) {
+    const __m512i k0 = _mm512_set1_epi32(static_cast<int>(key0)), k1 = _mm512_set1_epi32(static_cast<int>(key1));
+    for (int g = 0; g < G; ++g) {
+      __m512i hi0, lo0, hi1, lo1;
+      mulhilo_avx512(c[g][0], m0, hi0, lo0);
+      mulhilo_avx512(c[g][2], m1, hi1, lo1);
+      c[g][0] = _mm512_ternarylogic_epi32(hi1, c[g][1], k0, 0x96);  // three-way xor
+      c[g][2] = _mm512_ternarylogic_epi32(hi0, c[g][3], k1, 0x96);
+      c[g][1] = lo1;
+      c[g][3] = lo0;
+    }
+    key0 += kW0;
+    key1 += kW1;
+  }
+  const __m512i thr = _mm512_set1_epi32(static_cast<int>(threshold));
+  for (int g = 0; g < G; ++g) {
+    bits[g] = 0;
+    for (int w = 0; w < 4; ++w) {
+      __mmask16 k = _mm512_cmpge_epu32_mask(_mm512_srli_epi32(c[g][w], 8), thr);
+      bits[g] |= _pdep_u64(k, 0x1111111111111111ull << w);
+    }
+  }
+}
+
+// mask (unless null) and y = x * mask for 64 elements whose keep bits are `bits`.
+template <typename T>
+NGRAPH_CPU_AVX512 NGRAPH_CPU_PHILOX void dropout_store_avx512(uint64_t bits, T keep, const T* x, T* y,
+                                                              T* mask) {
+  if constexpr (std::is_same_v<T, float>) {
+    const __m512 kv = _mm512_set1_ps(keep);
+    for (int j = 0; j < 4; ++j) {
+      __m512 m = _mm512_maskz_mov_ps(static_cast<__mmask16>(bits >> (16 * j)), kv);
+      if (mask) _mm512_storeu_ps(mask + 16 * j, m);
+      _mm512_storeu_ps(y + 16 * j, _mm512_mul_ps(_mm512_loadu_ps(x + 16 * j), m));
+    }
+  } else {
+    const __m512d kv = _mm512_set1_pd(keep);
+    for (int j = 0; j < 8; ++j) {
+      __m512d m = _mm512_maskz_mov_pd(static_cast<__mmask8>(bits >> (8 * j)), kv);
+      if (mask) _mm512_storeu_pd(mask + 8 * j, m);
+      _mm512_storeu_pd(y + 8 * j, _mm512_mul_pd(_mm512_loadu_pd(x + 8 * j), m));
+    }
+  }
+}
+
+template <typename T>
+NGRAPH_CPU_AVX512 void dropout_loop_avx512(const random::Stream& s, double p, const T* x, T* y,
+                                           T* mask, size_t n) {
+  constexpr int G = 4;
+  const uint32_t threshold = random::dropout_threshold(p);
+  const T keep = random::dropout_keep<T>(p);
+  size_t base = 0;
+  for (; base + 64 * G <= n; base += 64 * G) {
+    uint64_t bits[G];
+    philox_keep_avx512<G>(s, base / 4, threshold, bits);
+    for (int g = 0; g < G; ++g)
+      dropout_store_avx512<T>(bits[g], keep, x + base + 64 * g, y + base + 64 * g,
+                              mask ? mask + base + 64 * g : nullptr);
+  }
+  for (; base + 64 <= n; base += 64) {
+    uint64_t bits[1];
+    philox_keep_avx512<1>(s, base / 4, threshold, bits);
+    dropout_store_avx512<T>(bits[0], keep, x + base, y + base, mask ? mask + base : nullptr);
+  }
+  dropout_tail(s, p, x, y, mask, base, n);
+}
+#undef NGRAPH_CPU_AVX512
+#pragma GCC diagnostic pop
+#endif
+
 // The rank is the default communicator's when the executable is compiled (as the collectives
 // bind theirs); only the step changes between calls.
+// The mask is written only where something reads it: a gradient draws it again (see
+// Dropout::generate_adjoints), so in training graphs nothing does.
 template <typename T>
-Kernel dropout(const op::Dropout& d, size_t n, const CallState* call) {
+Kernel dropout(const op::Dropout& d, size_t n, const CallState* call, bool write_mask) {
   uint64_t seed = d.get_seed();
   auto rank = static_cast<uint64_t>(distributed::get_default_communicator()->rank());
   double p = d.get_probability();
@@ -193,9 +316,13 @@ Kernel dropout(const op::Dropout& d, size_t n, const CallState* call) {
 #ifdef NGRAPH_CPU_HAVE_AVX2_DROPOUT
   if (use_avx2_twins()) run = &dropout_loop_avx2<T>;
 #endif
-  return [seed, rank, p, n, call, run](const void* const* in, void* const* out) {
+#ifdef NGRAPH_CPU_HAVE_AVX512_DROPOUT
+  if (use_avx512_twins()) run = &dropout_loop_avx512<T>;
+#endif
+  return [seed, rank, p, n, call, run, write_mask](const void* const* in, void* const* out) {
     random::Stream stream{seed, rank, call->rng_step};
-    run(stream, p, static_cast<const T*>(in[0]), static_cast<T*>(out[0]), static_cast<T*>(out[1]), n);
+    run(stream, p, static_cast<const T*>(in[0]), static_cast<T*>(out[0]),
+        write_mask ? static_cast<T*>(out[1]) : nullptr, n);
   };
 }
 
@@ -204,8 +331,8 @@ NGRAPH_CPU_KERNEL("Dropout", [](KernelContext& ctx) -> Kernel {
   auto& d = static_cast<const op::Dropout&>(node);
   size_t n = shape_size(d.get_input_shape(0));
   element::Type t = d.get_input_element_type(0);
-  if (t == element::f32) return dropout<float>(d, n, ctx.call_state());
-  if (t == element::f64) return dropout<double>(d, n, ctx.call_state());
+  if (t == element::f32) return dropout<float>(d, n, ctx.call_state(), ctx.output_read(1));
+  if (t == element::f64) return dropout<double>(d, n, ctx.call_state(), ctx.output_read(1));
   node.fail_type("CPU kernel has no implementation for element type " + t.get_type_name());
 });
 

@@ -73,34 +73,57 @@ inline float exp_f32(float x) {
   return x != x ? x : v;
 }
 
-// erf: below |x| = 0.5 its Taylor series to x^13 (relative error < 1e-8), above it
-// 1 - erfc(|x|) with Numerical Recipes' erfc (Chebyshev fit, relative error < 1.2e-7, through
-// exp_f32), the sign restored; both computed and one selected.
+// erf in two pieces, both computed and one selected, without exp or a branch. Below |x| = 1
+// x P(x^2) / Q(x^2), the rational minimax of Eigen's and XLA's fast f32 erf; from 1 to 4,
+// 1 - erfc(|x|) with erfc a degree-16 polynomial in |x| - 2.5 (a Chebyshev fit, absolute error
+// 5e-8), the sign restored; beyond 4 erf rounds to +-1. Within 4 ulp of std::erf (checked by
+// a sweep in fast_math_test.cpp), and 1 + erf (GELU below 0) within 1e-7 absolute. 4x faster
+// than the Taylor series / Numerical Recipes' erfc through exp_f32 it replaced (0.61 against
+// 0.15 ns per element in AVX-512 loops on Zen 5), which made GELU's gradient (an erf and an
+// exp per element) bound by arithmetic.
 inline float erf_f32(float x) {
-  float a = std::fabs(x), z = x * x;
-  float p = -1.4925650358e-5f;
-  p = p * z + 1.2055332982e-4f;
-  p = p * z - 8.5483270234e-4f;
-  p = p * z + 5.2239776254e-3f;
-  p = p * z - 2.6866170645e-2f;
-  p = p * z + 1.1283791671e-1f;
-  p = p * z - 3.7612638903e-1f;
-  p = p * z + 1.1283791671e+0f;
-  float small = x * p;
-  float t = 1.0f / (1.0f + 0.5f * a);
-  float q = 0.17087277f;
-  q = q * t - 0.82215223f;
-  q = q * t + 1.48851587f;
-  q = q * t - 1.13520398f;
-  q = q * t + 0.27886807f;
-  q = q * t - 0.18628806f;
-  q = q * t + 0.09678418f;
-  q = q * t + 0.37409196f;
-  q = q * t + 1.00002368f;
-  float erfc = t * exp_f32(-z - 1.26551223f + t * q);
-  float large = 1.0f - erfc;
+  float c = x < 1.0f ? x : 1.0f;
+  c = c > -1.0f ? c : -1.0f;
+  float z = c * c;
+  float p = -2.72614225801306e-10f;
+  p = p * z + 2.77068142495902e-08f;
+  p = p * z - 2.10102402082508e-06f;
+  p = p * z - 5.69250639462346e-05f;
+  p = p * z - 7.34990630326855e-04f;
+  p = p * z - 2.95459980854025e-03f;
+  p = p * z - 1.60960333262415e-02f;
+  float q = -1.45660718464996e-05f;
+  q = q * z - 2.13374055278905e-04f;
+  q = q * z - 1.68282697438203e-03f;
+  q = q * z - 7.37332916720468e-03f;
+  q = q * z - 1.42647390514189e-02f;
+  float small = c * (p / q);  // not (c * p) / q: c * p is subnormal for |x| < 1e-37
+  float a = std::fabs(x);
+  float u = (a < 4.0f ? a : 4.0f) - 2.5f;
+  float v = u * u;  // even and odd halves: two chains of half the latency
+  float even = -1.127201532e-08f;
+  even = even * v - 7.886890216e-07f;
+  even = even * v + 1.534835064e-05f;
+  even = even * v - 8.039429667e-05f;
+  even = even * v - 2.594749094e-04f;
+  even = even * v + 2.797981258e-03f;
+  even = even * v + 8.622484282e-03f;
+  even = even * v + 5.445701536e-03f;
+  even = even * v + 4.069521383e-04f;
+  float odd = 3.512991498e-07f;
+  odd = odd * v - 3.462653694e-06f;
+  odd = odd * v - 7.756445484e-06f;
+  odd = odd * v + 2.534241648e-04f;
+  odd = odd * v - 5.445338320e-04f;
+  odd = odd * v - 6.116587669e-03f;
+  odd = odd * v - 8.350212127e-03f;
+  odd = odd * v - 2.178278519e-03f;
+  float e = even + u * odd;
+  float large = 1.0f - e;
+  large = large < 1.0f ? large : 1.0f;
   large = x < 0 ? -large : large;
-  return a < 0.5f ? small : large;
+  float r = a < 1.0f ? small : large;
+  return x != x ? x : r;  // NaN stays NaN (the clamps would make it erf(4))
 }
 
 // x < 0, false for unsigned types (where the comparison would always be false).
