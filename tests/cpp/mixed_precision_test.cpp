@@ -8,7 +8,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <random>
 
 #include <cstring>
@@ -160,20 +159,22 @@ TEST(mixed_precision, block_cast_matches_the_dnnl_reorder_bitwise) {
     dnnl::memory::desc src(dims, dt::f32, tag::ABcd16b16a);
     for (tag to : {tag::ABcd8b16a2b, tag::ABcd8a16b2a, tag::BAcd8a16b2a, tag::ABcd16a16b}) {
       dnnl::memory::desc dst(dims, dt::bf16, to);
-      auto kernel = runtime::cpu::block_permuting_cast(src, dst);
-      ASSERT_TRUE(kernel.has_value());
       dnnl::memory plain({dims, dt::f32, tag::abcd}, runtime::cpu::dnnl_engine(), values.data());
       dnnl::memory blocked(src, runtime::cpu::dnnl_engine()), expected(dst, runtime::cpu::dnnl_engine()),
           got(dst, runtime::cpu::dnnl_engine());
       dnnl::reorder(plain, blocked).execute(runtime::cpu::dnnl_stream(), plain, blocked);
       dnnl::reorder(blocked, expected).execute(runtime::cpu::dnnl_stream(), blocked, expected);
       runtime::cpu::dnnl_stream().wait();
-      std::memset(got.get_data_handle(), 0xff, dst.get_size());
-      const void* in[] = {blocked.get_data_handle()};
-      void* out[] = {got.get_data_handle()};
-      (*kernel)(in, out);
-      EXPECT_EQ(std::memcmp(got.get_data_handle(), expected.get_data_handle(), dst.get_size()), 0)
-          << "layout " << static_cast<int>(to) << " dims " << ::testing::PrintToString(dims);
+      for (bool in_registers : {true, false}) {  // the pair transpose's two paths
+        auto kernel = runtime::cpu::block_permuting_cast(src, dst, in_registers);
+        ASSERT_TRUE(kernel.has_value());
+        std::memset(got.get_data_handle(), 0xff, dst.get_size());
+        const void* in[] = {blocked.get_data_handle()};
+        void* out[] = {got.get_data_handle()};
+        (*kernel)(in, out);
+        EXPECT_EQ(std::memcmp(got.get_data_handle(), expected.get_data_handle(), dst.get_size()), 0)
+            << "layout " << static_cast<int>(to) << " dims " << ::testing::PrintToString(dims) << " " << in_registers;
+      }
     }
   }
   const dnnl::memory::dims dims{64, 48, 3, 3};
@@ -185,7 +186,7 @@ TEST(mixed_precision, block_cast_matches_the_dnnl_reorder_bitwise) {
 
 // ResNet-50's weight casts (its 64x64 bf16 step: each f32 ABcd16b16a weight to the forward's
 // ABcd8b16a2b and the backward-data's ABcd8a16b2a / BAcd8a16b2a), timed: the kernel against
-// its per-pair path (NGRAPH_BLOCK_CAST_NO_TRANSPOSE), oneDNN's reorder and oneDNN's conversion
+// its per-pair path (transpose_in_registers false), oneDNN's reorder and oneDNN's conversion
 // without permutation (the memory's speed), interleaved, medians.
 // Run with --gtest_also_run_disabled_tests --gtest_filter='*block_cast_speed*'.
 TEST(mixed_precision, DISABLED_block_cast_speed) {
@@ -213,9 +214,7 @@ TEST(mixed_precision, DISABLED_block_cast_speed) {
         auto v = random_floats(src.get_size() / 4, 9);
         std::memcpy(cs->src.back().get_data_handle(), v.data(), src.get_size());
         cs->fast.push_back(*runtime::cpu::block_permuting_cast(src, dst));
-        setenv("NGRAPH_BLOCK_CAST_NO_TRANSPOSE", "1", 1);
-        cs->pairs.push_back(*runtime::cpu::block_permuting_cast(src, dst));
-        unsetenv("NGRAPH_BLOCK_CAST_NO_TRANSPOSE");
+        cs->pairs.push_back(*runtime::cpu::block_permuting_cast(src, dst, false));
         cs->onednn.emplace_back(dnnl::reorder::primitive_desc(runtime::cpu::dnnl_engine(), src, runtime::cpu::dnnl_engine(), dst));
         dnnl::memory::desc same(dims, dt::bf16, tag::ABcd16b16a);
         cs->plain.emplace_back(same, runtime::cpu::dnnl_engine());

@@ -3,7 +3,6 @@
 #include <immintrin.h>
 
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -207,7 +206,8 @@ void convert_bf16_native(const BlockWalk& w, const float* src, uint16_t* dst, si
 
 }  // namespace
 
-std::optional<Kernel> block_permuting_cast(const dnnl::memory::desc& src_desc, const dnnl::memory::desc& dst_desc) {
+std::optional<Kernel> block_permuting_cast(const dnnl::memory::desc& src_desc, const dnnl::memory::desc& dst_desc,
+                                           bool transpose_in_registers) {
   const dnnl_memory_desc_t& s = src_desc.data;
   const dnnl_memory_desc_t& d = dst_desc.data;
   if (s.format_kind != dnnl_blocked || d.format_kind != dnnl_blocked || s.data_type != dnnl_f32 ||
@@ -246,7 +246,7 @@ std::optional<Kernel> block_permuting_cast(const dnnl::memory::desc& src_desc, c
   if (same) return std::nullopt;  // one layout: oneDNN converts it at memory speed
   for (int32_t f : w.from) w.chunk_index.push_back(static_cast<uint16_t>(f % 32));
   w.how = permutation_kind(w);
-  w.transpose = pair_transpose(w) && std::getenv("NGRAPH_BLOCK_CAST_NO_TRANSPOSE") == nullptr;
+  w.transpose = transpose_in_registers && pair_transpose(w);
   return Kernel([w = std::move(w)](const void* const* in, void* const* out) {
     const auto* src = static_cast<const float*>(in[0]);
     auto* dst = static_cast<uint16_t*>(out[0]);

@@ -21,7 +21,10 @@ namespace cpu {
 
 // The kernel (input 0: `src`, output 0: `dst`), or nothing where the two layouts do not tile
 // alike or the CPU has no bf16 instructions (then a oneDNN reorder does it).
-std::optional<Kernel> block_permuting_cast(const dnnl::memory::desc& src, const dnnl::memory::desc& dst);
+// `transpose_in_registers` false: the pair transpose goes pair by pair through memory, as
+// before (the benchmark's comparison, mixed_precision_test.cpp).
+std::optional<Kernel> block_permuting_cast(const dnnl::memory::desc& src, const dnnl::memory::desc& dst,
+                                           bool transpose_in_registers = true);
 
 }  // namespace cpu
 }  // namespace runtime
