@@ -4,7 +4,10 @@
 // Python suite (test_mixed_precision.py) covers the fallback.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <random>
 
 #include <cstring>
@@ -144,30 +147,102 @@ TEST(mixed_precision, block_cast_matches_the_dnnl_reorder_bitwise) {
   if (!runtime::cpu::bf16_native()) GTEST_SKIP() << "oneDNN has no bf16 instructions here";
   using tag = dnnl::memory::format_tag;
   using dt = dnnl::memory::data_type;
-  const dnnl::memory::dims dims{64, 48, 3, 3};
-  auto values = random_floats(64 * 48 * 9, 7);
   const float specials[] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
                             -std::numeric_limits<float>::infinity(), 1e-40f, -1e-40f, -0.0f,
                             1.00390625f /* a tie: to even */, 1.01171875f /* a tie: up */, 3.4e38f};
-  for (size_t k = 0; k < std::size(specials); ++k) values[k * 97] = specials[k];
-  dnnl::memory::desc src(dims, dt::f32, tag::ABcd16b16a);
-  for (tag to : {tag::ABcd8b16a2b, tag::ABcd8a16b2a, tag::BAcd8a16b2a, tag::ABcd16a16b}) {
-    dnnl::memory::desc dst(dims, dt::bf16, to);
-    auto kernel = runtime::cpu::block_permuting_cast(src, dst);
-    ASSERT_TRUE(kernel.has_value());
-    dnnl::memory plain({dims, dt::f32, tag::abcd}, runtime::cpu::dnnl_engine(), values.data());
-    dnnl::memory blocked(src, runtime::cpu::dnnl_engine()), expected(dst, runtime::cpu::dnnl_engine()),
-        got(dst, runtime::cpu::dnnl_engine());
-    dnnl::reorder(plain, blocked).execute(runtime::cpu::dnnl_stream(), plain, blocked);
-    dnnl::reorder(blocked, expected).execute(runtime::cpu::dnnl_stream(), blocked, expected);
-    runtime::cpu::dnnl_stream().wait();
-    const void* in[] = {blocked.get_data_handle()};
-    void* out[] = {got.get_data_handle()};
-    (*kernel)(in, out);
-    EXPECT_EQ(std::memcmp(got.get_data_handle(), expected.get_data_handle(), dst.get_size()), 0)
-        << "layout " << static_cast<int>(to);
+  // ResNet-50's pairs (forward ABcd8b16a2b; backward-data ABcd8a16b2a for 3x3, BAcd8a16b2a for
+  // 1x1), also where the channels are not multiples of 16 (padded blocks).
+  for (const dnnl::memory::dims& dims : {dnnl::memory::dims{64, 48, 3, 3}, dnnl::memory::dims{40, 20, 3, 3},
+                                         dnnl::memory::dims{24, 72, 1, 1}, dnnl::memory::dims{16, 16, 1, 1}}) {
+    auto values = random_floats(static_cast<size_t>(dims[0] * dims[1] * dims[2] * dims[3]), 7);
+    for (size_t k = 0; k < std::size(specials); ++k) values[k * 97 % values.size()] = specials[k];
+    dnnl::memory::desc src(dims, dt::f32, tag::ABcd16b16a);
+    for (tag to : {tag::ABcd8b16a2b, tag::ABcd8a16b2a, tag::BAcd8a16b2a, tag::ABcd16a16b}) {
+      dnnl::memory::desc dst(dims, dt::bf16, to);
+      dnnl::memory plain({dims, dt::f32, tag::abcd}, runtime::cpu::dnnl_engine(), values.data());
+      dnnl::memory blocked(src, runtime::cpu::dnnl_engine()), expected(dst, runtime::cpu::dnnl_engine()),
+          got(dst, runtime::cpu::dnnl_engine());
+      dnnl::reorder(plain, blocked).execute(runtime::cpu::dnnl_stream(), plain, blocked);
+      dnnl::reorder(blocked, expected).execute(runtime::cpu::dnnl_stream(), blocked, expected);
+      runtime::cpu::dnnl_stream().wait();
+      for (bool in_registers : {true, false}) {  // the pair transpose's two paths
+        auto kernel = runtime::cpu::block_permuting_cast(src, dst, in_registers);
+        ASSERT_TRUE(kernel.has_value());
+        std::memset(got.get_data_handle(), 0xff, dst.get_size());
+        const void* in[] = {blocked.get_data_handle()};
+        void* out[] = {got.get_data_handle()};
+        (*kernel)(in, out);
+        EXPECT_EQ(std::memcmp(got.get_data_handle(), expected.get_data_handle(), dst.get_size()), 0)
+            << "layout " << static_cast<int>(to) << " dims " << ::testing::PrintToString(dims) << " " << in_registers;
+      }
+    }
   }
+  const dnnl::memory::dims dims{64, 48, 3, 3};
+  dnnl::memory::desc src(dims, dt::f32, tag::ABcd16b16a);
   // One layout (no permutation) and layouts that do not tile alike are left to oneDNN.
   EXPECT_FALSE(runtime::cpu::block_permuting_cast(src, {dims, dt::bf16, tag::ABcd16b16a}).has_value());
   EXPECT_FALSE(runtime::cpu::block_permuting_cast(src, {dims, dt::bf16, tag::aBcd16b}).has_value());
+}
+
+// ResNet-50's weight casts (its 64x64 bf16 step: each f32 ABcd16b16a weight to the forward's
+// ABcd8b16a2b and the backward-data's ABcd8a16b2a / BAcd8a16b2a), timed: the kernel against
+// its per-pair path (transpose_in_registers false), oneDNN's reorder and oneDNN's conversion
+// without permutation (the memory's speed), interleaved, medians.
+// Run with --gtest_also_run_disabled_tests --gtest_filter='*block_cast_speed*'.
+TEST(mixed_precision, DISABLED_block_cast_speed) {
+  if (!runtime::cpu::bf16_native()) GTEST_SKIP() << "oneDNN has no bf16 instructions here";
+  using tag = dnnl::memory::format_tag;
+  using dt = dnnl::memory::data_type;
+  struct Conv { int64_t o, i, k, count; };
+  const Conv convs[] = {{64, 64, 1, 1},   {64, 64, 3, 3},    {256, 64, 1, 4},   {64, 256, 1, 2},
+                        {128, 256, 1, 1}, {128, 128, 3, 4},  {512, 128, 1, 4},  {256, 512, 1, 1},
+                        {128, 512, 1, 3}, {256, 256, 3, 6},  {1024, 256, 1, 6}, {512, 1024, 1, 1},
+                        {256, 1024, 1, 5}, {512, 512, 3, 3}, {2048, 512, 1, 3}, {512, 2048, 1, 2},
+                        {512, 256, 1, 1}};
+  struct Case { std::vector<dnnl::memory> src, dst; std::vector<runtime::cpu::Kernel> fast, pairs; std::vector<dnnl::reorder> onednn, same; std::vector<dnnl::memory> plain; };
+  Case fwd, bwd;
+  size_t weights = 0;
+  for (const Conv& c : convs)
+    for (int64_t n = 0; n < c.count; ++n) {
+      dnnl::memory::dims dims{c.o, c.i, c.k, c.k};
+      weights += static_cast<size_t>(c.o * c.i * c.k * c.k);
+      dnnl::memory::desc src(dims, dt::f32, tag::ABcd16b16a);
+      for (Case* cs : {&fwd, &bwd}) {
+        dnnl::memory::desc dst(dims, dt::bf16, cs == &fwd ? tag::ABcd8b16a2b : c.k == 1 ? tag::BAcd8a16b2a : tag::ABcd8a16b2a);
+        cs->src.emplace_back(src, runtime::cpu::dnnl_engine());
+        cs->dst.emplace_back(dst, runtime::cpu::dnnl_engine());
+        auto v = random_floats(src.get_size() / 4, 9);
+        std::memcpy(cs->src.back().get_data_handle(), v.data(), src.get_size());
+        cs->fast.push_back(*runtime::cpu::block_permuting_cast(src, dst));
+        cs->pairs.push_back(*runtime::cpu::block_permuting_cast(src, dst, false));
+        cs->onednn.emplace_back(dnnl::reorder::primitive_desc(runtime::cpu::dnnl_engine(), src, runtime::cpu::dnnl_engine(), dst));
+        dnnl::memory::desc same(dims, dt::bf16, tag::ABcd16b16a);
+        cs->plain.emplace_back(same, runtime::cpu::dnnl_engine());
+        cs->same.emplace_back(dnnl::reorder::primitive_desc(runtime::cpu::dnnl_engine(), src, runtime::cpu::dnnl_engine(), same));
+      }
+    }
+  auto time = [](Case& cs, int which) {
+    auto t0 = std::chrono::steady_clock::now();
+    for (size_t k = 0; k < cs.src.size(); ++k) {
+      const void* in[] = {cs.src[k].get_data_handle()};
+      void* out[] = {cs.dst[k].get_data_handle()};
+      if (which == 0) cs.fast[k](in, out);
+      else if (which == 1) cs.pairs[k](in, out);
+      else if (which == 2) cs.onednn[k].execute(runtime::cpu::dnnl_stream(), cs.src[k], cs.dst[k]);
+      else cs.same[k].execute(runtime::cpu::dnnl_stream(), cs.src[k], cs.plain[k]);
+    }
+    runtime::cpu::dnnl_stream().wait();
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  };
+  const char* names[] = {"kernel", "per-pair path", "oneDNN reorder", "oneDNN, no permutation (memory speed)"};
+  for (Case* cs : {&fwd, &bwd}) {
+    std::vector<double> ms[4];
+    for (int round = 0; round < 21; ++round)
+      for (int which = 0; which < 4; ++which) ms[which].push_back(time(*cs, which));
+    for (int which = 0; which < 4; ++which) {
+      std::sort(ms[which].begin(), ms[which].end());
+      std::printf("%s %zu casts (%.1f M weights): %s %.2f ms (%.1f GB/s read+write)\n", cs == &fwd ? "forward" : "backward-data",
+                  cs->src.size(), weights / 1e6, names[which], ms[which][10], weights * 6 / ms[which][10] / 1e6);
+    }
+  }
 }

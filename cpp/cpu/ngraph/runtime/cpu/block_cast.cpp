@@ -50,6 +50,10 @@ struct BlockWalk {
   std::vector<uint16_t> chunk_index;          // from, modulo 32 (vpermw's indices)
   Permute how = Permute::elements;
   size_t blocks = 1;
+  // Permute::pairs over a 16x16 block that transposes its 16 rows of 8 pairs (ABcd16b16a ->
+  // BAcd8a16b2a): three stages of vpermt2d in registers, each output combining two inputs.
+  bool transpose = false;
+  alignas(64) uint32_t stage[3][8][16] = {};
 };
 
 // Calls body(source block, destination block) for blocks [begin, end).
@@ -77,9 +81,38 @@ void walk(const BlockWalk& w, size_t begin, size_t end, Body body) {
   }
 }
 
+// Where the pair transpose's stage k writes its output o: so that the next stage's inputs
+// 2m, 2m+1 are adjacent. Stage 0's output (m, x) (rows 4m.., columns 4x..) pairs by x;
+// stage 1's (p, x, y) (rows 8p.., columns 4x+2y..) pairs by p.
+constexpr int transpose_slot(int k, int o) {
+  return k == 0 ? (o / 4) * 4 + (o % 2) * 2 + (o / 2) % 2 : k == 1 ? (o % 4) * 2 + o / 4 : o;
+}
 
-// One block: converted as it lies (32 elements an instruction), then permuted, by one vpermw
-// per 32 elements where they stay together, else from the converted copy (held as pairs of
+// The pairs transpose, one block: eight zmm of converted bf16 (two 16-float rows each), then
+// 3 x 8 vpermt2d (w.stage, built and checked by pair_transpose below), then eight stores
+// (plain: non-temporal ones were 15% faster alone but slowed ResNet-50's step, whose
+// convolutions read the weights from the cache soon after).
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) void transpose_block_bf16_native(
+    const float* in, void* out, const BlockWalk& w) {
+  __m512i r[8], t[8];
+  for (int j = 0; j < 8; ++j)
+    r[j] = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(_mm512_loadu_ps(in + 32 * j + 16), _mm512_loadu_ps(in + 32 * j)));
+#pragma GCC unroll 3
+  for (int k = 0; k < 3; ++k) {
+#pragma GCC unroll 8
+    for (int o = 0; o < 8; ++o) {
+      int a = (o / 2) * 2;  // outputs 2m and 2m+1 read inputs 2m and 2m+1
+      t[transpose_slot(k, o)] = _mm512_permutex2var_epi32(r[a], _mm512_load_si512(w.stage[k][o]), r[a + 1]);
+    }
+#pragma GCC unroll 8
+    for (int o = 0; o < 8; ++o) r[o] = t[o];
+  }
+  auto* out32 = static_cast<__m512i*>(out);
+  for (int o = 0; o < 8; ++o) _mm512_storeu_si512(out32 + o, r[o]);
+}
+
+// One block (any other permutation): converted as it lies (32 elements an instruction), then
+// permuted, by one vpermw per 32 elements where they stay together, else from the converted copy (held as pairs of
 // bf16: the pairs path moves 32 bits at a time, which GCC turns into gathers).
 __attribute__((target("avx512f,avx512bw,avx512bf16"))) void convert_block_bf16_native(
     const float* in, void* out, const BlockWalk& w, uint32_t* copy) {
@@ -111,14 +144,70 @@ Permute permutation_kind(const BlockWalk& w) {
   return chunks ? Permute::chunks : pairs ? Permute::pairs : Permute::elements;
 }
 
+// The vpermt2d network of the 16 x 8 pair transpose: register j holds rows 2j and 2j+1 (8 pairs
+// each); the outputs of each stage are paired so that stage k's outputs 2m, 2m+1 are the inputs
+// of the next. Labels are the pairs' (row, column); each stage's index is found by search, and
+// the whole network is checked against the block's table (false: the old path does it).
+bool pair_transpose(BlockWalk& w) {
+  if (w.how != Permute::pairs || w.from.size() != 256) return false;
+  struct Label { int row, col; };
+  std::vector<std::vector<Label>> reg(8, std::vector<Label>(16));
+  for (int j = 0; j < 8; ++j)
+    for (int l = 0; l < 16; ++l) reg[j][l] = {2 * j + l / 8, l % 8};
+  // What each stage's output o holds, as (row, column) of lane l.
+  auto want = [](int k, int o, int l) -> Label {
+    if (k == 0) {  // rows 4m..4m+3 (m = o / 2) x columns 4x..4x+3 (x = o % 2)
+      int m = o / 2, x = o % 2;
+      return {4 * m + l / 4, 4 * x + l % 4};
+    }
+    if (k == 1) {  // rows 8p..8p+7 x columns 4x+2y, 4x+2y+1
+      int p = o / 4, x = (o / 2) % 2, y = o % 2;
+      return {8 * p + l / 2, 4 * x + 2 * y + l % 2};
+    }
+    // k == 2: column (o), all rows
+    return {l, o};
+  };
+  for (int k = 0; k < 3; ++k) {
+    std::vector<std::vector<Label>> next(8, std::vector<Label>(16));
+    for (int o = 0; o < 8; ++o) {
+      int a = (o / 2) * 2;
+      for (int l = 0; l < 16; ++l) {
+        Label x = want(k, o, l);
+        int found = -1;
+        for (int q = 0; q < 32 && found < 0; ++q) {
+          const Label& y = reg[static_cast<size_t>(a + q / 16)][static_cast<size_t>(q % 16)];
+          if (y.row == x.row && y.col == x.col) found = q;
+        }
+        if (found < 0) return false;
+        w.stage[k][o][l] = static_cast<uint32_t>(found);
+        next[static_cast<size_t>(transpose_slot(k, o))][static_cast<size_t>(l)] = x;
+      }
+    }
+    reg = next;
+  }
+  // Output register o, lane l: pair (row l, column o), i.e. destination pair 16 o + l must come
+  // from source pair 8 l + o.
+  for (int o = 0; o < 8; ++o)
+    for (int l = 0; l < 16; ++l) {
+      const Label& x = reg[static_cast<size_t>(o)][static_cast<size_t>(l)];
+      if (w.from[static_cast<size_t>(2 * (16 * o + l))] != 2 * (8 * x.row + x.col)) return false;
+    }
+  return true;
+}
+
 void convert_bf16_native(const BlockWalk& w, const float* src, uint16_t* dst, size_t begin, size_t end) {
+  if (w.transpose) {
+    walk(w, begin, end, [&](int64_t s, int64_t d) { transpose_block_bf16_native(src + s, dst + d, w); });
+    return;
+  }
   std::vector<uint32_t> copy(w.from.size() / 2);
   walk(w, begin, end, [&](int64_t s, int64_t d) { convert_block_bf16_native(src + s, dst + d, w, copy.data()); });
 }
 
 }  // namespace
 
-std::optional<Kernel> block_permuting_cast(const dnnl::memory::desc& src_desc, const dnnl::memory::desc& dst_desc) {
+std::optional<Kernel> block_permuting_cast(const dnnl::memory::desc& src_desc, const dnnl::memory::desc& dst_desc,
+                                           bool transpose_in_registers) {
   const dnnl_memory_desc_t& s = src_desc.data;
   const dnnl_memory_desc_t& d = dst_desc.data;
   if (s.format_kind != dnnl_blocked || d.format_kind != dnnl_blocked || s.data_type != dnnl_f32 ||
@@ -157,6 +246,7 @@ std::optional<Kernel> block_permuting_cast(const dnnl::memory::desc& src_desc, c
   if (same) return std::nullopt;  // one layout: oneDNN converts it at memory speed
   for (int32_t f : w.from) w.chunk_index.push_back(static_cast<uint16_t>(f % 32));
   w.how = permutation_kind(w);
+  w.transpose = transpose_in_registers && pair_transpose(w);
   return Kernel([w = std::move(w)](const void* const* in, void* const* out) {
     const auto* src = static_cast<const float*>(in[0]);
     auto* dst = static_cast<uint16_t*>(out[0]);

@@ -4,7 +4,10 @@
 // Each block of the source is then one block of the destination with its elements permuted.
 // oneDNN 2.6's jit reorder converts these at about a quarter of memory speed (it was a fifth
 // of ResNet-50's bf16 step at 64x64); this walks the blocks with one table of in-block
-// offsets and bf16 instructions (oneDNN's rounding: to nearest even, f32 denormals as zero).
+// offsets and bf16 instructions (oneDNN's rounding: to nearest even, f32 denormals as zero):
+// the forward's layout by one vpermw per 32 elements, the backward-data's (a 16 x 8 transpose of
+// bf16 pairs) by 24 vpermt2d per 16x16 block in registers, both about at memory speed. Without
+// bf16 instructions oneDNN's reorder casts (the same bits).
 #pragma once
 
 #include <dnnl.hpp>
@@ -18,7 +21,10 @@ namespace cpu {
 
 // The kernel (input 0: `src`, output 0: `dst`), or nothing where the two layouts do not tile
 // alike or the CPU has no bf16 instructions (then a oneDNN reorder does it).
-std::optional<Kernel> block_permuting_cast(const dnnl::memory::desc& src, const dnnl::memory::desc& dst);
+// `transpose_in_registers` false: the pair transpose goes pair by pair through memory, as
+// before (the benchmark's comparison, mixed_precision_test.cpp).
+std::optional<Kernel> block_permuting_cast(const dnnl::memory::desc& src, const dnnl::memory::desc& dst,
+                                           bool transpose_in_registers = true);
 
 }  // namespace cpu
 }  // namespace runtime
