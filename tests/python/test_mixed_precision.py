@@ -44,7 +44,11 @@ def check_products(outputs, params, values, f32_tol=2e-2, ref_tol=1e-5):
     """CPU bf16 against the INTERPRETER's bf16 (tight: the same rounded operands, products
     summed in another order) and against CPU f32 (bf16's tolerance), as norm-wise relative
     errors. Through several layers the two bf16 runs may round an intermediate value to
-    neighbouring bf16 values, hence a looser `ref_tol` for models."""
+    neighbouring bf16 values, hence a looser `ref_tol` for models. The CPU also stores the
+    products' outputs that only bf16 readers read (a Dot's before ReLU's gradient, a MatMul's
+    before GELU) in bf16, one more rounding (2^-9 relative) that the INTERPRETER does not
+    emulate: 1.4e-3 to 1.8e-3 (norm-wise) in the models below, hence 5e-3 there; a wrong
+    kernel is off by far more."""
     got = run(CPU, outputs, params, values, "bf16")
     ref = run(REF, outputs, params, values, "bf16")
     f32 = run(CPU, outputs, params, values, "f32")
@@ -190,7 +194,7 @@ def test_small_cnn_gradients_in_bf16():
     grads = ng.gradients(loss, model.parameters())
     # Batch norm over 4 samples makes the convolutions' weight gradients sensitive: bf16 moves
     # them by up to ~10% (norm-wise) from f32, as much in the INTERPRETER's emulation.
-    got = check_products([loss] + grads, params, values, f32_tol=0.15, ref_tol=1e-4)
+    got = check_products([loss] + grads, params, values, f32_tol=0.15, ref_tol=5e-3)
     assert all(g.dtype == F32 for g in got)
 
 
@@ -205,7 +209,7 @@ def test_mlp_and_attention_gradients_in_bf16():
     loss = ng.sum(att * att, [0, 1, 2])
     grads = ng.gradients(loss, [x, w1, w2])
     check_products([loss] + grads, [x], [rng.standard_normal((4, 6, 16), dtype=F32)],
-                   f32_tol=2e-2, ref_tol=1e-4)
+                   f32_tol=2e-2, ref_tol=5e-3)
 
 
 @native
@@ -218,7 +222,7 @@ def test_lenet_gradients_in_bf16():
     # The first convolution's weight gradient comes after four bf16 products in the backward
     # and moves ~7% (norm-wise) from f32, as much in the INTERPRETER's emulation.
     check_products([loss] + ng.gradients(loss, model.parameters()), [x, y], values,
-                   f32_tol=0.1, ref_tol=1e-4)
+                   f32_tol=0.1, ref_tol=5e-3)
 
 
 # ------------------------------------------------ what stays f32, casts, memory
@@ -325,6 +329,9 @@ def test_bf16_training_step_trains():
 BF16_ACTIVATION_OPS = {"Convolution", "ConvolutionBackpropData", "BatchNormTraining",
                        "BatchNormTrainingBackprop", "CPUBatchNormRelu",
                        "CPUBatchNormReluBackprop", "CPUFusedElementwise"}
+# And in a transformer: the products (before GELU, GELU's gradient and the next product's
+# cast) and GELU itself (oneDNN's bf16 eltwise).
+BF16_TRANSFORMER_OPS = {"CPUMatMulBias", "Gelu"}
 
 
 def residual_cnn_step(precision, n=4, seed=0):
@@ -430,6 +437,36 @@ def test_bf16_activations_of_a_cnn_without_batch_norm():
         assert g.dtype == F32
         norm = max(float(np.linalg.norm(r)), 1e-12)
         assert np.linalg.norm(g - r) <= 3e-2 * norm, np.linalg.norm(g - r) / norm
+
+
+@native
+def test_bf16_activations_of_a_transformer_block():
+    """A GPT-2 block (no dropout, so that both runs draw nothing): the MLP's first product and
+    GELU's output in bf16, the gradients within bf16's tolerance of f32."""
+    rng = np.random.default_rng(4)
+    block = ng.nn.TransformerBlock(64, 4, 0.0, True, rng=rng, name="tb")
+    x = ng.parameter([2, 32, 64], name="x")
+    target = ng.parameter([2, 32, 64], name="t")
+    loss = ng.sum(block(x) * target, [0, 1, 2]) / 64.0
+    variables = block.parameters()
+    outputs = [loss] + ng.gradients(loss, [x] + variables)
+    values = [rng.standard_normal((2, 32, 64), dtype=F32) for _ in range(2)]
+    step16 = CPU.computation(outputs, x, target, precision="bf16")
+    step32 = CPU.computation(outputs, x, target, precision="f32")
+    kinds, _ = bf16_outputs(step16)
+    assert kinds == BF16_TRANSFORMER_OPS, kinds
+    assert step16.executable.precision["bf16_values"] > 0
+    assert bf16_outputs(step32) == (set(), 0)
+    got, ref = step16(*values), step32(*values)
+    assert all(g.dtype == F32 for g in got)
+    # Per gradient: up to 0.4% (norm-wise) here, 0.3% all together; a GELU or product reading
+    # or writing the wrong type is off by 100% or more.
+    for i, (g, r) in enumerate(zip(got, ref)):
+        norm = max(float(np.linalg.norm(r)), 1e-12)
+        assert np.linalg.norm(g - r) <= 2e-2 * norm, (i, np.linalg.norm(g - r) / norm)
+    diff = np.sqrt(sum(float(np.sum((g - r) ** 2)) for g, r in zip(got[1:], ref[1:])))
+    total = np.sqrt(sum(float(np.sum(r ** 2)) for r in ref[1:]))
+    assert diff <= 1e-2 * total, diff / total
 
 
 # --------------------------------------------------------------------- the fallback

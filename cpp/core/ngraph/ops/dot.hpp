@@ -23,6 +23,7 @@ class Dot : public Op<Dot> {
   size_t get_reduction_axes_count() const;
   void generate_adjoints(autodiff::Adjoints& adjoints, const OutputVector& deltas) override;
   std::vector<size_t> bf16_inputs() const override { return {0, 1}; }
+  std::vector<Bf16Set> bf16_sets() const override { return {{{}, {0}}}; }  // the product
 
  private:
   int64_t m_reduction_axes_count = -1;
@@ -46,6 +47,7 @@ class MatMul : public Op<MatMul> {
   bool get_transpose_b() const { return m_transpose_b; }
   void generate_adjoints(autodiff::Adjoints& adjoints, const OutputVector& deltas) override;
   std::vector<size_t> bf16_inputs() const override { return {0, 1}; }
+  std::vector<Bf16Set> bf16_sets() const override { return {{{}, {0}}}; }  // the product
 
  private:
   bool m_transpose_a = false;

@@ -52,7 +52,7 @@ Shape broadcast_shapes(const Node& node, const Shape& a, const Shape& b,
 }
 
 void check_element_kind(const Node& node, size_t i, ElementKind kind) {
-  auto t = node.get_input_element_type(i);
+  auto t = node.get_input_compute_type(i);  // f32 for a value stored in bf16 (bf16_sets)
   const char* want = nullptr;
   switch (kind) {
     case ElementKind::numeric:

@@ -41,7 +41,7 @@ class UnaryElementwise : public Op<T> {
   void validate_and_infer_types() override {
     this->check_input_count(1);
     check_element_kind(*this, 0, Kind);
-    this->set_output_type(0, this->get_input_element_type(0), this->get_input_shape(0));
+    this->set_output_type(0, this->get_input_compute_type(0), this->get_input_shape(0));
   }
 };
 
@@ -127,7 +127,15 @@ NGRAPH_UNARY_OP(Sigmoid, real, GRAD)
 // Erf(x): the error function, 2/sqrt(pi) * integral of exp(-t^2) from 0 to x.
 NGRAPH_UNARY_OP(Erf, real, GRAD)
 // Gelu(x) = x * Phi(x) = x / 2 * (1 + erf(x / sqrt(2))): the exact GELU (nGraph's Gelu).
-NGRAPH_UNARY_OP(Gelu, real, GRAD)
+// Mixed precision: its input and output stored in bf16 together (oneDNN's bf16 eltwise, one
+// type for src and dst), e.g. between a product and the next one's operand.
+class Gelu : public UnaryElementwise<Gelu, ElementKind::real> {
+ public:
+  static constexpr const char* type_name = "Gelu";
+  using UnaryElementwise::UnaryElementwise;
+  NGRAPH_GRAD_DECL
+  std::vector<Bf16Set> bf16_sets() const override { return {{{0}, {0}}}; }
+};
 NGRAPH_UNARY_OP(LogicalNot, boolean, NOGRAD)
 // StopGradient(x) = x, whose gradient is defined as 0: it marks a value that autodiff must
 // treat as a constant (e.g. the maximum subtracted in a stable log-softmax). Compiling removes

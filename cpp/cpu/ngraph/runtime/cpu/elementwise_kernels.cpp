@@ -51,8 +51,15 @@ Kernel unary_kernel(KernelContext& ctx) {
   const Node& node = ctx.node;
   size_t n = ctx.output(0).elements();
   element::Type t = node.get_element_type();
+  // Stored in bf16 (bf16_sets: Gelu): oneDNN's eltwise reads and writes bf16, computes in f32.
+  bool bf16 = t == element::bf16 && node.is_bf16_stored_output(0);
+  if (bf16) t = element::f32;
+  if (bf16 && (F::dnnl == dnnl::algorithm::undef || !dnnl_worthwhile(n)))
+    node.fail_type("CPU kernel stores bf16 through oneDNN only, from 4096 elements");
   if (F::dnnl != dnnl::algorithm::undef && t == element::f32 && dnnl_worthwhile(n)) {
-    auto md = flat_desc(n);
+    auto md = bf16 ? dnnl::memory::desc({static_cast<int64_t>(n)}, dnnl::memory::data_type::bf16,
+                                        dnnl::memory::format_tag::a)
+                   : flat_desc(n);
     dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_inference, F::dnnl, md, F::alpha, 0.f);
     dnnl::eltwise_forward::primitive_desc pd(d, dnnl_attr(), dnnl_engine());
     return dnnl_kernel(ctx, dnnl::eltwise_forward(pd), pd.scratchpad_desc(),

@@ -25,6 +25,7 @@ struct Gemm {
   int64_t m = 0, n = 0, k = 0;
   bool trans_a = false, trans_b = false;
   dnnl::memory::data_type operands = dnnl::memory::data_type::f32;  // A's and B's
+  dnnl::memory::data_type result = dnnl::memory::data_type::f32;    // C's (bf16 activations)
 };
 
 // Row-major storage of a (possibly transposed) matrix, with batch axes in front.
@@ -57,7 +58,7 @@ GemmPrimitive gemm_primitive(const Gemm& g, bool bias, bool relu,
   GemmPrimitive p;
   p.a = gemm_desc(g.a_batch, g.m, g.k, g.trans_a, r, g.operands);
   p.b = b_md ? *b_md : gemm_desc(g.b_batch, g.k, g.n, g.trans_b, r, g.operands);
-  p.c = gemm_desc(g.batch, g.m, g.n, false, r);
+  p.c = gemm_desc(g.batch, g.m, g.n, false, r, g.result);
   dnnl::primitive_attr attr = dnnl_attr();
   if (relu) {
     dnnl::post_ops ops;
@@ -130,14 +131,22 @@ Kernel loop_gemm(const Gemm& g) {
 // bf16 operands (mixed precision), which only oneDNN computes.
 bool bf16_operands(const Node& node) { return node.get_input_element_type(0) == element::bf16; }
 
+// The product of bf16 operands stored in bf16 (Node::bf16_sets): oneDNN's matmul writes a bf16
+// dst from its f32 accumulators; the kernel is chosen as for an f32 result.
+element::Type result_type(const Node& node, Gemm& g) {
+  if (bf16_operands(node)) g.operands = dnnl::memory::data_type::bf16;
+  if (node.get_element_type() != element::bf16 || !node.is_bf16_stored_output(0)) return node.get_element_type();
+  g.result = dnnl::memory::data_type::bf16;
+  return element::f32;
+}
+
 Kernel gemm_kernel(KernelContext& ctx, Gemm g) {
   const Node& node = ctx.node;
   size_t out_bytes = ctx.output(0).bytes();
   if (out_bytes == 0) return [](const void* const*, void* const*) {};
   if (g.k == 0)
     return [out_bytes](const void* const*, void* const* out) { std::memset(out[0], 0, out_bytes); };
-  element::Type t = node.get_element_type();
-  if (bf16_operands(node)) g.operands = dnnl::memory::data_type::bf16;
+  element::Type t = result_type(node, g);
   if (t == element::f32 && g.batch.size() + 2 <= DNNL_MAX_NDIMS) return dnnl_gemm(ctx, g);
   if (bf16_operands(node))
     node.fail_type("CPU kernel computes bf16 operands on oneDNN only, which holds at most " +
@@ -199,10 +208,9 @@ NGRAPH_CPU_KERNEL("CPUMatMulBias", [](KernelContext& ctx) -> Kernel {
   auto& mm = static_cast<const MatMulBias&>(node);
   Gemm g = matmul_bias_gemm(mm);
   bool bias = mm.has_bias(), relu = mm.get_relu();
-  element::Type t = mm.get_element_type();
+  element::Type t = result_type(mm, g);
   size_t out_n = ctx.output(0).elements();
   if (out_n == 0) return [](const void* const*, void* const*) {};
-  if (bf16_operands(mm)) g.operands = dnnl::memory::data_type::bf16;
   if (t == element::f32 && g.k > 0) return dnnl_gemm(ctx, g, bias, relu);
   // k == 0 or other types: the plain GEMM (zeros when k == 0), then bias and ReLU.
   Kernel gemm = gemm_kernel(ctx, g);

@@ -25,6 +25,7 @@ class MatMulBias : public Op<MatMulBias> {
              bool transpose_b, bool relu, int64_t a_split = -1, int64_t b_split = -1);
   void validate_and_infer_types() override;
   std::vector<size_t> bf16_inputs() const override { return {0, 1}; }
+  std::vector<Bf16Set> bf16_sets() const override { return {{{}, {0}}}; }  // the product
   void visit_attributes(AttributeVisitor& v) override {
     v.on("transpose_a", m_transpose_a);
     v.on("transpose_b", m_transpose_b);

@@ -14,7 +14,9 @@
 // are stored in bf16 where every reader takes bf16 (Node::bf16_sets): a convolution's output
 // (and its backprop-data's) read by batch normalization (with its ReLU) and its backprop, the
 // fused elementwise loops (the residual Add+ReLU, ReLU's gradient, the sum of gradients) and
-// the next product's cast, which is then removed. Statistics, gamma and beta and their
+// the next product's cast, which is then removed; in a transformer, a matrix product's output
+// (oneDNN's matmul writes bf16) read by Gelu (oneDNN's bf16 eltwise, input and output) and
+// GELU's fused gradient. Statistics, gamma and beta and their
 // gradients, the loss, the weight gradients, the updates, and every value that leaves the
 // graph (results, variables, collectives) stay f32. The kernels read and write bf16 (oneDNN's
 // bf16 batch normalization and convolutions; the fused loops convert blocks as they load and
@@ -56,6 +58,7 @@ bool bf16_kernel(const Node& node, const Node::Bf16Set&) {
            shape_size(node.get_input_shape(op::BatchNormBase::INPUT_DATA)) > 0;
   if (!node.bf16_inputs().empty())
     return node.get_input_element_type(0) == element::bf16 && dnnl_takes(node);
+  if (node.get_type_name() == std::string("Gelu")) return shape_size(node.get_shape()) >= 4096;  // oneDNN's
   return true;
 }
 }  // namespace
