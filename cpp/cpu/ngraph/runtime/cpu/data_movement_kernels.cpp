@@ -357,9 +357,8 @@ NGRAPH_CPU_KERNEL(op::GetOutputElement::type_name, [](KernelContext& ctx) -> Ker
 
 // Reorder: oneDNN's reorder between the two descriptors the layout pass gave (f32, and bf16
 // activations; other types are always plain, so a Reorder between plain layouts is a copy).
-// PrecisionCast: the same
-// reorder between two element types (f32 -> bf16), each in its layout; a weights cast between
-// two layouts that tile alike is block_cast.hpp's.
+// PrecisionCast: the same reorder between two element types (f32 -> bf16), each in its
+// layout; a weights cast between two layouts that tile alike is block_cast.hpp's.
 Kernel dnnl_reorder(KernelContext& ctx) {
   const TensorDesc& from = ctx.input(0);
   const TensorDesc& to = ctx.output(0);

@@ -15,6 +15,9 @@ namespace cpu {
 dnnl::engine& dnnl_engine();
 dnnl::stream& dnnl_stream();
 
+// oneDNN's per-execution overhead (about a microsecond) is more than a loop over a few
+// thousand elements costs: elementwise ops on fewer stay on ngraph's loops.
+inline bool dnnl_worthwhile(size_t elements) { return elements >= 4096; }
 // oneDNN holds up to 12 axes; rank 0 is given as {1}.
 bool dnnl_rank_ok(const Shape& s);
 dnnl::memory::dims to_dims(const Shape& s, size_t rank = 0);  // left-padded with 1s to rank

@@ -29,10 +29,6 @@ Kernel dispatch_numeric(const Node& node, element::Type t, F&& f) {
   });
 }
 
-// oneDNN's per-execution overhead (about a microsecond) is more than a loop over a few
-// thousand elements costs: small tensors stay on the loops.
-bool dnnl_worthwhile(size_t elements) { return elements >= 4096; }
-
 // ---------------------------------------------------------------------------------- unary
 
 // Unary kernels run over the storage elements (padding included when the layout rule passed

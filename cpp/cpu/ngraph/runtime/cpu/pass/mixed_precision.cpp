@@ -51,14 +51,15 @@ bool dnnl_takes(const Node& node) {
 // declares a set has a kernel for it (test_mixed_precision.py runs each, and names them),
 // except where that kernel is oneDNN's and oneDNN does not take the problem: a product writes
 // a bf16 dst only where its operands are bf16 already (cast) and oneDNN computes it; batch
-// normalization runs in bf16 on oneDNN only (its loops are f32 and f64).
+// normalization runs in bf16 on oneDNN only (its loops are f32 and f64), and Gelu on oneDNN's
+// eltwise, which runs from dnnl_worthwhile's size.
 bool bf16_kernel(const Node& node, const Node::Bf16Set&) {
   if (dynamic_cast<const op::BatchNormBase*>(&node))
     return dnnl_rank_ok(node.get_input_shape(op::BatchNormBase::INPUT_DATA)) &&
            shape_size(node.get_input_shape(op::BatchNormBase::INPUT_DATA)) > 0;
   if (!node.bf16_inputs().empty())
     return node.get_input_element_type(0) == element::bf16 && dnnl_takes(node);
-  if (node.get_type_name() == std::string("Gelu")) return shape_size(node.get_shape()) >= 4096;  // oneDNN's
+  if (node.get_type_name() == std::string("Gelu")) return dnnl_worthwhile(shape_size(node.get_shape()));
   return true;
 }
 }  // namespace
