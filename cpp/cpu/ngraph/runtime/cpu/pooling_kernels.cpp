@@ -509,6 +509,16 @@ void pool_forward_layout(LayoutContext& lc) {
   if (ws) lc.outputs[1] = TensorDesc::with_layout(element::i32, p.out, pd->workspace_desc());
 }
 
+// Whether `ws` is the workspace our loops write (forced by a bf16 result, the forward may have
+// run them on data in a layout they read plain): then the backprop runs them too.
+bool loops_wrote(const Pool& p, const TensorDesc& ws) {
+  if (ws.same_layout(block_desc(element::i32, p.out, 1))) return true;
+  if (p.out.size() < 3 || p.out.size() > 5) return false;
+  for (size_t block : {8, 16})
+    if (ws.same_layout(block_desc(element::i32, p.out, block))) return true;
+  return false;
+}
+
 // Backward: data and workspace as produced, delta and the gradient as the primitive picks.
 void pool_backward_layout(LayoutContext& lc) {
   const Node& node = lc.node;
@@ -518,7 +528,8 @@ void pool_backward_layout(LayoutContext& lc) {
   if (type != element::f32 && type != element::bf16) return;
   Pool p = pool_of(node);
   bool avg = node.get_type_name() == "AvgPoolBackprop";
-  TensorDesc data = avg ? lc.produced[0] : loops_data(p, lc.produced[0], takes_bf16(node));
+  bool ours = takes_bf16(node) || (is_max_backprop_with_workspace(node) && loops_wrote(p, lc.produced[2]));
+  TensorDesc data = avg ? lc.produced[0] : loops_data(p, lc.produced[0], ours);
   if (auto block = avg ? std::nullopt : own_max_block(p, data)) {
     lc.wanted[0] = data;
     lc.wanted[1] = block_desc(lc.produced[1].type(), p.out, *block);
