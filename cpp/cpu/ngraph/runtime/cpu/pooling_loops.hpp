@@ -126,7 +126,7 @@ NGRAPH_POOL_LOOP void max_forward_loop(const Grid& g, const TX* x, TY* y, int32_
             for (size_t k = 0; k < N; ++k) {
               F v;
               loadv<L>(v, xp + s * B + L * k);
-              I take = (v > acc[k]) | ((v != v) & (acc[k] == acc[k]));
+              I take = ~(v <= acc[k]) & (acc[k] == acc[k]);  // greater, or v NaN and acc not
               acc[k] = take ? v : acc[k];
               best[k] = take ? sv : best[k];
             }
