@@ -189,13 +189,27 @@ def small_cnn_loss(n=4, seed=0):
 
 
 @native
-def test_small_cnn_gradients_in_bf16():
+def test_small_cnn_gradients_in_bf16(monkeypatch):
     model, loss, params, values = small_cnn_loss()
     grads = ng.gradients(loss, model.parameters())
     # Batch norm over 4 samples makes the convolutions' weight gradients sensitive: bf16 moves
-    # them by up to ~10% (norm-wise) from f32, as much in the INTERPRETER's emulation.
+    # them by up to ~10% (norm-wise) from f32, as much in the INTERPRETER's emulation. With
+    # oneDNN's f32 pooling (NGRAPH_CPU_POOL=dnnl) the activations around the pools stay f32
+    # and the INTERPRETER's emulation of the products holds tightly.
+    monkeypatch.setenv("NGRAPH_CPU_POOL", "dnnl")
     got = check_products([loss] + grads, params, values, f32_tol=0.15, ref_tol=5e-3)
     assert all(g.dtype == F32 for g in got)
+    # Our pools store their values in bf16 (12 values against 2), which the INTERPRETER does
+    # not emulate: 11% to 16% from f32 (seeds 0 to 2; the INTERPRETER's products alone: 9% to
+    # 18%); a wrong kernel is off by 100%.
+    monkeypatch.delenv("NGRAPH_CPU_POOL")
+    step = CPU.computation([loss] + grads, *params, precision="bf16")
+    assert step.executable.precision["bf16_values"] >= 10, step.executable.precision
+    f32 = run(CPU, [loss] + grads, params, values, "f32")
+    for i, (g, f) in enumerate(zip(step(*values), f32)):
+        norm = max(float(np.linalg.norm(f)), 1e-12)
+        assert g.dtype == F32
+        assert np.linalg.norm(g - f) <= 0.2 * norm, (i, np.linalg.norm(g - f) / norm)
 
 
 @native
@@ -328,7 +342,8 @@ def test_bf16_training_step_trains():
 # refuses bf16 or computes garbage) or shows up here as an op the list does not name.
 BF16_ACTIVATION_OPS = {"Convolution", "ConvolutionBackpropData", "BatchNormTraining",
                        "BatchNormTrainingBackprop", "CPUBatchNormRelu",
-                       "CPUBatchNormReluBackprop", "CPUFusedElementwise"}
+                       "CPUBatchNormReluBackprop", "CPUFusedElementwise",
+                       "CPUMaxPoolWithWorkspace", "CPUMaxPoolBackpropWithWorkspace"}
 # And in a transformer: the products (before GELU, GELU's gradient and the next product's
 # cast) and GELU itself (oneDNN's bf16 eltwise).
 BF16_TRANSFORMER_OPS = {"CPUMatMulBias", "Gelu"}
@@ -372,8 +387,9 @@ def test_bf16_activations_through_batch_norm_relu_pooling_and_residual_adds():
     assert kinds == BF16_ACTIVATION_OPS, kinds
     assert p["bf16_values"] > 0 and p["casts"] == casts
     # Cast: the images, the 9 weights (forward and backward layouts: the fused casts), and
-    # the activations that an f32 op reads too: the max pool's input and output (the stem's
-    # and the first block's) and the pooled features of the last block's output.
+    # the activations that an f32 op reads too: the pooled features of the last block's
+    # output, the loss's gradient, a batch norm's gradient (the max pool's input and output
+    # were cast too before the pool stored bf16).
     assert casts <= 9 + p["fused_casts"] + 4, (casts, p)
     # Values that leave the graph stay f32; the f32 compile is untouched by the pass.
     got, ref = step16(*values), step32(*values)
@@ -389,9 +405,10 @@ def test_bf16_activations_through_batch_norm_relu_pooling_and_residual_adds():
         assert np.linalg.norm(g - r) <= 0.25 * norm, (i, np.linalg.norm(g - r) / norm)
     diff = np.sqrt(sum(float(np.sum((g - r) ** 2)) for g, r in zip(got[1:], ref[1:])))
     total = np.sqrt(sum(float(np.sum(r ** 2)) for r in ref[1:]))
-    # All the gradients together: 0.06 to 0.08 (seeds 0 to 3), against 0.06 to 0.10 with only
-    # the products in bf16.
-    assert diff <= 0.12 * total, diff / total
+    # All the gradients together: 0.09 to 0.12 (seeds 0 to 3; 0.06 to 0.08 before the stem's
+    # convolution, batch norm and max pool stored bf16, 0.06 to 0.10 with only the products
+    # in bf16).
+    assert diff <= 0.16 * total, diff / total
 
 
 @native

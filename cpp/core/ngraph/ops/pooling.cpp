@@ -113,7 +113,7 @@ void MaxPool::validate_and_infer_types() {
   default_geometry();
   check_input_count(1);
   check_element_kind(*this, 0, ElementKind::real);
-  set_output_type(0, get_input_element_type(0),
+  set_output_type(0, get_input_compute_type(0),
                   infer_pooling_shape(*this, get_input_shape(0), *this, false));
 }
 
@@ -164,7 +164,7 @@ void check_delta(const Node& node, size_t i, const Shape& forward_arg_shape,
 void check_same_types(const Node& node, const char* a, const char* b) {
   check_element_kind(node, 0, ElementKind::real);
   check_element_kind(node, 1, ElementKind::real);
-  auto ta = node.get_input_element_type(0), tb = node.get_input_element_type(1);
+  auto ta = node.get_input_compute_type(0), tb = node.get_input_compute_type(1);  // bf16_sets
   if (ta != tb)
     node.fail_type(concat_message("element types of ", a, " (", ta, ") and ", b, " (", tb,
                                   ") must match"));
@@ -177,7 +177,7 @@ void MaxPoolBackprop::validate_and_infer_types() {
   check_same_types(*this, "arg_forward", "delta");
   const Shape& arg = get_input_shape(0);
   check_delta(*this, 1, arg, infer_pooling_shape(*this, arg, *this, false));
-  set_output_type(0, get_input_element_type(0), arg);
+  set_output_type(0, get_input_compute_type(0), arg);
 }
 
 AvgPoolBackprop::AvgPoolBackprop(const Shape& forward_arg_shape, const Output& delta,

@@ -55,7 +55,8 @@ Shape effective_padding_above(const Shape& data_shape, const PoolingAttributes& 
 
 // MaxPool(arg, window_shape, window_movement_strides, padding_below, padding_above,
 // ceil_mode): the maximum of each window; padding cells are -inf, so a window entirely in the
-// padding gives -inf.
+// padding gives -inf. Mixed precision (Node::bf16_sets): the data and the result can each be
+// stored in bf16 (a maximum of bf16 values is exact).
 class MaxPool : public Op<MaxPool>, public PoolingAttributes {
  public:
   static constexpr const char* type_name = "MaxPool";
@@ -63,6 +64,7 @@ class MaxPool : public Op<MaxPool>, public PoolingAttributes {
   MaxPool(const Output& arg, const Shape& window_shape, const Strides& window_movement_strides,
           const Shape& padding_below, const Shape& padding_above, bool ceil_mode = false);
   void validate_and_infer_types() override;
+  std::vector<Bf16Set> bf16_sets() const override { return {{{0}, {}}, {{}, {0}}}; }
   void visit_attributes(AttributeVisitor& v) override { visit_geometry(v, true); }
   void generate_adjoints(autodiff::Adjoints& adjoints, const OutputVector& deltas) override;
 };
@@ -90,7 +92,8 @@ class AvgPool : public Op<AvgPool>, public PoolingAttributes {
 // MaxPoolBackprop(arg_forward, delta, window_shape, window_movement_strides, padding_below,
 // padding_above): the gradient of MaxPool(arg_forward, ...) (no ceil_mode: its gradient rule
 // passes the effective padding): each delta goes to the first maximum of its window (in
-// row-major order). No gradient rule of its own.
+// row-major order). No gradient rule of its own. Mixed precision: arg_forward, delta and the
+// gradient can each be stored in bf16.
 class MaxPoolBackprop : public Op<MaxPoolBackprop>, public PoolingAttributes {
  public:
   static constexpr const char* type_name = "MaxPoolBackprop";
@@ -99,6 +102,7 @@ class MaxPoolBackprop : public Op<MaxPoolBackprop>, public PoolingAttributes {
                   const Strides& window_movement_strides, const Shape& padding_below,
                   const Shape& padding_above);
   void validate_and_infer_types() override;
+  std::vector<Bf16Set> bf16_sets() const override { return {{{0}, {}}, {{1}, {}}, {{}, {0}}}; }
   void visit_attributes(AttributeVisitor& v) override { visit_geometry(v, false); }
 };
 

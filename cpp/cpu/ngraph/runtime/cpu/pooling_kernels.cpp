@@ -1,5 +1,5 @@
-// MaxPool, AvgPool, LRN and their backprops: for f32 max pooling on plain or channel-blocked
-// data our own vectorised loops; otherwise oneDNN's pooling and LRN primitives for f32 (in
+// MaxPool, AvgPool, LRN and their backprops: for f32 and bf16 max pooling on plain or
+// channel-blocked data our own vectorised loops; otherwise oneDNN's pooling and LRN primitives for f32 (in
 // the layouts they choose from their input's: a blocked input stays blocked), loops for f64
 // and for what oneDNN rejects. MaxPool's gradient reads the forward's workspace when the
 // fusion pass paired them (MaxPoolWithWorkspace); alone, it runs the forward into scratch.
@@ -12,6 +12,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "ngraph/ops.hpp"
@@ -160,8 +161,25 @@ struct Grid {
   std::array<size_t, 3> in{1, 1, 1}, out{1, 1, 1}, window{1, 1, 1};
   std::array<std::vector<std::pair<size_t, size_t>>, 3> cells;
   bool include_padding = false;
+  // No data cell in two windows; every data cell in one (max pooling's gradient is then
+  // written once per cell).
+  bool disjoint = true, covers = true;
   size_t in_plane() const { return in[0] * in[1] * in[2]; }
 };
+
+// Sets g.disjoint and g.covers from the windows' cells along each axis.
+void find_overlaps(Grid& g) {
+  for (size_t k = 0; k < 3; ++k) {
+    size_t end = 0;  // where the cells of the windows so far end
+    for (auto [lo, hi] : g.cells[k]) {
+      if (lo == hi) continue;
+      if (lo < end) g.disjoint = false;
+      if (lo > end) g.covers = false;
+      end = std::max(end, hi);
+    }
+    if (end < g.in[k]) g.covers = false;
+  }
+}
 
 Grid grid_of(const Pool& p) {
   Grid g;
@@ -185,6 +203,7 @@ Grid grid_of(const Pool& p) {
       g.cells[k].emplace_back(static_cast<size_t>(lo), static_cast<size_t>(hi));
     }
   }
+  find_overlaps(g);
   return g;
 }
 
@@ -275,15 +294,24 @@ Kernel by_real_type(const Node& node, F&& f) {
   node.fail_type("CPU kernel has no implementation for element type " + t.get_type_name());
 }
 
-// ----------------------------------------------------------- our max pooling on f32 data
+// ------------------------------------------------- our max pooling on f32 and bf16 data
 // oneDNN 2.6's max pooling on channel-blocked layouts is several times slower than a direct
 // loop (docs/performance.md). These loops take plain data (N, C, spatial) and data whose
 // channels are blocked by 8 or 16 (nChw8c, nChw16c and their 1-D and 3-D forms): there a
-// block's channels are contiguous, so one window position is one or two 8-lane vectors. The
-// result and the workspace are in the data's layout; the workspace holds, per output
-// element, the offset in its plane (the spatial index) of the window's first maximum, or -1
-// for a window without data. NaN propagates: the first NaN of a window is its maximum.
-// NGRAPH_CPU_POOL=dnnl (read when a computation is compiled) leaves all pooling to oneDNN.
+// block's channels are contiguous, so one window position is one 16-lane vector (AVX-512) or
+// one or two 8-lane vectors. The result and the workspace are in the data's layout; the
+// workspace holds, per output element, the offset in its plane (the spatial index) of the
+// window's first maximum, or -1 for a window without data. NaN propagates: the first NaN of
+// a window is its maximum. NGRAPH_CPU_POOL=dnnl (read when a computation is compiled) leaves
+// all pooling to oneDNN.
+//
+// Mixed precision (bf16_sets of MaxPool, MaxPoolBackprop and the workspace pair): the data,
+// the result, delta and the gradient are each f32 or bf16, loaded into f32 vectors and
+// stored back (a maximum of bf16 values exactly, an f32 rounded to nearest even); the
+// gradient of overlapping windows is summed in f32 (in scratch) and rounded once. Disjoint
+// windows write each gradient cell once (0 + delta or 0) instead of zeroing and adding.
+// With bf16 values our loops run whatever the layout: the layout rule reads other layouts
+// plain.
 
 bool own_max_pool_enabled() {
   std::string v = settings::text("NGRAPH_CPU_POOL");
@@ -307,24 +335,23 @@ size_t channel_block(const TensorDesc& d, const Shape& shape) {
   if (d.is_plain()) return 1;
   if (shape.size() < 3 || shape.size() > 5) return 0;
   for (size_t block : {8, 16})
-    if (md(to_dims(shape), dnnl::memory::data_type::f32, blocked_tag(shape.size(), block)) == d.md())
-      return block;
+    if (md(to_dims(shape), dnnl_type(d.type()), blocked_tag(shape.size(), block)) == d.md()) return block;
   return 0;
 }
 
-// `shape` of `type` (f32, i32) laid out like a value of channel block `block`.
+// `shape` of `type` (f32, bf16, i32) laid out like a value of channel block `block`.
 TensorDesc block_desc(element::Type type, const Shape& shape, size_t block) {
   if (block == 1) return TensorDesc::plain(type, shape);
-  auto dt = type == element::i32 ? dnnl::memory::data_type::s32 : dnnl::memory::data_type::f32;
+  auto dt = type == element::i32 ? dnnl::memory::data_type::s32 : dnnl_type(type);
   return TensorDesc::with_layout(type, shape, md(to_dims(shape), dt, blocked_tag(shape.size(), block)));
 }
 
-// The channel block our loops pool `data` with, or nothing (oneDNN or the generic loops
-// then). Padded blocks (channels not a multiple of the block) are pooled too, except where a
-// window has no data: its -inf would break the zeros of the padding.
+// The channel block our loops pool `data` (f32 or bf16) with, or nothing (oneDNN or the
+// generic loops then). Padded blocks (channels not a multiple of the block) are pooled too,
+// except where a window has no data: its -inf would break the zeros of the padding.
 std::optional<size_t> own_max_block(const Pool& p, const TensorDesc& data) {
-  if (p.alg != algorithm::pooling_max || data.type() != element::f32 || !own_max_pool_enabled())
-    return std::nullopt;
+  bool real = data.type() == element::f32 || data.type() == element::bf16;
+  if (p.alg != algorithm::pooling_max || !real || !own_max_pool_enabled()) return std::nullopt;
   if (p.data.size() < 3 || p.data.size() > 5) return std::nullopt;
   size_t block = channel_block(data, p.data);
   if (block == 0) return std::nullopt;
@@ -341,176 +368,110 @@ Grid block_grid(const Pool& p, size_t block) {
 
 size_t out_plane(const Grid& g) { return g.out[0] * g.out[1] * g.out[2]; }
 
-using v8f = float __attribute__((vector_size(32)));
-using v8i = int32_t __attribute__((vector_size(32)));
-using v8f_u = float __attribute__((vector_size(32), aligned(4)));
-using v8i_u = int32_t __attribute__((vector_size(32), aligned(4)));
+using bf16_bits = std::uint16_t;  // a bf16 value stored (mixed precision's bf16 activations)
 
-// The loops, written once with GCC's vector types and always inlined into the entry points
-// below, so that each is compiled for its caller's instruction set (the build's, or AVX2 in
-// the twin). V vectors of 8 lanes per cell (a block of 8V channels); V == 0: one lane (plain).
+using MaxForwardFn = void (*)(const Grid&, const void*, void*, int32_t*);
+using MaxBackwardFn = void (*)(const Grid&, const void*, const int32_t*, void*, float*);
+
+// The loops (pooling_loops.hpp) for the build's instruction set and as AVX2 and AVX-512
+// twins. L lanes, N vectors per cell (a block of L * N channels); L == 0: one lane (plain).
+// Always-inline helpers and lambdas: each copy compiled for its instruction set.
 #define NGRAPH_POOL_LOOP __attribute__((always_inline)) inline
-
-// f(offset in the plane) for each data cell of the window at output position (a, b, c), in
-// row-major order. The lambdas passed are always inlined too (NGRAPH_POOL_LAMBDA).
 #define NGRAPH_POOL_LAMBDA __attribute__((always_inline))
-template <typename F>
-NGRAPH_POOL_LOOP void for_each_window_cell(const Grid& g, size_t a, size_t b, size_t c, F&& f) {
-  auto [d0, d1] = g.cells[0][a];
-  auto [h0, h1] = g.cells[1][b];
-  auto [w0, w1] = g.cells[2][c];
-  for (size_t d = d0; d < d1; ++d)
-    for (size_t h = h0; h < h1; ++h)
-      for (size_t w = w0; w < w1; ++w) f((d * g.in[1] + h) * g.in[2] + w);
-}
-
-template <size_t V>
-NGRAPH_POOL_LOOP void max_forward_loop(const Grid& g, const float* x, float* y, int32_t* ws) {
-  constexpr size_t B = V ? 8 * V : 1, N = V ? V : 1;
-  size_t o = 0;
-  for (size_t plane = 0; plane < g.planes; ++plane) {
-    const float* xp = x + plane * g.in_plane() * B;
-    for (size_t a = 0; a < g.out[0]; ++a)
-      for (size_t b = 0; b < g.out[1]; ++b)
-        for (size_t c = 0; c < g.out[2]; ++c, ++o) {
-          if constexpr (V == 0) {
-            float acc = -std::numeric_limits<float>::infinity();
-            int32_t best = -1;
-            for_each_window_cell(g, a, b, c, [&](size_t s) NGRAPH_POOL_LAMBDA {
-              float v = xp[s];
-              if (v > acc || (v != v && acc == acc)) {
-                acc = v;
-                best = static_cast<int32_t>(s);
-              }
-            });
-            y[o] = acc;
-            ws[o] = best;
-          } else {
-            v8f acc[N];
-            v8i best[N];
-            for (size_t k = 0; k < N; ++k) {
-              acc[k] = v8f{} - std::numeric_limits<float>::infinity();
-              best[k] = v8i{} - 1;
-            }
-            for_each_window_cell(g, a, b, c, [&](size_t s) NGRAPH_POOL_LAMBDA {
-              v8i sv = v8i{} + static_cast<int32_t>(s);
-              for (size_t k = 0; k < N; ++k) {
-                v8f v = *reinterpret_cast<const v8f_u*>(xp + s * B + 8 * k);
-                v8i take = (v > acc[k]) | ((v != v) & (acc[k] == acc[k]));
-                acc[k] = take ? v : acc[k];
-                best[k] = take ? sv : best[k];
-              }
-            });
-            for (size_t k = 0; k < N; ++k) {
-              *reinterpret_cast<v8f_u*>(y + o * B + 8 * k) = acc[k];
-              *reinterpret_cast<v8i_u*>(ws + o * B + 8 * k) = best[k];
-            }
-          }
-        }
-  }
-}
-
-// dx = 0, then each delta added at its window's maximum, which the workspace names.
-template <size_t V>
-NGRAPH_POOL_LOOP void max_backward_loop(const Grid& g, const float* delta, const int32_t* ws, float* dx) {
-  constexpr size_t B = V ? 8 * V : 1, N = V ? V : 1;
-  std::memset(dx, 0, g.planes * g.in_plane() * B * sizeof(float));
-  size_t o = 0;
-  for (size_t plane = 0; plane < g.planes; ++plane) {
-    float* dp = dx + plane * g.in_plane() * B;
-    for (size_t a = 0; a < g.out[0]; ++a)
-      for (size_t b = 0; b < g.out[1]; ++b)
-        for (size_t c = 0; c < g.out[2]; ++c, ++o) {
-          if constexpr (V == 0) {
-            if (ws[o] >= 0) dp[ws[o]] += delta[o];
-          } else {
-            v8f dv[N];
-            v8i wv[N];
-            for (size_t k = 0; k < N; ++k) {
-              dv[k] = *reinterpret_cast<const v8f_u*>(delta + o * B + 8 * k);
-              wv[k] = *reinterpret_cast<const v8i_u*>(ws + o * B + 8 * k);
-            }
-            for_each_window_cell(g, a, b, c, [&](size_t s) NGRAPH_POOL_LAMBDA {
-              v8i sv = v8i{} + static_cast<int32_t>(s);
-              for (size_t k = 0; k < N; ++k) {
-                auto* p = reinterpret_cast<v8f_u*>(dp + s * B + 8 * k);
-                *p += reinterpret_cast<v8f>(reinterpret_cast<v8i>(dv[k]) & (wv[k] == sv));
-              }
-            });
-          }
-        }
-  }
-}
-
-using MaxForwardFn = void (*)(const Grid&, const float*, float*, int32_t*);
-using MaxBackwardFn = void (*)(const Grid&, const float*, const int32_t*, float*);
-
-template <size_t V>
-void max_forward(const Grid& g, const float* x, float* y, int32_t* ws) {
-  max_forward_loop<V>(g, x, y, ws);
-}
-template <size_t V>
-void max_backward(const Grid& g, const float* delta, const int32_t* ws, float* dx) {
-  max_backward_loop<V>(g, delta, ws, dx);
-}
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__AVX2__)
-#define NGRAPH_POOL_HAVE_AVX2_TWIN 1
-template <size_t V>
-__attribute__((target("avx2,fma"))) void max_forward_avx2(const Grid& g, const float* x, float* y,
-                                                          int32_t* ws) {
-  max_forward_loop<V>(g, x, y, ws);
-}
-template <size_t V>
-__attribute__((target("avx2,fma"))) void max_backward_avx2(const Grid& g, const float* delta,
-                                                           const int32_t* ws, float* dx) {
-  max_backward_loop<V>(g, delta, ws, dx);
-}
+namespace loops_base {
+#include "ngraph/runtime/cpu/pooling_loops.hpp"
+}  // namespace loops_base
+#if defined(__x86_64__) && defined(__GNUC__)
+#define NGRAPH_POOL_HAVE_TWINS 1
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+namespace loops_avx2 {
+#include "ngraph/runtime/cpu/pooling_loops.hpp"
+}  // namespace loops_avx2
+#pragma GCC pop_options
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512dq,avx512bw,avx512vl,avx2,fma")
+namespace loops_avx512 {
+#include "ngraph/runtime/cpu/pooling_loops.hpp"
+}  // namespace loops_avx512
+#pragma GCC pop_options
 #endif
 #undef NGRAPH_POOL_LOOP
 #undef NGRAPH_POOL_LAMBDA
 
-// The entry points for a block of 1, 8 or 16 channels on this CPU.
-template <size_t V>
-std::pair<MaxForwardFn, MaxBackwardFn> max_loops_v() {
-#ifdef NGRAPH_POOL_HAVE_AVX2_TWIN
-  if (V && use_avx2_twins()) return {&max_forward_avx2<V>, &max_backward_avx2<V>};
+// The loops for a block of 1, 8 or 16 channels of values of types A and B (forward: x and y;
+// backward: delta and dx) on this CPU: 16 lanes a cell of 16 channels with AVX-512, else 8.
+struct MaxLoops {
+  MaxForwardFn forward;
+  MaxBackwardFn backward;
+};
+template <typename A, typename B>
+MaxLoops max_loops_typed(size_t block) {
+#ifdef NGRAPH_POOL_HAVE_TWINS
+  if (use_avx512_twins()) {
+    if (block == 1) return {&loops_avx512::max_forward<0, 1, A, B>, &loops_avx512::max_backward<0, 1, A, B>};
+    if (block == 8) return {&loops_avx512::max_forward<8, 1, A, B>, &loops_avx512::max_backward<8, 1, A, B>};
+    return {&loops_avx512::max_forward<16, 1, A, B>, &loops_avx512::max_backward<16, 1, A, B>};
+  }
+  if (use_avx2_twins()) {
+    if (block == 1) return {&loops_avx2::max_forward<0, 1, A, B>, &loops_avx2::max_backward<0, 1, A, B>};
+    if (block == 8) return {&loops_avx2::max_forward<8, 1, A, B>, &loops_avx2::max_backward<8, 1, A, B>};
+    return {&loops_avx2::max_forward<8, 2, A, B>, &loops_avx2::max_backward<8, 2, A, B>};
+  }
 #endif
-  return {&max_forward<V>, &max_backward<V>};
+  if (block == 1) return {&loops_base::max_forward<0, 1, A, B>, &loops_base::max_backward<0, 1, A, B>};
+  if (block == 8) return {&loops_base::max_forward<8, 1, A, B>, &loops_base::max_backward<8, 1, A, B>};
+  return {&loops_base::max_forward<8, 2, A, B>, &loops_base::max_backward<8, 2, A, B>};
 }
-std::pair<MaxForwardFn, MaxBackwardFn> max_loops(size_t block) {
-  return block == 1 ? max_loops_v<0>() : block == 8 ? max_loops_v<1>() : max_loops_v<2>();
+MaxLoops max_loops(size_t block, element::Type a, element::Type b) {
+  bool a16 = a == element::bf16, b16 = b == element::bf16;
+  if (a16) return b16 ? max_loops_typed<bf16_bits, bf16_bits>(block) : max_loops_typed<bf16_bits, float>(block);
+  return b16 ? max_loops_typed<float, bf16_bits>(block) : max_loops_typed<float, float>(block);
 }
 
 // MaxPool, MaxPoolWithWorkspace: the result (out[0]) and the workspace (out[1], or scratch).
 Kernel own_max_forward_kernel(KernelContext& ctx, const Pool& p, size_t block) {
   Grid g = block_grid(p, block);
   size_t ws = is_max_with_workspace(ctx.node) ? 1 : ctx.scratch(g.planes * out_plane(g) * block * sizeof(int32_t));
-  MaxForwardFn forward = max_loops(block).first;
+  MaxForwardFn forward = max_loops(block, ctx.input(0).type(), ctx.output(0).type()).forward;
   return [g, ws, forward](const void* const* in, void* const* out) {
-    forward(g, static_cast<const float*>(in[0]), static_cast<float*>(out[0]), static_cast<int32_t*>(out[ws]));
+    forward(g, in[0], out[0], static_cast<int32_t*>(out[ws]));
   };
 }
 
+// Whether a backprop's bf16 values make it run our loops whatever the layouts (the layout
+// rule then reads plain data where the layout is not one they take).
+bool takes_bf16(const Node& node) {
+  for (size_t i = 0; i < std::min<size_t>(node.get_input_size(), 2); ++i)
+    if (node.get_input_element_type(i) == element::bf16) return true;
+  return node.get_output_element_type(0) == element::bf16;
+}
+
 // MaxPoolBackpropWithWorkspace reads the forward's workspace (in[2]); MaxPoolBackprop runs the
-// forward first, into scratch.
+// forward first, into scratch, and so does a backprop with bf16 values whose forward's
+// workspace is oneDNN's (its forward kept f32 data in a layout our loops do not take).
 Kernel own_max_backward_kernel(KernelContext& ctx, const Pool& p, size_t block) {
   Grid g = block_grid(p, block);
-  auto [forward, backward] = max_loops(block);
+  MaxBackwardFn backward = max_loops(block, ctx.input(1).type(), ctx.output(0).type()).backward;
+  // f32 sums of a bf16 gradient of overlapping windows (scratch; 0: none, dx or no sums).
+  size_t acc = ctx.output(0).type() == element::f32 || g.disjoint ? 0 : ctx.scratch(ctx.output(0).elements() * sizeof(float));
   if (is_max_backprop_with_workspace(ctx.node)) {
-    const TensorDesc& ws = ctx.input(2);
-    if (!ws.same_layout(block_desc(element::i32, p.out, block)))
+    bool ours = ctx.input(2).same_layout(block_desc(element::i32, p.out, block));
+    if (!ours && !takes_bf16(ctx.node))
       throw ngraph_error("[CPU] internal: the workspace of " + ctx.node.get_name() +
                          " is not the one its forward's loops write");
-    return [g, backward = backward](const void* const* in, void* const* out) {
-      backward(g, static_cast<const float*>(in[1]), static_cast<const int32_t*>(in[2]), static_cast<float*>(out[0]));
-    };
+    if (ours)
+      return [g, acc, backward](const void* const* in, void* const* out) {
+        backward(g, in[1], static_cast<const int32_t*>(in[2]), out[0], acc ? static_cast<float*>(out[acc]) : nullptr);
+      };
   }
+  MaxForwardFn forward = max_loops(block, ctx.input(0).type(), element::f32).forward;
   size_t cells = g.planes * out_plane(g) * block;
   size_t y = ctx.scratch(cells * sizeof(float)), ws = ctx.scratch(cells * sizeof(int32_t));
-  return [g, y, ws, forward = forward, backward = backward](const void* const* in, void* const* out) {
+  return [g, y, ws, acc, forward, backward](const void* const* in, void* const* out) {
     auto* w = static_cast<int32_t*>(out[ws]);
-    forward(g, static_cast<const float*>(in[0]), static_cast<float*>(out[y]), w);
-    backward(g, static_cast<const float*>(in[1]), w, static_cast<float*>(out[0]));
+    forward(g, in[0], out[y], w);
+    backward(g, in[1], w, out[0], acc ? static_cast<float*>(out[acc]) : nullptr);
   };
 }
 
@@ -520,14 +481,23 @@ TensorDesc f32_desc(const Shape& shape, const md& m) { return TensorDesc::with_l
 
 // Forward: the data as produced (oneDNN pools any layout; a blocked input gives a blocked
 // result), the result (and workspace) in the layouts the primitive picks.
+// Max pooling with bf16 values (mixed precision) runs our loops whatever the data's layout:
+// where they do not take it, they read the data plain.
+TensorDesc loops_data(const Pool& p, const TensorDesc& produced, bool bf16) {
+  if (!bf16 || own_max_block(p, produced)) return produced;
+  return TensorDesc::plain(produced.type(), p.data);
+}
+
 void pool_forward_layout(LayoutContext& lc) {
   const Node& node = lc.node;
-  if (node.get_output_element_type(0) != element::f32) return;
+  element::Type type = node.get_output_element_type(0);
+  if (type != element::f32 && type != element::bf16) return;
   Pool p = pool_of(node);
   bool ws = is_max_with_workspace(node);
-  if (auto block = own_max_block(p, lc.produced[0])) {
-    lc.wanted[0] = lc.produced[0];
-    lc.outputs[0] = block_desc(element::f32, p.out, *block);
+  TensorDesc data = loops_data(p, lc.produced[0], type == element::bf16 || lc.produced[0].type() == element::bf16);
+  if (auto block = own_max_block(p, data)) {
+    lc.wanted[0] = data;
+    lc.outputs[0] = block_desc(type, p.out, *block);
     if (ws) lc.outputs[1] = block_desc(element::i32, p.out, *block);
     return;
   }
@@ -539,17 +509,31 @@ void pool_forward_layout(LayoutContext& lc) {
   if (ws) lc.outputs[1] = TensorDesc::with_layout(element::i32, p.out, pd->workspace_desc());
 }
 
+// Whether `ws` is the workspace our loops write (forced by a bf16 result, the forward may have
+// run them on data in a layout they read plain): then the backprop runs them too.
+bool loops_wrote(const Pool& p, const TensorDesc& ws) {
+  if (ws.same_layout(block_desc(element::i32, p.out, 1))) return true;
+  if (p.out.size() < 3 || p.out.size() > 5) return false;
+  for (size_t block : {8, 16})
+    if (ws.same_layout(block_desc(element::i32, p.out, block))) return true;
+  return false;
+}
+
 // Backward: data and workspace as produced, delta and the gradient as the primitive picks.
 void pool_backward_layout(LayoutContext& lc) {
   const Node& node = lc.node;
   // The workspace is read as its producer wrote it, or not at all (the loops do not need it).
   if (is_max_backprop_with_workspace(node)) lc.wanted[2] = lc.produced[2];
-  if (node.get_output_element_type(0) != element::f32) return;
+  element::Type type = node.get_output_element_type(0);
+  if (type != element::f32 && type != element::bf16) return;
   Pool p = pool_of(node);
-  if (auto block = node.get_type_name() == "AvgPoolBackprop" ? std::nullopt : own_max_block(p, lc.produced[0])) {
-    lc.wanted[0] = lc.produced[0];
-    lc.wanted[1] = block_desc(element::f32, p.out, *block);
-    lc.outputs[0] = block_desc(element::f32, p.data, *block);
+  bool avg = node.get_type_name() == "AvgPoolBackprop";
+  bool ours = takes_bf16(node) || (is_max_backprop_with_workspace(node) && loops_wrote(p, lc.produced[2]));
+  TensorDesc data = avg ? lc.produced[0] : loops_data(p, lc.produced[0], ours);
+  if (auto block = avg ? std::nullopt : own_max_block(p, data)) {
+    lc.wanted[0] = data;
+    lc.wanted[1] = block_desc(lc.produced[1].type(), p.out, *block);
+    lc.outputs[0] = block_desc(type, p.data, *block);
     return;
   }
   std::vector<const TensorDesc*> produced;
@@ -825,6 +809,11 @@ NGRAPH_CPU_KERNEL("LRN", lrn_kernel, lrn_layout);
 NGRAPH_CPU_KERNEL("LRNBackprop", lrn_backprop_kernel, lrn_layout);
 
 }  // namespace
+
+bool max_pool_bf16_supported(const Node& node) {
+  Pool p = pool_of(node);
+  return p.data.size() >= 3 && p.data.size() <= 5 && shape_size(p.out) > 0 && own_max_pool_enabled();
+}
 
 bool max_pool_workspace_supported(const Node& max_pool) {
   if (max_pool.get_element_type() != element::f32) return false;

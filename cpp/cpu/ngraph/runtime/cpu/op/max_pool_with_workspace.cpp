@@ -13,7 +13,7 @@ void MaxPoolWithWorkspace::validate_and_infer_types() {
   check_input_count(1);
   Shape out = op::infer_pooling_shape(*this, get_input_shape(0), *this, false);
   set_output_size(2);
-  set_output_type(0, get_input_element_type(0), out);
+  set_output_type(0, get_input_compute_type(0), out);
   set_output_type(1, element::i32, out);
 }
 
@@ -32,7 +32,7 @@ void MaxPoolBackpropWithWorkspace::validate_and_infer_types() {
   if (get_input_shape(1) != out || get_input_shape(2) != out)
     fail(concat_message("delta shape ", get_input_shape(1), " and workspace shape ",
                         get_input_shape(2), " must be the pooling result shape ", out));
-  set_output_type(0, get_input_element_type(0), arg);
+  set_output_type(0, get_input_compute_type(0), arg);
 }
 
 }  // namespace cpu

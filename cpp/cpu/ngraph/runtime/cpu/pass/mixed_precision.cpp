@@ -13,8 +13,9 @@
 // bf16 activations (store_bf16, after the elementwise fusion): the values between products
 // are stored in bf16 where every reader takes bf16 (Node::bf16_sets): a convolution's output
 // (and its backprop-data's) read by batch normalization (with its ReLU) and its backprop, the
-// fused elementwise loops (the residual Add+ReLU, ReLU's gradient, the sum of gradients) and
-// the next product's cast, which is then removed; in a transformer, a matrix product's output
+// fused elementwise loops (the residual Add+ReLU, ReLU's gradient, the sum of gradients), max
+// pooling and its backprop (our loops; the workspace stays i32) and the next product's cast,
+// which is then removed; in a transformer, a matrix product's output
 // (oneDNN's matmul writes bf16) read by Gelu (oneDNN's bf16 eltwise, input and output) and
 // GELU's fused gradient. Statistics, gamma and beta and their
 // gradients, the loss, the weight gradients, the updates, and every value that leaves the
@@ -29,6 +30,7 @@
 #include "ngraph/runtime/cpu/dnnl_utils.hpp"
 #include "ngraph/runtime/cpu/layout.hpp"
 #include "ngraph/runtime/cpu/op/convolution_bias.hpp"
+#include "ngraph/runtime/cpu/op/max_pool_with_workspace.hpp"
 #include "ngraph/runtime/cpu/plan.hpp"
 
 namespace ngraph {
@@ -52,7 +54,8 @@ bool dnnl_takes(const Node& node) {
 // except where that kernel is oneDNN's and oneDNN does not take the problem: a product writes
 // a bf16 dst only where its operands are bf16 already (cast) and oneDNN computes it; batch
 // normalization runs in bf16 on oneDNN only (its loops are f32 and f64), and Gelu on oneDNN's
-// eltwise, which runs from dnnl_worthwhile's size.
+// eltwise, which runs from dnnl_worthwhile's size. Max pooling stores bf16 where our loops
+// pool it (max_pool_bf16_supported).
 bool bf16_kernel(const Node& node, const Node::Bf16Set&) {
   if (dynamic_cast<const op::BatchNormBase*>(&node))
     return dnnl_rank_ok(node.get_input_shape(op::BatchNormBase::INPUT_DATA)) &&
@@ -60,6 +63,7 @@ bool bf16_kernel(const Node& node, const Node::Bf16Set&) {
   if (!node.bf16_inputs().empty())
     return node.get_input_element_type(0) == element::bf16 && dnnl_takes(node);
   if (node.get_type_name() == std::string("Gelu")) return dnnl_worthwhile(shape_size(node.get_shape()));
+  if (dynamic_cast<const op::PoolingAttributes*>(&node)) return max_pool_bf16_supported(node);
   return true;
 }
 }  // namespace
