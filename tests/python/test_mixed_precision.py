@@ -175,6 +175,22 @@ def test_convolution_and_its_backprops(strides, pad, groups):
     check_products([y, dx, dw], [px, pw], [x, w])
 
 
+@native
+@pytest.mark.parametrize("n, c, o, size, k, stride, pad",
+                         [(8, 64, 48, 4, 3, 2, 1), (3, 16, 32, 3, 1, 1, 0),
+                          (1, 32, 16, 5, 3, 2, 0)])
+def test_short_reduction_filter_gradients(n, c, o, size, k, stride, pad):
+    """Filter gradients with few terms a weight (batch x output positions: 32, 27, 4), which
+    ngraph's own kernel computes (ResNet-50's last stage at 64x64), and the data's gradient."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((n, c, size, size), dtype=F32)
+    w = rng.standard_normal((o, c, k, k), dtype=F32)
+    px, pw = ng.parameter(x.shape), ng.parameter(w.shape)
+    y = ng.convolution(px, pw, [stride] * 2, None, [pad] * 2, [pad] * 2)
+    loss = ng.sum(y * ng.constant(rng.standard_normal(y.shape, dtype=F32)), [0, 1, 2, 3])
+    check_products(list(ng.gradients(loss, [px, pw])), [px, pw], [x, w])
+
+
 # --------------------------------------------------------- gradients of small models
 
 
