@@ -293,7 +293,8 @@ def test_one_cast_per_value_and_weight_casts_fused_into_reorders():
     assert p["casts"] > 0 and p["fused_casts"] > 0
     ops = step.executable.function.get_ordered_ops()
     casts = [n for n in ops if n.get_type_name() == "CPUPrecisionCast"]
-    assert len(casts) == p["casts"]
+    pairs = [n for n in ops if n.get_type_name() == "CPUPrecisionCastPair"]
+    assert len(casts) + 2 * len(pairs) == p["casts"]
     # The images are cast once (read by the first convolution and by its filter gradient).
     x = step.function.get_parameters()[0].name
     assert [c.inputs()[0].name for c in casts].count(x) == 1
@@ -321,6 +322,39 @@ def test_activations_the_backward_reads_are_stored_in_bf16():
         step = CPU.computation(loss, x, y, updates=updates, precision=precision)
         arena[precision] = step.executable.arena_bytes
     assert arena["bf16"] < 0.97 * arena["f32"], arena  # 0.94 on AVX512-BF16 (Zen 5)
+
+
+def conv_stack_training_step(monkeypatch, pairs):
+    """Three convolutions (3x3, strided 3x3, 1x1) trained by momentum SGD in bf16, the weights'
+    two casts paired or not (NGRAPH_CPU_CAST_PAIRS)."""
+    monkeypatch.setenv("NGRAPH_CPU_CAST_PAIRS", "1" if pairs else "0")
+    rng = np.random.default_rng(4)
+    model = ng.nn.Sequential(
+        ng.nn.Conv2d(16, 32, 3, 1, 1, bias=False, rng=rng, name="a"), ng.nn.ReLU(),
+        ng.nn.Conv2d(32, 48, 3, 2, 1, bias=False, rng=rng, name="b"), ng.nn.ReLU(),
+        ng.nn.Conv2d(48, 32, 1, 1, 0, bias=False, rng=rng, name="c"))
+    x = ng.parameter([4, 16, 12, 12], name="x")
+    y = model(x)
+    loss = ng.sum(y * y, [0, 1, 2, 3])
+    variables = model.parameters()
+    updates = ng.optimizers.SGD(0.001, momentum=0.9).updates(loss, variables)
+    step = CPU.computation(loss, x, updates=updates, precision="bf16")
+    xs = rng.standard_normal((4, 16, 12, 12), dtype=F32)
+    losses = [float(step(xs)[0]) for _ in range(3)]
+    ops = [o.get_type_name() for o in step.executable.function.get_ordered_ops()]
+    return losses, [v.get_value() for v in variables], ops.count("CPUPrecisionCastPair")
+
+
+@native
+def test_weight_casts_in_one_pass_give_the_two_casts_bits(monkeypatch):
+    """A weight read by a forward convolution and its backward data is cast into both layouts
+    in one pass (its f32 values read once): the same bits as the two casts, step after step."""
+    losses, weights, pairs = conv_stack_training_step(monkeypatch, True)
+    losses0, weights0, pairs0 = conv_stack_training_step(monkeypatch, False)
+    assert pairs == 2 and pairs0 == 0  # the first convolution has no backward data
+    assert losses == losses0
+    for w, w0 in zip(weights, weights0):
+        np.testing.assert_array_equal(w, w0)
 
 
 @native
@@ -373,10 +407,11 @@ def bf16_outputs(step):
     """The op types of the compiled function that compute a bf16 value (casts and reorders,
     which move one, aside), and the casts' count."""
     ops = step.executable.function.get_ordered_ops()
-    movers = ("CPUPrecisionCast", "CPUReorder")
+    movers = ("CPUPrecisionCast", "CPUPrecisionCastPair", "CPUReorder")
     kinds = {o.get_type_name() for o in ops if o.get_type_name() not in movers
              and any(o.get_output_element_type(i) == "bf16" for i in range(o.get_output_size()))}
-    return kinds, sum(o.get_type_name() == "CPUPrecisionCast" for o in ops)
+    casts = {"CPUPrecisionCast": 1, "CPUPrecisionCastPair": 2}
+    return kinds, sum(casts.get(o.get_type_name(), 0) for o in ops)
 
 
 @native
