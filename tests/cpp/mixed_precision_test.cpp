@@ -19,6 +19,7 @@
 #include "ngraph/runtime/cpu/block_cast.hpp"
 #include "ngraph/runtime/cpu/cpu_features.hpp"
 #include "ngraph/runtime/cpu/dnnl_utils.hpp"
+#include "ngraph/runtime/cpu/filters_bf16.hpp"
 #include "test_utils.hpp"
 
 using namespace ngraph;
@@ -245,4 +246,181 @@ TEST(mixed_precision, DISABLED_block_cast_speed) {
                   cs->src.size(), weights / 1e6, names[which], ms[which][10], weights * 6 / ms[which][10] / 1e6);
     }
   }
+}
+
+namespace {
+
+// A bf16 2-D convolution's filter gradient by oneDNN's primitive: data and delta (random,
+// bf16, aBcd16b), the gradient (f32, ABcd16b16a) into `expected`.
+struct FilterCase {
+  dnnl::memory data, delta, expected;
+};
+
+FilterCase dnnl_filter_gradient(const runtime::cpu::FilterProblem& p) {
+  using tag = dnnl::memory::format_tag;
+  using dt = dnnl::memory::data_type;
+  auto& engine = runtime::cpu::dnnl_engine();
+  dnnl::memory::desc data({p.n, p.ic, p.ih, p.iw}, dt::bf16, tag::aBcd16b), delta({p.n, p.oc, p.oh, p.ow}, dt::bf16, tag::aBcd16b),
+      filters({p.oc, p.ic, p.kh, p.kw}, dt::f32, tag::ABcd16b16a), filters16({p.oc, p.ic, p.kh, p.kw}, dt::bf16, tag::any);
+  const dnnl::memory::dims strides{p.sh, p.sw}, pad_l{p.ph, p.pw},
+      pad_r{(p.oh - 1) * p.sh + p.kh - p.ih - p.ph, (p.ow - 1) * p.sw + p.kw - p.iw - p.pw};
+  dnnl::convolution_forward::desc fd(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, data, filters16,
+                                     delta, strides, pad_l, pad_r);
+  dnnl::convolution_forward::primitive_desc hint(fd, engine);
+  dnnl::convolution_backward_weights::desc bd(dnnl::algorithm::convolution_direct, data, filters, delta, strides, pad_l, pad_r);
+  dnnl::convolution_backward_weights::primitive_desc pd(bd, engine, hint);
+  FilterCase c{dnnl::memory(data, engine), dnnl::memory(delta, engine), dnnl::memory(filters, engine)};
+  unsigned seed = static_cast<unsigned>(p.oc + p.ih);
+  for (dnnl::memory* m : {&c.data, &c.delta}) {
+    auto values = random_floats(m->get_desc().get_size() / 2, ++seed);
+    auto* bits = static_cast<uint16_t*>(m->get_data_handle());
+    for (size_t i = 0; i < values.size(); ++i) bits[i] = bfloat16(values[i]).bits();
+  }
+  dnnl::convolution_backward_weights(pd).execute(
+      runtime::cpu::dnnl_stream(),
+      {{DNNL_ARG_SRC, c.data}, {DNNL_ARG_DIFF_DST, c.delta}, {DNNL_ARG_DIFF_WEIGHTS, c.expected}});
+  runtime::cpu::dnnl_stream().wait();
+  return c;
+}
+
+}  // namespace
+
+// The short-reduction bf16 filter gradient (filters_bf16.hpp) against oneDNN's: the same
+// exact bf16 products summed in f32 in another order, so equal up to f32 rounding (norm-wise
+// 1e-6): ResNet-50's last-stage layers at 64x64, strides with padding on either side, odd
+// reductions (a zero pair completes them), one and several channel blocks.
+TEST(mixed_precision, short_reduction_filter_gradient_matches_dnnl) {
+  if (!runtime::cpu::bf16_native()) GTEST_SKIP() << "oneDNN has no bf16 instructions here";
+  using P = runtime::cpu::FilterProblem;
+  //            n  ic  ih iw  oc  oh ow kh kw sh sw ph pw
+  for (const P& p : {P{8, 512, 4, 4, 512, 2, 2, 3, 3, 2, 2, 1, 1}, P{8, 512, 2, 2, 64, 2, 2, 3, 3, 1, 1, 1, 1},
+                     P{8, 1024, 4, 4, 96, 2, 2, 1, 1, 2, 2, 0, 0}, P{3, 32, 5, 5, 48, 3, 3, 3, 3, 2, 2, 1, 1},
+                     P{1, 16, 7, 5, 16, 3, 3, 3, 3, 2, 2, 0, 1}, P{5, 48, 3, 3, 32, 3, 3, 1, 1, 1, 1, 0, 0}}) {
+    FilterCase c = dnnl_filter_gradient(p);
+    auto kernel = runtime::cpu::filters_bf16(p, c.data.get_desc(), c.delta.get_desc(), c.expected.get_desc());
+    ASSERT_TRUE(kernel.has_value()) << p.n << " " << p.ic << " " << p.oc;
+    size_t n = c.expected.get_desc().get_size() / sizeof(float);
+    std::vector<float> got(n, std::numeric_limits<float>::quiet_NaN());
+    const void* in[] = {c.data.get_data_handle(), c.delta.get_data_handle()};
+    void* out[] = {got.data()};
+    (*kernel)(in, out);
+    const auto* want = static_cast<const float*>(c.expected.get_data_handle());
+    double err = 0, norm = 0;
+    for (size_t i = 0; i < n; ++i) {
+      err += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
+      norm += double(want[i]) * want[i];
+    }
+    EXPECT_GT(norm, 0);
+    EXPECT_LE(std::sqrt(err), 1e-6 * std::sqrt(norm)) << p.n << " " << p.ic << " " << p.oc << " " << p.sh;
+  }
+  // Longer reductions, channels off the blocks, other layouts: left to oneDNN.
+  using tag = dnnl::memory::format_tag;
+  using dt = dnnl::memory::data_type;
+  P p{8, 64, 4, 4, 64, 4, 4, 1, 1, 1, 1, 0, 0};
+  dnnl::memory::desc data({8, 64, 4, 4}, dt::bf16, tag::aBcd16b), delta({8, 64, 4, 4}, dt::bf16, tag::aBcd16b),
+      filters({64, 64, 1, 1}, dt::f32, tag::ABcd16b16a);
+  EXPECT_FALSE(runtime::cpu::filters_bf16(p, data, delta, filters).has_value());  // 128 > 64
+  EXPECT_TRUE(runtime::cpu::filters_bf16(p, data, delta, filters, 128).has_value());
+  EXPECT_FALSE(runtime::cpu::filters_bf16(p, {{8, 64, 4, 4}, dt::bf16, tag::acdb}, delta, filters, 128).has_value());
+  EXPECT_FALSE(runtime::cpu::filters_bf16(p, data, delta, {{64, 64, 1, 1}, dt::f32, tag::abcd}, 128).has_value());
+  P off{8, 24, 2, 2, 64, 2, 2, 1, 1, 1, 1, 0, 0};
+  EXPECT_FALSE(runtime::cpu::filters_bf16(off, {{8, 24, 2, 2}, dt::bf16, tag::aBcd16b},
+                                          {{8, 64, 2, 2}, dt::bf16, tag::aBcd16b},
+                                          {{64, 24, 1, 1}, dt::f32, tag::ABcd16b16a})
+                   .has_value());
+}
+
+namespace {
+
+// ResNet-50's convolution weights (out, in, kernel, count) at any image size.
+struct ResNetConv {
+  int64_t o, i, k, count;
+};
+const ResNetConv resnet50_convs[] = {
+    {64, 64, 1, 1},    {64, 64, 3, 3},     {256, 64, 1, 4},   {64, 256, 1, 2},  {128, 256, 1, 1}, {128, 128, 3, 4},
+    {512, 128, 1, 4},  {256, 512, 1, 1},   {128, 512, 1, 3},  {256, 256, 3, 6}, {1024, 256, 1, 6}, {512, 1024, 1, 1},
+    {256, 1024, 1, 5}, {512, 512, 3, 3},   {2048, 512, 1, 3}, {512, 2048, 1, 2}, {512, 256, 1, 1}};
+
+// The forward's and the backward data's bf16 layouts of a weight.
+std::pair<dnnl::memory::desc, dnnl::memory::desc> weight_layouts(const dnnl::memory::dims& dims) {
+  using tag = dnnl::memory::format_tag;
+  using dt = dnnl::memory::data_type;
+  return {{dims, dt::bf16, tag::ABcd8b16a2b}, {dims, dt::bf16, dims[2] == 1 ? tag::BAcd8a16b2a : tag::ABcd8a16b2a}};
+}
+
+}  // namespace
+
+// The pair kernel (both casts of a weight, read once; the second output stored non-temporally
+// where it is 64-byte aligned) gives the two casts' bits, aligned or not.
+TEST(mixed_precision, block_cast_pair_matches_the_two_casts_bitwise) {
+  if (!runtime::cpu::bf16_native()) GTEST_SKIP() << "oneDNN has no bf16 instructions here";
+  using dt = dnnl::memory::data_type;
+  for (const dnnl::memory::dims& dims : {dnnl::memory::dims{64, 48, 3, 3}, dnnl::memory::dims{40, 20, 3, 3},
+                                         dnnl::memory::dims{24, 72, 1, 1}, dnnl::memory::dims{512, 512, 3, 3},
+                                         dnnl::memory::dims{2048, 512, 1, 1}}) {
+    dnnl::memory::desc src(dims, dt::f32, dnnl::memory::format_tag::ABcd16b16a);
+    auto [fwd, bwd] = weight_layouts(dims);
+    auto values = random_floats(src.get_size() / 4, 11);
+    values[5] = std::numeric_limits<float>::quiet_NaN();
+    values[17] = 1e-40f;
+    auto one = *runtime::cpu::block_permuting_cast(src, fwd), other = *runtime::cpu::block_permuting_cast(src, bwd);
+    auto pair = runtime::cpu::block_permuting_cast_pair(src, fwd, bwd);
+    ASSERT_TRUE(pair.has_value());
+    std::vector<uint16_t> want0(fwd.get_size() / 2), want1(bwd.get_size() / 2), got0(want0.size() + 64),
+        got1(want1.size() + 64, 0xffff);
+    const void* in[] = {values.data()};
+    void* out0[] = {want0.data()};
+    void* out1[] = {want1.data()};
+    one(in, out0);
+    other(in, out1);
+    for (size_t shift : {size_t(0), size_t(1)}) {  // 2-byte shift: not 64-byte aligned
+      auto* g1 = reinterpret_cast<uint16_t*>((reinterpret_cast<uintptr_t>(got1.data()) + 63) / 64 * 64) + shift;
+      void* out[] = {got0.data(), g1};
+      (*pair)(in, out);
+      EXPECT_EQ(std::memcmp(got0.data(), want0.data(), fwd.get_size()), 0) << ::testing::PrintToString(dims);
+      EXPECT_EQ(std::memcmp(g1, want1.data(), bwd.get_size()), 0) << ::testing::PrintToString(dims) << shift;
+    }
+  }
+}
+
+// The pair kernel against the two casts over ResNet-50's weights (20.8 M each way), interleaved,
+// medians of 15. Run with --gtest_also_run_disabled_tests --gtest_filter='*block_cast_pair_speed*'.
+TEST(mixed_precision, DISABLED_block_cast_pair_speed) {
+  if (!runtime::cpu::bf16_native()) GTEST_SKIP() << "oneDNN has no bf16 instructions here";
+  using dt = dnnl::memory::data_type;
+  std::vector<dnnl::memory> src, fwd, bwd;
+  std::vector<runtime::cpu::Kernel> one, other, pair;
+  for (const ResNetConv& c : resnet50_convs)
+    for (int64_t n = 0; n < c.count; ++n) {
+      dnnl::memory::dims dims{c.o, c.i, c.k, c.k};
+      dnnl::memory::desc s(dims, dt::f32, dnnl::memory::format_tag::ABcd16b16a);
+      auto [f, b] = weight_layouts(dims);
+      src.emplace_back(s, runtime::cpu::dnnl_engine());
+      fwd.emplace_back(f, runtime::cpu::dnnl_engine());
+      bwd.emplace_back(b, runtime::cpu::dnnl_engine());
+      auto v = random_floats(s.get_size() / 4, 9);
+      std::memcpy(src.back().get_data_handle(), v.data(), s.get_size());
+      one.push_back(*runtime::cpu::block_permuting_cast(s, f));
+      other.push_back(*runtime::cpu::block_permuting_cast(s, b));
+      pair.push_back(*runtime::cpu::block_permuting_cast_pair(s, f, b));
+    }
+  auto time = [&](bool paired) {
+    auto t0 = std::chrono::steady_clock::now();
+    for (size_t k = 0; k < src.size(); ++k) {
+      const void* in[] = {src[k].get_data_handle()};
+      void* out[] = {fwd[k].get_data_handle(), bwd[k].get_data_handle()};
+      void* out1[] = {bwd[k].get_data_handle()};
+      if (paired) pair[k](in, out);
+      else {
+        one[k](in, out);
+        other[k](in, out1);
+      }
+    }
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  };
+  std::vector<double> ms[2];
+  for (int round = 0; round < 15; ++round)
+    for (int paired = 0; paired < 2; ++paired) ms[paired].push_back(time(paired == 1));
+  for (auto& m : ms) std::sort(m.begin(), m.end());
+  std::printf("ResNet-50's weight casts, both layouts: two casts %.2f ms, the pair kernel %.2f ms\n", ms[0][7], ms[1][7]);
 }

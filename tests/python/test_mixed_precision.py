@@ -175,6 +175,22 @@ def test_convolution_and_its_backprops(strides, pad, groups):
     check_products([y, dx, dw], [px, pw], [x, w])
 
 
+@native
+@pytest.mark.parametrize("n, c, o, size, k, stride, pad",
+                         [(8, 64, 48, 4, 3, 2, 1), (3, 16, 32, 3, 1, 1, 0),
+                          (1, 32, 16, 5, 3, 2, 0)])
+def test_short_reduction_filter_gradients(n, c, o, size, k, stride, pad):
+    """Filter gradients with few terms a weight (batch x output positions: 32, 27, 4), which
+    ngraph's own kernel computes (ResNet-50's last stage at 64x64), and the data's gradient."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((n, c, size, size), dtype=F32)
+    w = rng.standard_normal((o, c, k, k), dtype=F32)
+    px, pw = ng.parameter(x.shape), ng.parameter(w.shape)
+    y = ng.convolution(px, pw, [stride] * 2, None, [pad] * 2, [pad] * 2)
+    loss = ng.sum(y * ng.constant(rng.standard_normal(y.shape, dtype=F32)), [0, 1, 2, 3])
+    check_products(list(ng.gradients(loss, [px, pw])), [px, pw], [x, w])
+
+
 # --------------------------------------------------------- gradients of small models
 
 
@@ -291,7 +307,8 @@ def test_one_cast_per_value_and_weight_casts_fused_into_reorders():
     assert p["casts"] > 0 and p["fused_casts"] > 0
     ops = step.executable.function.get_ordered_ops()
     casts = [n for n in ops if n.get_type_name() == "CPUPrecisionCast"]
-    assert len(casts) == p["casts"]
+    pairs = [n for n in ops if n.get_type_name() == "CPUPrecisionCastPair"]
+    assert len(casts) + 2 * len(pairs) == p["casts"]
     # The images are cast once (read by the first convolution and by its filter gradient).
     x = step.function.get_parameters()[0].name
     assert [c.inputs()[0].name for c in casts].count(x) == 1
@@ -319,6 +336,39 @@ def test_activations_the_backward_reads_are_stored_in_bf16():
         step = CPU.computation(loss, x, y, updates=updates, precision=precision)
         arena[precision] = step.executable.arena_bytes
     assert arena["bf16"] < 0.97 * arena["f32"], arena  # 0.94 on AVX512-BF16 (Zen 5)
+
+
+def conv_stack_training_step(monkeypatch, pairs):
+    """Three convolutions (3x3, strided 3x3, 1x1) trained by momentum SGD in bf16, the weights'
+    two casts paired or not (NGRAPH_CPU_CAST_PAIRS)."""
+    monkeypatch.setenv("NGRAPH_CPU_CAST_PAIRS", "1" if pairs else "0")
+    rng = np.random.default_rng(4)
+    model = ng.nn.Sequential(
+        ng.nn.Conv2d(16, 32, 3, 1, 1, bias=False, rng=rng, name="a"), ng.nn.ReLU(),
+        ng.nn.Conv2d(32, 48, 3, 2, 1, bias=False, rng=rng, name="b"), ng.nn.ReLU(),
+        ng.nn.Conv2d(48, 32, 1, 1, 0, bias=False, rng=rng, name="c"))
+    x = ng.parameter([4, 16, 12, 12], name="x")
+    y = model(x)
+    loss = ng.sum(y * y, [0, 1, 2, 3])
+    variables = model.parameters()
+    updates = ng.optimizers.SGD(0.001, momentum=0.9).updates(loss, variables)
+    step = CPU.computation(loss, x, updates=updates, precision="bf16")
+    xs = rng.standard_normal((4, 16, 12, 12), dtype=F32)
+    losses = [float(step(xs)[0]) for _ in range(3)]
+    ops = [o.get_type_name() for o in step.executable.function.get_ordered_ops()]
+    return losses, [v.get_value() for v in variables], ops.count("CPUPrecisionCastPair")
+
+
+@native
+def test_weight_casts_in_one_pass_give_the_two_casts_bits(monkeypatch):
+    """A weight read by a forward convolution and its backward data is cast into both layouts
+    in one pass (its f32 values read once): the same bits as the two casts, step after step."""
+    losses, weights, pairs = conv_stack_training_step(monkeypatch, True)
+    losses0, weights0, pairs0 = conv_stack_training_step(monkeypatch, False)
+    assert pairs == 2 and pairs0 == 0  # the first convolution has no backward data
+    assert losses == losses0
+    for w, w0 in zip(weights, weights0):
+        np.testing.assert_array_equal(w, w0)
 
 
 @native
@@ -372,10 +422,11 @@ def bf16_outputs(step):
     """The op types of the compiled function that compute a bf16 value (casts and reorders,
     which move one, aside), and the casts' count."""
     ops = step.executable.function.get_ordered_ops()
-    movers = ("CPUPrecisionCast", "CPUReorder")
+    movers = ("CPUPrecisionCast", "CPUPrecisionCastPair", "CPUReorder")
     kinds = {o.get_type_name() for o in ops if o.get_type_name() not in movers
              and any(o.get_output_element_type(i) == "bf16" for i in range(o.get_output_size()))}
-    return kinds, sum(o.get_type_name() == "CPUPrecisionCast" for o in ops)
+    casts = {"CPUPrecisionCast": 1, "CPUPrecisionCastPair": 2}
+    return kinds, sum(casts.get(o.get_type_name(), 0) for o in ops)
 
 
 @native

@@ -86,6 +86,9 @@ void add_cpu(std::vector<Setting>& t) {
   add(t, "NGRAPH_CPU_VARIABLE_LAYOUTS", Type::flag, "1", kEachCompile, false,
       "f32 variables stay in the layout their first reader wants (a convolution's blocked weights) between "
       "calls; 0: row-major (set 0 on every rank where the ranks' CPUs differ)");
+  add(t, "NGRAPH_CPU_CAST_PAIRS", Type::flag, "1", kEachCompile, false,
+      "bf16: a convolution's weights cast to the forward's and the backward data's layouts in one pass (read "
+      "once, the backward data's copy held from the forward on); 0: two casts, for comparisons");
   add(t, "NGRAPH_CPU_POOL", Type::choice, "own", kEachCompile, false,
       "max pooling of f32 data by ngraph's loops or by oneDNN (another value is an error)")
       .choices = {"own", "dnnl"};

@@ -2,6 +2,7 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -53,6 +54,9 @@ struct BlockWalk {
   // Permute::pairs over a 16x16 block that transposes its 16 rows of 8 pairs (ABcd16b16a ->
   // BAcd8a16b2a): three stages of vpermt2d in registers, each output combining two inputs.
   bool transpose = false;
+  // The transposed blocks stored non-temporally (64-byte aligned destination): the pair's
+  // backward-data copy, read only much later in the step, so not worth its place in the cache.
+  bool stream = false;
   alignas(64) uint32_t stage[3][8][16] = {};
 };
 
@@ -108,7 +112,10 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void transpose_block_bf16
     for (int o = 0; o < 8; ++o) r[o] = t[o];
   }
   auto* out32 = static_cast<__m512i*>(out);
-  for (int o = 0; o < 8; ++o) _mm512_storeu_si512(out32 + o, r[o]);
+  if (w.stream)
+    for (int o = 0; o < 8; ++o) _mm512_stream_si512(out32 + o, r[o]);
+  else
+    for (int o = 0; o < 8; ++o) _mm512_storeu_si512(out32 + o, r[o]);
 }
 
 // One block (any other permutation): converted as it lies (32 elements an instruction), then
@@ -204,10 +211,9 @@ void convert_bf16_native(const BlockWalk& w, const float* src, uint16_t* dst, si
   walk(w, begin, end, [&](int64_t s, int64_t d) { convert_block_bf16_native(src + s, dst + d, w, copy.data()); });
 }
 
-}  // namespace
-
-std::optional<Kernel> block_permuting_cast(const dnnl::memory::desc& src_desc, const dnnl::memory::desc& dst_desc,
-                                           bool transpose_in_registers) {
+// How the blocks of `src_desc` become those of `dst_desc`, or nothing (see the header).
+std::optional<BlockWalk> block_walk(const dnnl::memory::desc& src_desc, const dnnl::memory::desc& dst_desc,
+                                    bool transpose_in_registers) {
   const dnnl_memory_desc_t& s = src_desc.data;
   const dnnl_memory_desc_t& d = dst_desc.data;
   if (s.format_kind != dnnl_blocked || d.format_kind != dnnl_blocked || s.data_type != dnnl_f32 ||
@@ -247,10 +253,42 @@ std::optional<Kernel> block_permuting_cast(const dnnl::memory::desc& src_desc, c
   for (int32_t f : w.from) w.chunk_index.push_back(static_cast<uint16_t>(f % 32));
   w.how = permutation_kind(w);
   w.transpose = transpose_in_registers && pair_transpose(w);
-  return Kernel([w = std::move(w)](const void* const* in, void* const* out) {
+  return w;
+}
+
+}  // namespace
+
+std::optional<Kernel> block_permuting_cast(const dnnl::memory::desc& src_desc, const dnnl::memory::desc& dst_desc,
+                                           bool transpose_in_registers) {
+  std::optional<BlockWalk> walked = block_walk(src_desc, dst_desc, transpose_in_registers);
+  if (!walked) return std::nullopt;
+  return Kernel([w = std::move(*walked)](const void* const* in, void* const* out) {
     const auto* src = static_cast<const float*>(in[0]);
     auto* dst = static_cast<uint16_t*>(out[0]);
     parallel_for(w.blocks, 64, [&](size_t begin, size_t end) { convert_bf16_native(w, src, dst, begin, end); });
+  });
+}
+
+std::optional<Kernel> block_permuting_cast_pair(const dnnl::memory::desc& src, const dnnl::memory::desc& dst0,
+                                                const dnnl::memory::desc& dst1) {
+  std::optional<BlockWalk> a = block_walk(src, dst0, true), b = block_walk(src, dst1, true);
+  if (!a || !b || a->outer != b->outer || a->src_strides != b->src_strides) return std::nullopt;
+  BlockWalk streamed = *b;
+  streamed.stream = streamed.transpose;
+  return Kernel([a = std::move(*a), plain = std::move(*b), streamed](const void* const* in, void* const* out) {
+    const auto* from = static_cast<const float*>(in[0]);
+    auto* to0 = static_cast<uint16_t*>(out[0]);
+    auto* to1 = static_cast<uint16_t*>(out[1]);
+    const BlockWalk& second = reinterpret_cast<uintptr_t>(to1) % 64 == 0 ? streamed : plain;
+    // 32 blocks (32 KB of f32 for 16x16 blocks) to one layout, then from the cache to the other.
+    parallel_for(a.blocks, 64, [&](size_t begin, size_t end) {
+      for (size_t lo = begin; lo < end; lo += 32) {
+        size_t hi = std::min(end, lo + 32);
+        convert_bf16_native(a, from, to0, lo, hi);
+        convert_bf16_native(second, from, to1, lo, hi);
+      }
+      _mm_sfence();
+    });
   });
 }
 

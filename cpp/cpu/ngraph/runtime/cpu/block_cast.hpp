@@ -26,6 +26,13 @@ namespace cpu {
 std::optional<Kernel> block_permuting_cast(const dnnl::memory::desc& src, const dnnl::memory::desc& dst,
                                            bool transpose_in_registers = true);
 
+// Both casts of one f32 source at once (output 0 in `dst0`, output 1 in `dst1`), a few
+// blocks at a time, so the source is read from memory once: a convolution's weights to the
+// forward's and the backward data's layouts (PrecisionCastPair). The same bits as the two
+// casts. Nothing where either cast has no kernel or the two do not walk the same blocks.
+std::optional<Kernel> block_permuting_cast_pair(const dnnl::memory::desc& src, const dnnl::memory::desc& dst0,
+                                                const dnnl::memory::desc& dst1);
+
 }  // namespace cpu
 }  // namespace runtime
 }  // namespace ngraph

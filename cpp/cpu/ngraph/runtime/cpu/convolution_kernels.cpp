@@ -5,12 +5,16 @@
 // Mixed precision: the two operands in bf16 and the output (and bias, summand) in f32 run on
 // oneDNN's bf16 primitives (f32 accumulation); the reference loops refuse bf16. A forward or
 // backprop-data output stored in bf16 (bf16 activations, Node::bf16_sets) is the primitive's
-// bf16 dst / diff_src.
+// bf16 dst / diff_src. A bf16 filter gradient with a short reduction (batch x output
+// positions, ResNet-50's last stage at 64x64) runs on ngraph's own kernel (filters_bf16.hpp)
+// in the layouts oneDNN chose.
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "ngraph/ops/convolution.hpp"
 #include "ngraph/runtime/cpu/dnnl_utils.hpp"
+#include "ngraph/runtime/cpu/filters_bf16.hpp"
 #include "ngraph/runtime/cpu/op/convolution_bias.hpp"
 #include "ngraph/runtime/cpu/kernel.hpp"
 #include "ngraph/runtime/cpu/layout.hpp"
@@ -267,6 +271,22 @@ void conv_layout(LayoutContext& lc) {
     lc.wanted[ConvolutionBias::INPUT_SUMMAND] = lc.outputs[0];
 }
 
+// The bf16 filter gradient of a short reduction on ngraph's kernel, where it takes the
+// problem (2-D, one group, undilated, in the layouts oneDNN chose; see filters_bf16.hpp).
+std::optional<Kernel> own_filters_bf16(const Node& node, const ConvDescs& m) {
+  if (node.get_type_name() != std::string(op::ConvolutionBackpropFilters::type_name) ||
+      node.get_input_element_type(0) != element::bf16)
+    return std::nullopt;
+  ConvShapes s = conv_shapes(node);
+  const ConvolutionWindow& w = conv_window(node);
+  if (s.data.size() != 4 || w.groups != 1 || w.dilations != Strides{1, 1}) return std::nullopt;
+  auto i = [](size_t v) { return static_cast<int64_t>(v); };
+  FilterProblem p{i(s.data[0]),    i(s.data[1]),    i(s.data[2]),    i(s.data[3]), i(s.out[1]),
+                  i(s.out[2]),     i(s.out[3]),     i(s.filters[2]), i(s.filters[3]),
+                  i(w.strides[0]), i(w.strides[1]), w.padding_below[0], w.padding_below[1]};
+  return filters_bf16(p, m.data, m.out, m.weights);
+}
+
 Kernel dnnl_conv(KernelContext& ctx) {
   const Node& node = ctx.node;
   const std::string& t = node.get_type_name();
@@ -279,6 +299,7 @@ Kernel dnnl_conv(KernelContext& ctx) {
   // Plain filters are given in the grouped view oneDNN wants ([G, O/G, I/G, ...]).
   ConvDescs m{desc_of(r.data).dnnl_desc(), desc_of(r.weights).dnnl_desc_like(weights_any),
               desc_of(r.out).dnnl_desc()};
+  if (std::optional<Kernel> own = own_filters_bf16(node, m)) return *own;
   dnnl::primitive_desc pd = conv_pd(node, m);
   // The primitive argument of a role: `as_input` when the op reads it, `as_output` otherwise.
   auto arg = [&](int role, int as_input, int as_output) {

@@ -51,7 +51,9 @@ void CPUExecutable::summarise(const ExecutionPlan& plan) {
   m_precision.fused_casts = plan.fused_casts;
   m_precision.bf16_values = plan.bf16_values;
   for (const auto& step : plan.steps)
-    m_precision.casts += step.node->get_type_name() == std::string(PrecisionCast::type_name);
+    m_precision.casts += step.node->get_type_name() == std::string(PrecisionCast::type_name) ? 1
+                         : step.node->get_type_name() == std::string(PrecisionCastPair::type_name) ? 2
+                                                                                                   : 0;
 }
 
 // One call: the collectives' protocol (one call at a time where MPI needs it, the agreement
@@ -117,6 +119,7 @@ std::vector<double> CPUExecutable::get_step_seconds() const { return m_runner->s
 bool CompileOptions::default_fuse() { return settings::flag("NGRAPH_CPU_FUSION"); }
 
 bool CompileOptions::default_variable_layouts() { return settings::flag("NGRAPH_CPU_VARIABLE_LAYOUTS"); }
+bool CompileOptions::default_cast_pairs() { return settings::flag("NGRAPH_CPU_CAST_PAIRS"); }
 
 namespace {
 std::atomic<int> g_num_threads{0};

@@ -395,6 +395,14 @@ void precision_cast_layout(LayoutContext& lc) {
 
 NGRAPH_CPU_KERNEL(Reorder::type_name, dnnl_reorder);
 NGRAPH_CPU_KERNEL(PrecisionCast::type_name, dnnl_reorder, precision_cast_layout);
+// Its two outputs' layouts were decided (pair_weight_casts) where their pair kernel exists.
+NGRAPH_CPU_KERNEL(PrecisionCastPair::type_name, [](KernelContext& ctx) -> Kernel {
+  const TensorDesc& from = ctx.input(0);
+  auto kernel = block_permuting_cast_pair(from.dnnl_desc_like(ctx.output(0).md()), ctx.output(0).dnnl_desc(),
+                                          ctx.output(1).dnnl_desc());
+  if (!kernel) ctx.node.fail_type("internal: no kernel casts these layouts at once");
+  return *kernel;
+});
 
 }  // namespace
 }  // namespace cpu

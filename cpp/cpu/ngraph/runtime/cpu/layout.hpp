@@ -88,6 +88,24 @@ class PrecisionCast : public Op<PrecisionCast> {
   element::Type m_type = element::bf16;
 };
 
+// PrecisionCastPair(x): x (f32) cast to bf16 in two layouts at once, the plan's descriptors of
+// its two outputs (block_cast.hpp's pair kernel, x read once): the two casts of a
+// convolution's weights, for the forward and for the backward data, which pair_weight_casts
+// merges after layout assignment. Backend-internal.
+class PrecisionCastPair : public Op<PrecisionCastPair> {
+ public:
+  static constexpr const char* type_name = "CPUPrecisionCastPair";
+  PrecisionCastPair() = default;
+  explicit PrecisionCastPair(const Output& x) : Op<PrecisionCastPair>({x}) { constructor_validate_and_infer_types(); }
+  void validate_and_infer_types() override {
+    check_input_count(1);
+    set_output_type(0, element::bf16, get_input_shape(0));
+    set_output_type(1, element::bf16, get_input_shape(0));
+  }
+  bool is_pure() const override { return false; }  // never merged: the layouts live in the plan
+  bool admits_storage_only_types() const override { return true; }
+};
+
 // A constant laid out once, at compile time, in a layout a kernel wants (constant_layouts.cpp
 // replaces Reorder(Constant) by it): a leaf with no kernel, whose bytes (in the plan's
 // descriptor of its output, padding included) the executable hands to the readers as it

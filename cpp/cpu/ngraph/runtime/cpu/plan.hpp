@@ -32,11 +32,15 @@ struct CompileOptions {
   // Keep f32 variables in the layout their first reader wants (a convolution's blocked
   // weights) between calls. Default: on, unless NGRAPH_CPU_VARIABLE_LAYOUTS=0.
   bool variable_layouts = default_variable_layouts();
+  // bf16: a value's two casts (a convolution's weights, forward and backward-data layouts)
+  // made in one pass (pass/cast_pairs.cpp). Default: on, unless NGRAPH_CPU_CAST_PAIRS=0.
+  bool cast_pairs = default_cast_pairs();
   // bf16: mixed precision (pass/mixed_precision.cpp) where the CPU has bf16 instructions.
   // Default: NGRAPH_PRECISION.
   Precision precision = default_precision();
   static bool default_fuse();
   static bool default_variable_layouts();
+  static bool default_cast_pairs();
 };
 
 // Where an intermediate buffer lives in the arena, and when it is alive (step indices).
@@ -212,6 +216,7 @@ void store_bf16(ExecutionPlan& plan);          // mixed precision: bf16 activati
 void assign_layouts(ExecutionPlan& plan);      // descriptors; Reorders where layouts differ
 void reduce_in_readers_layouts(ExecutionPlan& plan);  // a sum's Reorder moved before its allreduce
 void lay_out_constants(ExecutionPlan& plan);   // Reorder(Constant) done once, at compile time
+void pair_weight_casts(ExecutionPlan& plan);   // a value's two bf16 casts in one pass
 // Plan passes.
 void schedule(ExecutionPlan& plan);            // the order steps run in; the reader index
 void bind_io(ExecutionPlan& plan);             // results and updates written in place

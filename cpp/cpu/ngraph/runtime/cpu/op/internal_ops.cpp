@@ -8,6 +8,7 @@ const std::vector<std::string>& internal_op_names() {
   static const std::vector<std::string> names{MatMulBias::type_name, FusedElementwise::type_name,
                                               FusedAllReduce::type_name, Reorder::type_name,
                                               PrecisionCast::type_name,
+                                              PrecisionCastPair::type_name,
                                               ConvolutionBias::type_name,
                                               BatchNormRelu::type_name,
                                               BatchNormReluBackprop::type_name,

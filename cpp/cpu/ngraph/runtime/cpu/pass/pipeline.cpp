@@ -35,6 +35,7 @@ const std::vector<NamedPass>& pipeline() {
       {"assign_layouts", assign_layouts},            // layout_assignment.cpp
       {"reduce_in_readers_layouts", reduce_in_readers_layouts},  // allreduce_layouts.cpp
       {"lay_out_constants", lay_out_constants},      // constant_layouts.cpp
+      {"pair_weight_casts", pair_weight_casts},      // cast_pairs.cpp
       {"schedule", schedule},                        // schedule.cpp
       {"bind_io", bind_io},                          // io_binding.cpp
       {"plan_in_place_updates", plan_in_place_updates},  // in_place_updates.cpp
