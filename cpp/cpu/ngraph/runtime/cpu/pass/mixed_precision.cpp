@@ -25,8 +25,10 @@
 
 #include "ngraph/pass/mixed_precision.hpp"
 #include "ngraph/ops/batch_norm.hpp"
+#include "ngraph/ops/reduction.hpp"
 #include "ngraph/runtime/cpu/cpu_features.hpp"
 #include "ngraph/runtime/cpu/dnnl_utils.hpp"
+#include "ngraph/runtime/cpu/kernel.hpp"
 #include "ngraph/runtime/cpu/layout.hpp"
 #include "ngraph/runtime/cpu/op/convolution_bias.hpp"
 #include "ngraph/runtime/cpu/plan.hpp"
@@ -60,6 +62,8 @@ bool bf16_kernel(const Node& node, const Node::Bf16Set&) {
   if (!node.bf16_inputs().empty())
     return node.get_input_element_type(0) == element::bf16 && dnnl_takes(node);
   if (node.get_type_name() == std::string("Gelu")) return dnnl_worthwhile(shape_size(node.get_shape()));
+  if (auto sum = dynamic_cast<const op::Sum*>(&node))
+    return column_sum_takes(node.get_input_shape(0), sum->get_reduction_axes());
   return true;
 }
 }  // namespace
