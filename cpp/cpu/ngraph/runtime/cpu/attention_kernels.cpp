@@ -23,7 +23,6 @@
 
 #include "ngraph/ops.hpp"
 #include "ngraph/runtime/cpu/op/attention_softmax.hpp"
-#include "ngraph/runtime/cpu/bf16_convert.hpp"
 #include "ngraph/runtime/cpu/kernel.hpp"
 #include "ngraph/runtime/cpu/row_softmax.hpp"
 #include "ngraph/runtime/cpu/scalar_ops.hpp"
@@ -479,14 +478,7 @@ size_t row_grain(const RowProblem& p) {
 }
 
 template <typename T>
-using ForwardRows = void (*)(const RowProblem&, size_t, size_t, const T*, T*, const element::boolean_t*);
-template <typename T>
-using BackwardRows = void (*)(const RowProblem&, size_t, size_t, const T*, const T*, T*,
-                              const element::boolean_t*);
-
-// The row loops for this CPU (the twins' dispatch, kernel.hpp).
-template <typename T>
-ForwardRows<T> forward_rows() {
+Kernel forward_kernel(RowProblem p) {
   auto run = &rows_forward<T>;
 #ifdef NGRAPH_CPU_HAVE_AVX2_ROWS
   if (use_avx2_twins()) run = &rows_avx2_forward<T>;
@@ -495,24 +487,6 @@ ForwardRows<T> forward_rows() {
   if constexpr (std::is_same_v<T, float>)
     if (use_avx512_twins()) run = &rows_avx512_f32_forward;
 #endif
-  return run;
-}
-template <typename T>
-BackwardRows<T> backward_rows() {
-  auto run = &rows_backward<T>;
-#ifdef NGRAPH_CPU_HAVE_AVX2_ROWS
-  if (use_avx2_twins()) run = &rows_avx2_backward<T>;
-#endif
-#ifdef NGRAPH_CPU_HAVE_AVX512_F32_ROWS
-  if constexpr (std::is_same_v<T, float>)
-    if (use_avx512_twins()) run = &rows_avx512_f32_backward;
-#endif
-  return run;
-}
-
-template <typename T>
-Kernel forward_kernel(RowProblem p) {
-  auto run = forward_rows<T>();
   size_t grain = row_grain(p);
   return [p, run, grain](const void* const* in, void* const* out) {
     auto x = static_cast<const T*>(in[0]);
@@ -524,7 +498,14 @@ Kernel forward_kernel(RowProblem p) {
 
 template <typename T>
 Kernel backward_kernel(RowProblem p) {
-  auto run = backward_rows<T>();
+  auto run = &rows_backward<T>;
+#ifdef NGRAPH_CPU_HAVE_AVX2_ROWS
+  if (use_avx2_twins()) run = &rows_avx2_backward<T>;
+#endif
+#ifdef NGRAPH_CPU_HAVE_AVX512_F32_ROWS
+  if constexpr (std::is_same_v<T, float>)
+    if (use_avx512_twins()) run = &rows_avx512_f32_backward;
+#endif
   size_t grain = row_grain(p);
   return [p, run, grain](const void* const* in, void* const* out) {
     auto d = static_cast<const T*>(in[0]);
@@ -536,84 +517,10 @@ Kernel backward_kernel(RowProblem p) {
   };
 }
 
-// Mixed precision (the ops' bf16_sets): the forward's probabilities, and the backward's delta,
-// y and gradient, each stored in bf16 or f32. Blocks of rows go through f32 buffers (loaded
-// and stored by bf16_convert.hpp's conversions, the same bits in every twin) around the f32
-// row loops, which run unchanged on the block as a problem of its own (its mask offsets
-// sliced into q).
-void row_block(const RowProblem& p, size_t b, size_t e, RowProblem& q) {
-  q.rows = e - b;
-  q.n = p.n;
-  q.scale = p.scale;
-  q.masked = p.masked;
-  q.mask.per_element = p.mask.per_element;
-  if (p.masked) q.mask.offset.assign(p.mask.offset.begin() + static_cast<std::ptrdiff_t>(b),
-                                     p.mask.offset.begin() + static_cast<std::ptrdiff_t>(e));
-}
-size_t stage_rows(const RowProblem& p) { return std::max<size_t>(1, 4096 / std::max<size_t>(p.n, 1)); }
-
-Kernel forward_bf16_kernel(RowProblem p) {
-  ForwardRows<float> run = forward_rows<float>();
-  size_t grain = row_grain(p), block = stage_rows(p);
-  Bf16Converts cv = pick_bf16_converts();
-  return [p, run, grain, block, cv](const void* const* in, void* const* out) {
-    auto x = static_cast<const float*>(in[0]);
-    auto y = static_cast<std::uint16_t*>(out[0]);
-    auto mask = p.masked ? static_cast<const element::boolean_t*>(in[1]) : nullptr;
-    parallel_for(p.rows, grain, [&](size_t begin, size_t end) {
-      RowProblem q;
-      std::vector<float> buf(block * p.n);
-      for (size_t b = begin; b < end; b += block) {
-        size_t e = std::min(end, b + block);
-        row_block(p, b, e, q);
-        run(q, 0, e - b, x + b * p.n, buf.data(), mask);
-        cv.store(y + b * p.n, buf.data(), (e - b) * p.n);
-      }
-    });
-  };
-}
-
-// Which of the backward's delta, y and gradient are stored in bf16.
-struct Bf16Rows {
-  bool d = false, y = false, g = false;
-};
-
-// A block's f32 rows of an input: in place, or loaded from bf16 into buf.
-const float* stage_in(const void* v, bool bf16, size_t off, size_t count, std::vector<float>& buf,
-                      const Bf16Converts& cv) {
-  if (!bf16) return static_cast<const float*>(v) + off;
-  buf.resize(count);
-  cv.load(buf.data(), static_cast<const std::uint16_t*>(v) + off, count);
-  return buf.data();
-}
-
-Kernel backward_bf16_kernel(RowProblem p, Bf16Rows io) {
-  BackwardRows<float> run = backward_rows<float>();
-  size_t grain = row_grain(p), block = stage_rows(p);
-  Bf16Converts cv = pick_bf16_converts();
-  return [p, run, grain, block, cv, io](const void* const* in, void* const* out) {
-    auto mask = p.masked ? static_cast<const element::boolean_t*>(in[2]) : nullptr;
-    parallel_for(p.rows, grain, [&](size_t begin, size_t end) {
-      RowProblem q;
-      std::vector<float> bd, by, bg(io.g ? block * p.n : 0);
-      for (size_t b = begin; b < end; b += block) {
-        size_t e = std::min(end, b + block), off = b * p.n, count = (e - b) * p.n;
-        row_block(p, b, e, q);
-        const float* d = stage_in(in[0], io.d, off, count, bd, cv);
-        const float* y = stage_in(in[1], io.y, off, count, by, cv);
-        float* g = io.g ? bg.data() : static_cast<float*>(out[0]) + off;
-        run(q, 0, e - b, d, y, g, mask);
-        if (io.g) cv.store(static_cast<std::uint16_t*>(out[0]) + off, g, count);
-      }
-    });
-  };
-}
-
 NGRAPH_CPU_KERNEL(AttentionSoftmax::type_name, [](KernelContext& ctx) -> Kernel {
   auto& a = static_cast<const AttentionSoftmax&>(ctx.node);
   RowProblem p = row_problem(a, 0, a.get_scale(), a.has_mask(), 1);
   if (p.rows == 0) return [](const void* const*, void* const*) {};
-  if (a.is_bf16_stored_output(0)) return forward_bf16_kernel(p);
   if (a.get_element_type() == element::f32) return forward_kernel<float>(p);
   return forward_kernel<double>(p);
 });
@@ -622,8 +529,6 @@ NGRAPH_CPU_KERNEL(AttentionSoftmaxBackprop::type_name, [](KernelContext& ctx) ->
   auto& b = static_cast<const AttentionSoftmaxBackprop&>(ctx.node);
   RowProblem p = row_problem(b, 0, b.get_scale(), b.has_mask(), 2);
   if (p.rows == 0) return [](const void* const*, void* const*) {};
-  Bf16Rows io{b.is_bf16_stored_input(0), b.is_bf16_stored_input(1), b.is_bf16_stored_output(0)};
-  if (io.d || io.y || io.g) return backward_bf16_kernel(p, io);
   if (b.get_element_type() == element::f32) return backward_kernel<float>(p);
   return backward_kernel<double>(p);
 });

@@ -2,10 +2,10 @@
 // Node::bf16_sets) in their own loops: a load is exact (the bits shifted up); a store rounds to
 // nearest even, f32 denormals to signed zero and NaN kept quiet, which is what vcvtneps2bf16
 // (AVX-512 BF16) and oneDNN's casts give, so a portable loop and its AVX-512 twin agree bit
-// for bit. The fused elementwise loops (fused_kernels.cpp) convert blocks the same way.
+// for bit (Dropout, the column sum). The fused elementwise loops (fused_kernels.cpp) convert
+// blocks the same way.
 #pragma once
 
-#include <cstddef>
 #include <cstdint>
 #include <type_traits>
 
@@ -34,15 +34,6 @@ Y narrow(T v) {
   if constexpr (std::is_same_v<Y, std::uint16_t>) return f32_to_bf16(v);
   else return v;
 }
-
-// Conversions of n values at a time for this CPU (fused_kernels.cpp): loads, and stores
-// rounded as f32_to_bf16 (vcvtneps2bf16 where the CPU has AVX-512 BF16 and the AVX-512 loops
-// run, NGRAPH_CPU_ISA; else portable loops): the same bits either way.
-struct Bf16Converts {
-  void (*load)(float*, const std::uint16_t*, size_t);
-  void (*store)(std::uint16_t*, const float*, size_t);
-};
-Bf16Converts pick_bf16_converts();
 
 }  // namespace cpu
 }  // namespace runtime

@@ -26,7 +26,6 @@
 #include <vector>
 
 #include "ngraph/runtime/cpu/op/fused_elementwise.hpp"
-#include "ngraph/runtime/cpu/bf16_convert.hpp"
 #include "ngraph/runtime/cpu/kernel.hpp"
 #include "ngraph/runtime/cpu/layout.hpp"
 #include "ngraph/runtime/cpu/sharded_update.hpp"
@@ -114,6 +113,8 @@ NGRAPH_CPU_LOOP void store_bf16(std::uint16_t* __restrict__ d, const float* __re
 }
 #undef NGRAPH_CPU_LOOP
 
+using LoadBf16 = void (*)(float*, const std::uint16_t*, size_t);
+using StoreBf16 = void (*)(std::uint16_t*, const float*, size_t);
 void load_bf16_plain(float* d, const std::uint16_t* a, size_t n) { load_bf16(d, a, n); }
 void store_bf16_plain(std::uint16_t* d, const float* a, size_t n) { store_bf16(d, a, n); }
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -186,20 +187,20 @@ RunInstr<T> pick_run_instr() {
   return &run_instr<T>;
 }
 
-}  // namespace
-
 // The bf16 block conversions for this CPU: vcvtneps2bf16 where it has AVX-512 BF16 and the
 // AVX-512 loops run, else the portable loops (the same values).
+struct Bf16Converts {
+  LoadBf16 load = &load_bf16_plain;
+  StoreBf16 store = &store_bf16_plain;
+};
 Bf16Converts pick_bf16_converts() {
-  Bf16Converts c{&load_bf16_plain, &store_bf16_plain};
+  Bf16Converts c;
 #ifdef NGRAPH_CPU_HAVE_BF16_TWIN
   if (use_avx512_twins()) c.load = &load_bf16_avx512;
   if (use_avx512_twins() && __builtin_cpu_supports("avx512bf16")) c.store = &store_bf16_native;
 #endif
   return c;
 }
-
-namespace {
 
 // d[j] = (ranks[0][start + j] + ranks[1][start + j] + ...) * factor, added in rank order and
 // then scaled: bitwise what SharedRegion::allreduce writes.

@@ -9,13 +9,13 @@ namespace cpu {
 namespace {
 
 void check_row_op(const Node& node, size_t data, const std::vector<size_t>& same, size_t mask) {
-  element::Type t = node.get_input_compute_type(data);  // f32 for bf16 storage (bf16_sets)
+  element::Type t = node.get_input_element_type(data);
   const Shape& shape = node.get_input_shape(data);
   if (t != element::f32 && t != element::f64)
     node.fail_type(concat_message("data must be f32 or f64, got element type ", t));
   if (shape.empty()) node.fail("data must have rank >= 1");
   for (size_t i : same)
-    if (node.get_input_shape(i) != shape || node.get_input_compute_type(i) != t)
+    if (node.get_input_shape(i) != shape || node.get_input_element_type(i) != t)
       node.fail(concat_message("input ", i, " must be ", t, shape));
   if (mask < node.get_input_size()) {
     if (node.get_input_element_type(mask) != element::boolean)
@@ -51,7 +51,7 @@ AttentionSoftmaxBackprop::AttentionSoftmaxBackprop(const Output& delta, const Ou
 
 void AttentionSoftmaxBackprop::validate_and_infer_types() {
   check_row_op(*this, 0, {1}, 2);
-  set_output_type(0, get_input_compute_type(0), get_input_shape(0));
+  set_output_type(0, get_input_element_type(0), get_input_shape(0));
 }
 
 }  // namespace cpu

@@ -23,8 +23,6 @@ class AttentionSoftmax : public Op<AttentionSoftmax> {
   void visit_attributes(AttributeVisitor& v) override { v.on("scale", m_scale); }
   bool has_mask() const { return get_input_size() == 2; }
   double get_scale() const { return m_scale; }
-  // Mixed precision: the probabilities can be stored in bf16 (the scores stay f32).
-  std::vector<Bf16Set> bf16_sets() const override { return {{{}, {0}}}; }
 
  private:
   double m_scale = 1.0;
@@ -42,8 +40,6 @@ class AttentionSoftmaxBackprop : public Op<AttentionSoftmaxBackprop> {
   void visit_attributes(AttributeVisitor& v) override { v.on("scale", m_scale); }
   bool has_mask() const { return get_input_size() == 3; }
   double get_scale() const { return m_scale; }
-  // Mixed precision: delta, y and the gradient can each be stored in bf16.
-  std::vector<Bf16Set> bf16_sets() const override { return {{{0}, {}}, {{1}, {}}, {{}, {0}}}; }
 
  private:
   double m_scale = 1.0;
