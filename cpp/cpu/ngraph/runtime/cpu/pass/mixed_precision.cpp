@@ -16,7 +16,9 @@
 // fused elementwise loops (the residual Add+ReLU, ReLU's gradient, the sum of gradients) and
 // the next product's cast, which is then removed; in a transformer, a matrix product's output
 // (oneDNN's matmul writes bf16) read by Gelu (oneDNN's bf16 eltwise, input and output) and
-// GELU's fused gradient. Statistics, gamma and beta and their
+// GELU's fused gradient, Dropout (its data and its output each), the heads' Reshape, Split
+// and Concat (bytes moved as they are), and the column sums of the bias gradients (Sum over
+// leading axes: it reads bf16; column_sum_takes). Statistics, gamma and beta and their
 // gradients, the loss, the weight gradients, the updates, and every value that leaves the
 // graph (results, variables, collectives) stay f32. The kernels read and write bf16 (oneDNN's
 // bf16 batch normalization and convolutions; the fused loops convert blocks as they load and
