@@ -395,8 +395,17 @@ BF16_ACTIVATION_OPS = {"Convolution", "ConvolutionBackpropData", "BatchNormTrain
                        "CPUBatchNormReluBackprop", "CPUFusedElementwise",
                        "CPUMaxPoolWithWorkspace", "CPUMaxPoolBackpropWithWorkspace"}
 # And in a transformer: the products (before GELU, GELU's gradient and the next product's
-# cast) and GELU itself (oneDNN's bf16 eltwise).
-BF16_TRANSFORMER_OPS = {"CPUMatMulBias", "Gelu"}
+# cast), GELU itself (oneDNN's bf16 eltwise), GELU's fused gradient (read by the next
+# product's cast and by the bias gradient's Sum, a column sum that reads bf16), and the heads'
+# reshapes, transposes, split and concatenation between the products (half the bytes moved).
+# Attention's softmax and its gradient stay f32 (their rows staged through bf16 measured no
+# faster in the GPT step).
+BF16_TRANSFORMER_OPS = {"CPUMatMulBias", "MatMul", "Gelu", "CPUFusedElementwise", "Reshape",
+                        "Split", "Concat"}
+# With dropout, Dropout's data and output each as well (the residual branches' products, the
+# attention probabilities into P @ V, dP = dO V^T into the softmax's gradient, the gradients
+# into the products and their bias sums).
+BF16_DROPOUT_TRANSFORMER_OPS = BF16_TRANSFORMER_OPS | {"Dropout"}
 
 
 def residual_cnn_step(precision, n=4, seed=0):
@@ -535,6 +544,71 @@ def test_bf16_activations_of_a_transformer_block():
     diff = np.sqrt(sum(float(np.sum((g - r) ** 2)) for g, r in zip(got[1:], ref[1:])))
     total = np.sqrt(sum(float(np.sum(r ** 2)) for r in ref[1:]))
     assert diff <= 1e-2 * total, diff / total
+
+
+def transformer_block_step(precision, dropout):
+    """A GPT-2 block's loss and gradients (input and parameters), compiled, and its inputs;
+    its dropouts' seeds fixed, so that every such step draws the same masks."""
+    rng = np.random.default_rng(4)
+    block = ng.nn.TransformerBlock(64, 4, dropout, True, rng=rng, name="tb", seed=7)
+    x = ng.parameter([2, 32, 64], name="x")
+    target = ng.parameter([2, 32, 64], name="t")
+    loss = ng.sum(block(x) * target, [0, 1, 2]) / 64.0
+    outputs = [loss] + ng.gradients(loss, [x] + block.parameters())
+    values = [rng.standard_normal((2, 32, 64), dtype=F32) for _ in range(2)]
+    return CPU.computation(outputs, x, target, precision=precision), values
+
+
+def bf16_sum_inputs(step):
+    """How many Sums of the compiled function read bf16 data."""
+    ops = step.executable.function.get_ordered_ops()
+    return sum(o.get_type_name() == "Sum" and o.inputs()[0].get_output_element_type(0) == "bf16"
+               for o in ops)
+
+
+@native
+def test_bf16_dropout_and_bias_sums_of_a_transformer_block():
+    """With dropout (both runs draw the same masks: the same seeds and steps), Dropout reads
+    and writes bf16 where its producer and readers do, and the bias gradients' column sums
+    read the bf16 gradients: more values in bf16, the casts in front of the products gone,
+    the results within bf16's tolerance of f32."""
+    step16, values = transformer_block_step("bf16", 0.1)
+    step32, _ = transformer_block_step("f32", 0.1)
+    plain16, _ = transformer_block_step("bf16", 0.0)
+    kinds, casts = bf16_outputs(step16)
+    assert kinds == BF16_DROPOUT_TRANSFORMER_OPS, kinds
+    assert bf16_sum_inputs(step16) >= 2 and bf16_sum_inputs(plain16) >= 1
+    stored = step16.executable.precision["bf16_values"]
+    assert stored > plain16.executable.precision["bf16_values"] + 4, stored
+    for _ in range(2):  # the second call draws new masks, the same in both
+        got, ref = step16(*values), step32(*values)
+        for i, (g, r) in enumerate(zip(got, ref)):
+            norm = max(float(np.linalg.norm(r)), 1e-12)
+            assert np.linalg.norm(g - r) <= 2e-2 * norm, (i, np.linalg.norm(g - r) / norm)
+        diff = np.sqrt(sum(float(np.sum((g - r) ** 2)) for g, r in zip(got[1:], ref[1:])))
+        total = np.sqrt(sum(float(np.sum(r ** 2)) for r in ref[1:]))
+        assert diff <= 1e-2 * total, diff / total
+
+
+@native
+def test_bf16_dropout_and_column_sums_match_their_portable_twin(tmp_path):
+    """Dropout's AVX-512 loop loads bf16 by a shift and rounds to bf16 in integer steps, the
+    column sum widens bf16 in 16 lanes; NGRAPH_CPU_ISA=baseline runs the portable loops
+    (bf16_convert.hpp): the same bits, two calls (two masks)."""
+    script = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {os.path.dirname(__file__)!r})
+        import numpy as np
+        from test_mixed_precision import transformer_block_step
+        step, values = transformer_block_step("bf16", 0.1)
+        got = [np.concatenate([g.ravel() for g in step(*values)]) for _ in range(2)]
+        np.save({str(tmp_path / "baseline.npy")!r}, np.stack(got))
+    """)
+    env = dict(os.environ, NGRAPH_CPU_ISA="baseline")
+    subprocess.run([sys.executable, "-c", script], env=env, check=True, timeout=120)
+    step, values = transformer_block_step("bf16", 0.1)
+    here = np.stack([np.concatenate([g.ravel() for g in step(*values)]) for _ in range(2)])
+    np.testing.assert_array_equal(here, np.load(tmp_path / "baseline.npy"))
 
 
 # --------------------------------------------------------------------- the fallback

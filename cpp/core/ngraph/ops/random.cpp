@@ -13,7 +13,7 @@ Dropout::Dropout(const Output& data, double probability, int64_t seed)
 
 void Dropout::validate_and_infer_types() {
   check_input_count(1);
-  element::Type t = get_input_element_type(0);
+  element::Type t = get_input_compute_type(0);  // f32 for data stored in bf16 (bf16_sets)
   if (t != element::f32 && t != element::f64)
     fail_type(concat_message("data must be f32 or f64, got element type ", t));
   if (!(m_probability >= 0 && m_probability <= 1))

@@ -28,6 +28,8 @@ class Dropout : public Op<Dropout> {
   double get_probability() const { return m_probability; }
   uint64_t get_seed() const { return static_cast<uint64_t>(m_seed); }
   void generate_adjoints(autodiff::Adjoints& adjoints, const OutputVector& deltas) override;
+  // Mixed precision: the data and the output (not the mask) can each be stored in bf16.
+  std::vector<Bf16Set> bf16_sets() const override { return {{{0}, {}}, {{}, {0}}}; }
 
  private:
   double m_probability = 0.5;

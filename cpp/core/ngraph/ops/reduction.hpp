@@ -37,7 +37,8 @@ class ArithmeticReduction : public Op<T>, public ReductionAxes {
     Shape out;
     for (size_t i = 0; i < in.size(); ++i)
       if (!m_axes.count(i)) out.push_back(in[i]);
-    this->set_output_type(0, this->get_input_element_type(0), out);
+    // f32 for data stored in bf16 (Sum's bf16_sets)
+    this->set_output_type(0, this->get_input_compute_type(0), out);
   }
   void visit_attributes(AttributeVisitor& v) override { v.on("reduction_axes", m_axes); }
 };
@@ -51,7 +52,15 @@ class ArithmeticReduction : public Op<T>, public ReductionAxes {
         override;                                                                    \
   };
 
-NGRAPH_REDUCTION_OP(Sum)
+// Sum's data can be stored in bf16 (mixed precision: summed in f32, e.g. a bias gradient);
+// the CPU takes it where the leading axes are reduced (its column sum).
+class Sum : public ArithmeticReduction<Sum> {
+ public:
+  static constexpr const char* type_name = "Sum";
+  using ArithmeticReduction::ArithmeticReduction;
+  void generate_adjoints(autodiff::Adjoints& adjoints, const OutputVector& deltas) override;
+  std::vector<Bf16Set> bf16_sets() const override { return {{{0}, {}}}; }
+};
 NGRAPH_REDUCTION_OP(Product)
 NGRAPH_REDUCTION_OP(Max)
 NGRAPH_REDUCTION_OP(Min)

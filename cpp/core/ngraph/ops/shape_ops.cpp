@@ -89,6 +89,12 @@ Concat::Concat(const OutputVector& args, size_t concatenation_axis)
   constructor_validate_and_infer_types();
 }
 
+std::vector<Node::Bf16Set> Concat::bf16_sets() const {
+  Bf16Set all{{}, {0}};
+  for (size_t i = 0; i < get_input_size(); ++i) all.inputs.push_back(i);
+  return {all};
+}
+
 void Concat::validate_and_infer_types() {
   if (get_input_size() == 0) fail("needs at least one argument");
   Shape out = get_input_shape(0);
@@ -218,6 +224,12 @@ size_t Split::get_axis() const {
   if (m_axis < -rank || m_axis >= rank)
     fail(concat_message("axis ", m_axis, " is out of range for data of rank ", rank));
   return static_cast<size_t>(m_axis < 0 ? m_axis + rank : m_axis);
+}
+
+std::vector<Node::Bf16Set> Split::bf16_sets() const {
+  Bf16Set all{{0}, {}};
+  for (size_t i = 0; i < get_output_size(); ++i) all.outputs.push_back(i);
+  return {all};
 }
 
 void Split::validate_and_infer_types() {

@@ -44,6 +44,8 @@ class Reshape : public Op<Reshape> {
   }
   const AxisVector& get_input_order() const { return m_input_order; }
   bool is_transpose() const;  // input_order is not the identity
+  // Mixed precision: moves bf16 values as it moves any (the input and output in one type).
+  std::vector<Bf16Set> bf16_sets() const override { return {{{0}, {0}}}; }
   void generate_adjoints(autodiff::Adjoints& adjoints, const OutputVector& deltas) override;
 
  private:
@@ -88,6 +90,8 @@ class Concat : public Op<Concat> {
   }
   size_t get_concatenation_axis() const { return m_axis; }
   void generate_adjoints(autodiff::Adjoints& adjoints, const OutputVector& deltas) override;
+  // Mixed precision: all inputs and the output in bf16 at once (one element type).
+  std::vector<Bf16Set> bf16_sets() const override;
 
  private:
   size_t m_axis = 0;
@@ -176,6 +180,8 @@ class Split : public Op<Split> {
   }
   size_t get_axis() const;
   void generate_adjoints(autodiff::Adjoints& adjoints, const OutputVector& deltas) override;
+  // Mixed precision: the data and all outputs in bf16 at once (one element type).
+  std::vector<Bf16Set> bf16_sets() const override;
 
  private:
   int64_t m_axis = 0;

@@ -157,6 +157,10 @@ class KernelRegistry {
 // own loops (oneDNN's primitives share the same pool).
 void parallel_for(size_t n, size_t grain, const std::function<void(size_t, size_t)>& f);
 
+// Whether a sum over `axes` of data of shape `in` is a column sum (the leading axes reduced,
+// at least two rows): the Sum kernel's loop that also reads bf16 data (mixed precision).
+bool column_sum_takes(const Shape& in, const AxisSet& axes);
+
 // Ops whose values the executable provides itself (no kernel runs for them).
 bool is_structural_op(const std::string& op);
 

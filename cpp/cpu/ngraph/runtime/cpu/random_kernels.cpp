@@ -3,6 +3,9 @@
 // Here Philox runs on kBlocks counter blocks at once with SIMD products (see philox_rounds_*),
 // in the build's loops and their AVX2 and AVX-512 twins like the other kernels; the scalar
 // reference (random::dropout_mask) does the ragged end, and tests check they agree bit for bit.
+// Mixed precision (Dropout::bf16_sets): the data and the output can each be stored in bf16
+// (X and Y std::uint16_t; computed in f32, bf16_convert.hpp's conversions, the same bits in
+// every twin); the mask stays f32.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -14,6 +17,7 @@
 #include "ngraph/distributed/communicator.hpp"
 #include "ngraph/ops.hpp"
 #include "ngraph/random.hpp"
+#include "ngraph/runtime/cpu/bf16_convert.hpp"
 #include "ngraph/runtime/cpu/kernel.hpp"
 
 namespace ngraph {
@@ -141,23 +145,24 @@ NGRAPH_CPU_PHILOX void philox_blocks(const random::Stream& s, uint64_t first, ui
 }
 
 // Elements [begin, end) (fewer than a batch) as the scalar reference draws them.
-template <typename T>
-void dropout_tail(const random::Stream& s, double p, const T* x, T* y, T* mask, size_t begin,
+template <typename T, typename X, typename Y>
+void dropout_tail(const random::Stream& s, double p, const X* x, Y* y, T* mask, size_t begin,
                   size_t end) {
   if (mask) {
     random::dropout_mask(s, p, mask, begin, end);
-    for (size_t i = begin; i < end; ++i) y[i] = x[i] * mask[i];
+    for (size_t i = begin; i < end; ++i) y[i] = narrow<Y>(widen(x[i]) * mask[i]);
     return;
   }
   const uint32_t threshold = random::dropout_threshold(p);
   const T keep = random::dropout_keep<T>(p);
-  for (size_t i = begin; i < end; ++i) y[i] = x[i] * ((s.block(i / 4)[i % 4] >> 8) >= threshold ? keep : T(0));
+  for (size_t i = begin; i < end; ++i)
+    y[i] = narrow<Y>(widen(x[i]) * ((s.block(i / 4)[i % 4] >> 8) >= threshold ? keep : T(0)));
 }
 
 // y = x * mask and the mask (random::dropout_mask's values; not written when null) for
 // elements [0, n).
-template <typename T, bool Avx2>
-NGRAPH_CPU_PHILOX void dropout_run(const random::Stream& s, double p, const T* x, T* y, T* mask,
+template <typename T, typename X, typename Y, bool Avx2>
+NGRAPH_CPU_PHILOX void dropout_run(const random::Stream& s, double p, const X* x, Y* y, T* mask,
                                    size_t n) {
   const uint32_t threshold = random::dropout_threshold(p);
   const T keep = random::dropout_keep<T>(p);
@@ -172,26 +177,26 @@ NGRAPH_CPU_PHILOX void dropout_run(const random::Stream& s, double p, const T* x
         size_t i = base + 4 * b + w;
         T m = (words[w][b] >> 8) >= threshold ? keep : T(0);
         if (mask) mask[i] = m;
-        y[i] = x[i] * m;
+        y[i] = narrow<Y>(widen(x[i]) * m);
       }
   }
   dropout_tail(s, p, x, y, mask, full, n);
 }
 
-template <typename T>
-void dropout_loop(const random::Stream& s, double p, const T* x, T* y, T* mask, size_t n) {
+template <typename T, typename X, typename Y>
+void dropout_loop(const random::Stream& s, double p, const X* x, Y* y, T* mask, size_t n) {
 #if defined(__AVX2__)
-  dropout_run<T, true>(s, p, x, y, mask, n);
+  dropout_run<T, X, Y, true>(s, p, x, y, mask, n);
 #else
-  dropout_run<T, false>(s, p, x, y, mask, n);
+  dropout_run<T, X, Y, false>(s, p, x, y, mask, n);
 #endif
 }
 #if defined(NGRAPH_CPU_PHILOX_X86) && !defined(__AVX2__)
 #define NGRAPH_CPU_HAVE_AVX2_DROPOUT 1
-template <typename T>
+template <typename T, typename X, typename Y>
 __attribute__((target("avx2,fma"))) void dropout_loop_avx2(const random::Stream& s, double p,
-                                                            const T* x, T* y, T* mask, size_t n) {
-  dropout_run<T, true>(s, p, x, y, mask, n);
+                                                            const X* x, Y* y, T* mask, size_t n) {
+  dropout_run<T, X, Y, true>(s, p, x, y, mask, n);
 }
 #endif
 
@@ -257,16 +262,44 @@ NGRAPH_CPU_AVX512 NGRAPH_CPU_PHILOX void philox_keep_avx512(const random::Stream
   }
 }
 
+// 16 values as f32: f32 itself, or bf16 (the bits shifted up).
+template <typename X>
+NGRAPH_CPU_AVX512 NGRAPH_CPU_PHILOX __m512 load16_avx512(const X* x) {
+  if constexpr (std::is_same_v<X, float>) return _mm512_loadu_ps(x);
+  else
+    return _mm512_castsi512_ps(_mm512_slli_epi32(
+        _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x))), 16));
+}
+
+// 16 f32 values stored as f32, or as bf16 rounded as bf16_convert.hpp's f32_to_bf16 does
+// (nearest even, denormals to signed zero, NaN quiet) in AVX-512F integer steps.
+template <typename Y>
+NGRAPH_CPU_AVX512 NGRAPH_CPU_PHILOX void store16_avx512(Y* y, __m512 v) {
+  if constexpr (std::is_same_v<Y, float>) {
+    _mm512_storeu_ps(y, v);
+  } else {
+    const __m512i u = _mm512_castps_si512(v), hi = _mm512_srli_epi32(u, 16);
+    __m512i lsb = _mm512_and_si512(hi, _mm512_set1_epi32(1));
+    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb), 16);
+    __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                            _mm512_set1_epi32(0x7f800000));
+    r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(hi, _mm512_set1_epi32(0x40)));
+    __mmask16 tiny = _mm512_testn_epi32_mask(u, _mm512_set1_epi32(0x7f800000));
+    r = _mm512_mask_mov_epi32(r, tiny, _mm512_and_si512(hi, _mm512_set1_epi32(0x8000)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y), _mm512_cvtepi32_epi16(r));
+  }
+}
+
 // mask (unless null) and y = x * mask for 64 elements whose keep bits are `bits`.
-template <typename T>
-NGRAPH_CPU_AVX512 NGRAPH_CPU_PHILOX void dropout_store_avx512(uint64_t bits, T keep, const T* x, T* y,
+template <typename T, typename X, typename Y>
+NGRAPH_CPU_AVX512 NGRAPH_CPU_PHILOX void dropout_store_avx512(uint64_t bits, T keep, const X* x, Y* y,
                                                               T* mask) {
   if constexpr (std::is_same_v<T, float>) {
     const __m512 kv = _mm512_set1_ps(keep);
     for (int j = 0; j < 4; ++j) {
       __m512 m = _mm512_maskz_mov_ps(static_cast<__mmask16>(bits >> (16 * j)), kv);
       if (mask) _mm512_storeu_ps(mask + 16 * j, m);
-      _mm512_storeu_ps(y + 16 * j, _mm512_mul_ps(_mm512_loadu_ps(x + 16 * j), m));
+      store16_avx512(y + 16 * j, _mm512_mul_ps(load16_avx512(x + 16 * j), m));
     }
   } else {
     const __m512d kv = _mm512_set1_pd(keep);
@@ -278,8 +311,8 @@ NGRAPH_CPU_AVX512 NGRAPH_CPU_PHILOX void dropout_store_avx512(uint64_t bits, T k
   }
 }
 
-template <typename T>
-NGRAPH_CPU_AVX512 void dropout_loop_avx512(const random::Stream& s, double p, const T* x, T* y,
+template <typename T, typename X, typename Y>
+NGRAPH_CPU_AVX512 void dropout_loop_avx512(const random::Stream& s, double p, const X* x, Y* y,
                                            T* mask, size_t n) {
   constexpr int G = 4;
   const uint32_t threshold = random::dropout_threshold(p);
@@ -289,13 +322,13 @@ NGRAPH_CPU_AVX512 void dropout_loop_avx512(const random::Stream& s, double p, co
     uint64_t bits[G];
     philox_keep_avx512<G>(s, base / 4, threshold, bits);
     for (int g = 0; g < G; ++g)
-      dropout_store_avx512<T>(bits[g], keep, x + base + 64 * g, y + base + 64 * g,
+      dropout_store_avx512<T, X, Y>(bits[g], keep, x + base + 64 * g, y + base + 64 * g,
                               mask ? mask + base + 64 * g : nullptr);
   }
   for (; base + 64 <= n; base += 64) {
     uint64_t bits[1];
     philox_keep_avx512<1>(s, base / 4, threshold, bits);
-    dropout_store_avx512<T>(bits[0], keep, x + base, y + base, mask ? mask + base : nullptr);
+    dropout_store_avx512<T, X, Y>(bits[0], keep, x + base, y + base, mask ? mask + base : nullptr);
   }
   dropout_tail(s, p, x, y, mask, base, n);
 }
@@ -307,31 +340,42 @@ NGRAPH_CPU_AVX512 void dropout_loop_avx512(const random::Stream& s, double p, co
 // bind theirs); only the step changes between calls.
 // The mask is written only where something reads it: a gradient draws it again (see
 // Dropout::generate_adjoints), so in training graphs nothing does.
-template <typename T>
+// X and Y: the data's and the output's storage (T, or std::uint16_t for bf16 where T is float).
+template <typename T, typename X = T, typename Y = T>
 Kernel dropout(const op::Dropout& d, size_t n, const CallState* call, bool write_mask) {
   uint64_t seed = d.get_seed();
   auto rank = static_cast<uint64_t>(distributed::get_default_communicator()->rank());
   double p = d.get_probability();
-  auto run = &dropout_loop<T>;
+  auto run = &dropout_loop<T, X, Y>;
 #ifdef NGRAPH_CPU_HAVE_AVX2_DROPOUT
-  if (use_avx2_twins()) run = &dropout_loop_avx2<T>;
+  if (use_avx2_twins()) run = &dropout_loop_avx2<T, X, Y>;
 #endif
 #ifdef NGRAPH_CPU_HAVE_AVX512_DROPOUT
-  if (use_avx512_twins()) run = &dropout_loop_avx512<T>;
+  if (use_avx512_twins()) run = &dropout_loop_avx512<T, X, Y>;
 #endif
   return [seed, rank, p, n, call, run, write_mask](const void* const* in, void* const* out) {
     random::Stream stream{seed, rank, call->rng_step};
-    run(stream, p, static_cast<const T*>(in[0]), static_cast<T*>(out[0]),
+    run(stream, p, static_cast<const X*>(in[0]), static_cast<Y*>(out[0]),
         write_mask ? static_cast<T*>(out[1]) : nullptr, n);
   };
+}
+
+// f32 computed, the data (in16) and the output (out16) each stored in f32 or bf16.
+Kernel dropout_f32(const op::Dropout& d, size_t n, const CallState* call, bool write_mask) {
+  bool in16 = d.is_bf16_stored_input(0), out16 = d.is_bf16_stored_output(0);
+  using B = std::uint16_t;
+  if (in16 && out16) return dropout<float, B, B>(d, n, call, write_mask);
+  if (in16) return dropout<float, B, float>(d, n, call, write_mask);
+  if (out16) return dropout<float, float, B>(d, n, call, write_mask);
+  return dropout<float>(d, n, call, write_mask);
 }
 
 NGRAPH_CPU_KERNEL("Dropout", [](KernelContext& ctx) -> Kernel {
   const Node& node = ctx.node;
   auto& d = static_cast<const op::Dropout&>(node);
   size_t n = shape_size(d.get_input_shape(0));
-  element::Type t = d.get_input_element_type(0);
-  if (t == element::f32) return dropout<float>(d, n, ctx.call_state(), ctx.output_read(1));
+  element::Type t = d.get_input_compute_type(0);
+  if (t == element::f32) return dropout_f32(d, n, ctx.call_state(), ctx.output_read(1));
   if (t == element::f64) return dropout<double>(d, n, ctx.call_state(), ctx.output_read(1));
   node.fail_type("CPU kernel has no implementation for element type " + t.get_type_name());
 });

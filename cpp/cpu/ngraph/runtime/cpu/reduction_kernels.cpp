@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "ngraph/ops.hpp"
+#include "ngraph/runtime/cpu/bf16_convert.hpp"
 #include "ngraph/runtime/cpu/dnnl_utils.hpp"
 #include "ngraph/runtime/cpu/kernel.hpp"
 #include "ngraph/runtime/cpu/row_softmax.hpp"
@@ -75,19 +76,23 @@ Kernel dnnl_reduction(KernelContext& ctx, const Shape& in, const AxisSet& axes,
 // An f32 column sum (the reduced axes lead, e.g. a bias gradient [batch, length, width] ->
 // [width]): four rows a pass over the output, each column summed in row order as the strided
 // loop does (the same roundings), in 16 lanes where the CPU has AVX-512 (the twins'
-// dispatch, kernel.hpp); the columns are shared out among the threads.
+// dispatch, kernel.hpp); the columns are shared out among the threads. X is the data's
+// storage: f32, or bf16 (std::uint16_t; mixed precision, Sum's bf16_sets), read exactly as f32
+// (bf16_convert.hpp), so every twin gives the same bits.
 #define NGRAPH_CPU_DEFINE_COLUMN_SUM(Name, Attributes)                                            \
-  Attributes void Name(const float* __restrict__ x, float* __restrict__ acc, size_t rows,       \
+  template <typename X>                                                                           \
+  Attributes void Name(const X* __restrict__ x, float* __restrict__ acc, size_t rows,           \
                        size_t cols, size_t c0, size_t c1) {                                       \
     for (size_t j = c0; j < c1; ++j) acc[j] = 0.0f;                                               \
     size_t r = 0;                                                                                 \
     for (; r + 4 <= rows; r += 4) {                                                               \
-      const float* a = x + r * cols;                                                              \
-      const float *b = a + cols, *c = b + cols, *d = c + cols;                                    \
-      for (size_t j = c0; j < c1; ++j) acc[j] = acc[j] + a[j] + b[j] + c[j] + d[j];               \
+      const X* a = x + r * cols;                                                                  \
+      const X *b = a + cols, *c = b + cols, *d = c + cols;                                        \
+      for (size_t j = c0; j < c1; ++j)                                                            \
+        acc[j] = acc[j] + widen(a[j]) + widen(b[j]) + widen(c[j]) + widen(d[j]);                 \
     }                                                                                             \
     for (; r < rows; ++r)                                                                         \
-      for (size_t j = c0; j < c1; ++j) acc[j] += x[r * cols + j];                                 \
+      for (size_t j = c0; j < c1; ++j) acc[j] += widen(x[r * cols + j]);                          \
   }
 NGRAPH_CPU_DEFINE_COLUMN_SUM(column_sum, )
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__AVX2__)
@@ -102,28 +107,40 @@ NGRAPH_CPU_DEFINE_COLUMN_SUM(column_sum_avx512,
 #endif
 #undef NGRAPH_CPU_DEFINE_COLUMN_SUM
 
-// The column sum's kernel when the reduced axes are the leading k (0 < k < rank), else none.
+// The column sum's kernel of data stored as X when the reduced axes are the leading k
+// (column_sum_takes), else none.
+template <typename X>
 Kernel column_sum_kernel(const Shape& in, const AxisSet& axes) {
-  size_t k = axes.size();
-  if (k == 0 || k >= in.size() || *axes.rbegin() != k - 1) return Kernel{};
+  if (!column_sum_takes(in, axes)) return Kernel{};
   size_t rows = 1, cols = 1;
-  for (size_t d = 0; d < in.size(); ++d) (d < k ? rows : cols) *= in[d];
-  if (rows < 2 || cols == 0) return Kernel{};
-  auto run = &column_sum;
+  for (size_t d = 0; d < in.size(); ++d) (d < axes.size() ? rows : cols) *= in[d];
+  auto run = &column_sum<X>;
 #ifdef NGRAPH_CPU_HAVE_AVX2_COLUMN_SUM
-  if (use_avx2_twins()) run = &column_sum_avx2;
+  if (use_avx2_twins()) run = &column_sum_avx2<X>;
 #endif
 #ifdef NGRAPH_CPU_HAVE_AVX512_COLUMN_SUM
-  if (use_avx512_twins()) run = &column_sum_avx512;
+  if (use_avx512_twins()) run = &column_sum_avx512<X>;
 #endif
   // Columns per thread: at least 64, and about 64K elements of input each.
   size_t grain = std::max<size_t>(64, (size_t{1} << 16) / rows);
   return [run, rows, cols, grain](const void* const* i, void* const* o) {
-    auto x = static_cast<const float*>(i[0]);
+    auto x = static_cast<const X*>(i[0]);
     auto acc = static_cast<float*>(o[0]);
     parallel_for(cols, grain, [&](size_t c0, size_t c1) { run(x, acc, rows, cols, c0, c1); });
   };
 }
+
+}  // namespace
+
+bool column_sum_takes(const Shape& in, const AxisSet& axes) {
+  size_t k = axes.size();
+  if (k == 0 || k >= in.size() || *axes.rbegin() != k - 1) return false;
+  size_t rows = 1, cols = 1;
+  for (size_t d = 0; d < in.size(); ++d) (d < k ? rows : cols) *= in[d];
+  return rows >= 2 && cols > 0;
+}
+
+namespace {
 
 enum class Reduce { sum, product, max, min };
 
@@ -147,8 +164,13 @@ KernelBuilder reduction(Reduce kind) {
       return dnnl_reduction(ctx, in, axes, kind == Reduce::sum ? dnnl::algorithm::reduction_sum
                                                           : dnnl::algorithm::reduction_mul);
     }
+    if (node.is_bf16_stored_input(0)) {  // mixed precision: the column sum alone reads bf16
+      Kernel k = ctx.output(0).is_plain() ? column_sum_kernel<std::uint16_t>(in, axes) : Kernel{};
+      if (!k) node.fail_type("CPU kernel sums bf16 data only over leading axes (column sum)");
+      return k;
+    }
     if (t == element::f32 && kind == Reduce::sum && ctx.output(0).is_plain())
-      if (Kernel k = column_sum_kernel(in, axes)) return k;
+      if (Kernel k = column_sum_kernel<float>(in, axes)) return k;
     StridedLoop loop(in, {reduced_strides(in, axes), to_signed(row_major_strides(in))});
     size_t out_n = ctx.output(0).elements();
     return element::dispatch(t, [&](auto tag) -> Kernel {

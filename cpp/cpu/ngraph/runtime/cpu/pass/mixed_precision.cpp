@@ -17,7 +17,9 @@
 // pooling and its backprop (our loops; the workspace stays i32) and the next product's cast,
 // which is then removed; in a transformer, a matrix product's output
 // (oneDNN's matmul writes bf16) read by Gelu (oneDNN's bf16 eltwise, input and output) and
-// GELU's fused gradient. Statistics, gamma and beta and their
+// GELU's fused gradient, Dropout (its data and its output each), the heads' Reshape, Split
+// and Concat (bytes moved as they are), and the column sums of the bias gradients (Sum over
+// leading axes: it reads bf16; column_sum_takes). Statistics, gamma and beta and their
 // gradients, the loss, the weight gradients, the updates, and every value that leaves the
 // graph (results, variables, collectives) stay f32. The kernels read and write bf16 (oneDNN's
 // bf16 batch normalization and convolutions; the fused loops convert blocks as they load and
@@ -26,8 +28,10 @@
 
 #include "ngraph/pass/mixed_precision.hpp"
 #include "ngraph/ops/batch_norm.hpp"
+#include "ngraph/ops/reduction.hpp"
 #include "ngraph/runtime/cpu/cpu_features.hpp"
 #include "ngraph/runtime/cpu/dnnl_utils.hpp"
+#include "ngraph/runtime/cpu/kernel.hpp"
 #include "ngraph/runtime/cpu/layout.hpp"
 #include "ngraph/runtime/cpu/op/convolution_bias.hpp"
 #include "ngraph/runtime/cpu/op/max_pool_with_workspace.hpp"
@@ -55,7 +59,7 @@ bool dnnl_takes(const Node& node) {
 // a bf16 dst only where its operands are bf16 already (cast) and oneDNN computes it; batch
 // normalization runs in bf16 on oneDNN only (its loops are f32 and f64), and Gelu on oneDNN's
 // eltwise, which runs from dnnl_worthwhile's size. Max pooling stores bf16 where our loops
-// pool it (max_pool_bf16_supported).
+// pool it (max_pool_bf16_supported), a Sum where it is a column sum (column_sum_takes).
 bool bf16_kernel(const Node& node, const Node::Bf16Set&) {
   if (dynamic_cast<const op::BatchNormBase*>(&node))
     return dnnl_rank_ok(node.get_input_shape(op::BatchNormBase::INPUT_DATA)) &&
@@ -64,6 +68,8 @@ bool bf16_kernel(const Node& node, const Node::Bf16Set&) {
     return node.get_input_element_type(0) == element::bf16 && dnnl_takes(node);
   if (node.get_type_name() == std::string("Gelu")) return dnnl_worthwhile(shape_size(node.get_shape()));
   if (dynamic_cast<const op::PoolingAttributes*>(&node)) return max_pool_bf16_supported(node);
+  if (auto sum = dynamic_cast<const op::Sum*>(&node))
+    return column_sum_takes(node.get_input_shape(0), sum->get_reduction_axes());
   return true;
 }
 }  // namespace
