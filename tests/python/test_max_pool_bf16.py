@@ -160,6 +160,38 @@ def test_blocked_bf16_pooling_of_a_convolution_is_exact(channels, geometry):
     np.testing.assert_array_equal(step(xv, fv)[0], want)
 
 
+
+@native
+@pytest.mark.parametrize("channels", [16, 24])
+@pytest.mark.parametrize("geometry", GEOMETRIES[:4])
+def test_blocked_bf16_pool_gradient_is_exact(channels, geometry):
+    """The backward of a pool in a convolution's channel blocks (24: a padded block; disjoint
+    and overlapping windows) on bf16 data (a loop's ReLU(2 conv + a)): the gradient routed to
+    each window's first maximum, summed in f32 in the order of the windows, exactly numpy's."""
+    shape, window, strides, below, above, ceil = geometry
+    x = ng.parameter([shape[0], 3] + shape[2:], name="x")
+    f = ng.parameter([channels, 3, 3, 3], name="f")
+    conv = ng.convolution(x, f, padding_below=[1, 1], padding_above=[1, 1])
+    a = ng.parameter(conv.shape, name="a")
+    y = ng.max_pool(ng.relu(conv * 2.0 + a), window, strides, above, below, ceil_mode=ceil)
+    rng = np.random.default_rng(channels + 1)
+    seed = bf16_round(rng.standard_normal(y.shape).astype(F32))
+    loss = ng.sum(y * ng.constant(seed), list(range(len(y.shape))))
+    step = CPU.computation([y] + ng.gradients(loss, [a]), x, f, a, precision="bf16")
+    [bwd] = [n for n in pool_nodes(step) if "Backprop" in n.get_type_name()]
+    assert in_type(bwd, 0) == "bf16"
+    xv = rng.standard_normal([shape[0], 3] + shape[2:]).astype(F32)
+    fv = rng.standard_normal([channels, 3, 3, 3]).astype(F32)
+    av = np.ones(conv.shape, F32)
+    conv32 = conv_pool(channels, geometry, "bf16", outputs="conv")[0](xv, fv)[0]
+    data = bf16_round(np.maximum(2 * bf16_round(conv32) + av, 0))
+    got_y, got_da = step(xv, fv, av)
+    want_y, want_dpool = ref_pool(data, got_y.shape, window, strides, below, seed)
+    if bwd.get_output_element_type(0) == "bf16":
+        want_dpool = bf16_round(want_dpool)
+    np.testing.assert_array_equal(got_y, want_y)
+    np.testing.assert_array_equal(got_da, np.where(data > 0, want_dpool, 0))
+
 def cnn_gradients(precision, n=4, seed=0):
     """Two convolution, batch norm, ReLU and max-pool blocks (the second pool 3x3 stride 2
     overlapping, on 24 channels: a padded block), a linear layer: the loss's gradients."""

@@ -215,7 +215,7 @@ def test_small_cnn_gradients_in_bf16(monkeypatch):
     monkeypatch.setenv("NGRAPH_CPU_POOL", "dnnl")
     got = check_products([loss] + grads, params, values, f32_tol=0.15, ref_tol=5e-3)
     assert all(g.dtype == F32 for g in got)
-    # Our pools store their values in bf16 (12 values against 2), which the INTERPRETER does
+    # Our pools store their values in bf16 (18 values against 2 before), which the INTERPRETER does
     # not emulate: 11% to 16% from f32 (seeds 0 to 2; the INTERPRETER's products alone: 9% to
     # 18%); a wrong kernel is off by 100%.
     monkeypatch.delenv("NGRAPH_CPU_POOL")

@@ -90,7 +90,8 @@ void add_cpu(std::vector<Setting>& t) {
       "bf16: a convolution's weights cast to the forward's and the backward data's layouts in one pass (read "
       "once, the backward data's copy held from the forward on); 0: two casts, for comparisons");
   add(t, "NGRAPH_CPU_POOL", Type::choice, "own", kEachCompile, false,
-      "max pooling of f32 data by ngraph's loops or by oneDNN (another value is an error)")
+      "max pooling by ngraph's loops or by oneDNN (dnnl: pools no longer store bf16 under "
+      "precision=\"bf16\"; another value is an error)")
       .choices = {"own", "dnnl"};
   add(t, "NGRAPH_CPU_ISA", Type::choice, "auto", "first use, once per process", false,
       "auto: the AVX2 and FMA twins of ngraph's loops on CPUs that have them (and the AVX-512 twin of the fused "

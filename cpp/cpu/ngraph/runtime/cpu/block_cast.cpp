@@ -93,9 +93,10 @@ constexpr int transpose_slot(int k, int o) {
 }
 
 // The pairs transpose, one block: eight zmm of converted bf16 (two 16-float rows each), then
-// 3 x 8 vpermt2d (w.stage, built and checked by pair_transpose below), then eight stores
-// (plain: non-temporal ones were 15% faster alone but slowed ResNet-50's step, whose
-// convolutions read the weights from the cache soon after).
+// 3 x 8 vpermt2d (w.stage, built and checked by pair_transpose below), then eight stores:
+// plain where the forward convolutions read the weights from the cache soon after
+// (non-temporal ones were 15% faster alone but slowed ResNet-50's step), non-temporal where
+// w.stream says so (the cast pair's backward-data copy, read only in the backward).
 __attribute__((target("avx512f,avx512bw,avx512bf16"))) void transpose_block_bf16_native(
     const float* in, void* out, const BlockWalk& w) {
   __m512i r[8], t[8];

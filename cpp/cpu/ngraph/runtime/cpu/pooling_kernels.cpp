@@ -17,6 +17,7 @@
 
 #include "ngraph/ops.hpp"
 #include "ngraph/runtime/cpu/dnnl_utils.hpp"
+#include "ngraph/runtime/cpu/bf16_convert.hpp"
 #include "ngraph/runtime/cpu/op/max_pool_with_workspace.hpp"
 #include "ngraph/runtime/cpu/kernel.hpp"
 #include "ngraph/runtime/cpu/layout.hpp"

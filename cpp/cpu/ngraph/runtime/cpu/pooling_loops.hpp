@@ -3,7 +3,7 @@
 // target pragma), so that each copy's vector types (and the lambdas) are lowered for its
 // instruction set: always-inline helpers compiled for the build's would split a 16-lane
 // compare into scalars before being inlined into an AVX-512 function. No include guard;
-// it includes nothing (pooling_kernels.cpp does, before the namespaces).
+// it includes nothing (pooling_kernels.cpp does, before the namespaces: bf16_convert.hpp too).
 
 // Vectors of L lanes (GCC's vector types): f32 values, their bits, bf16 bits.
 // (Specialised: GCC drops vector_size on a type that depends on a template parameter.)
@@ -38,16 +38,11 @@ struct Lanes<16> {
 // lane (plain). Values are loaded as f32 from f32 or bf16 and stored as f32 or bf16; vectors
 // are only passed by reference (no ABI change between the twins).
 
-// bf16 bits of an f32: rounded to nearest even (denormals to signed zero, NaN kept quiet: the
-// fused loops' and oneDNN's conversion), or, for a value that was loaded from bf16 (`exact`),
-// its upper half.
+// bf16 bits of an f32: rounded to nearest even (bf16_convert.hpp's f32_to_bf16: denormals to
+// signed zero, NaN kept quiet, the fused loops' and oneDNN's conversion), or, for a value that
+// was loaded from bf16 (`exact`), its upper half.
 NGRAPH_POOL_LOOP bf16_bits to_bf16(float v, bool exact) {
-  auto u = __builtin_bit_cast(uint32_t, v);
-  if (exact) return static_cast<bf16_bits>(u >> 16);
-  uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  r = (u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : r;
-  r = (u & 0x7f800000u) == 0 ? (u >> 16) & 0x8000u : r;
-  return static_cast<bf16_bits>(r);
+  return exact ? static_cast<bf16_bits>(__builtin_bit_cast(uint32_t, v) >> 16) : f32_to_bf16(v);
 }
 NGRAPH_POOL_LOOP float load1(const float* p) { return *p; }
 NGRAPH_POOL_LOOP float load1(const bf16_bits* p) { return __builtin_bit_cast(float, static_cast<uint32_t>(*p) << 16); }
