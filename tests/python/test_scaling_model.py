@@ -143,3 +143,13 @@ def test_more_nodes_cost_more_exchange():
     ips = scaling_model.projection(res, "f32", "resnet50", 0.1, "10gbit", links, nodes)
     per_node = [v / m for v, m in zip(ips, nodes)]
     assert all(a >= b for a, b in zip(per_node, per_node[1:])), per_node
+
+
+def test_exchange_path_of_a_step():
+    # Bytes through the engine, or a shared region: the engine; neither: MPI's fallback.
+    assert scaling_model.exchange_path({"sent_per_step": {"none": 10, "bf16": 0}}) == "engine"
+    assert scaling_model.exchange_path({"sent_per_step": {"none": 0}, "shared_memory": ["x"]}) \
+        == "engine"
+    assert scaling_model.exchange_path({"sent_per_step": {"none": 0, "bf16": 0},
+                                        "shared_memory": []}) == "MPI"
+    assert scaling_model.exchange_path({}) is None
