@@ -54,20 +54,25 @@ def test_exchange_engine_shape():
     assert scaling_model.exchange_terms(s, 2, 2, 2) == (2, 0.25 * s, 0.5 * s, 0.5 * s, True)
 
 
-def _synthetic(a=20e-6, c=1 / 2e9, e=1 / 4e9, w=8 / 0.9e9):
-    """Allreduce measurements made by the model's own formula (share 1, no shared memory)."""
+def _synthetic(a=20e-6, c=1 / 2e9, e=1 / 4e9, w=8 / 0.9e9, g=0.0):
+    """Allreduce measurements made by the model's own formula (share 1; with g, also hosts of
+    2 ranks: the node's two arrivals and its shared-memory reduction on top)."""
     res = {"shm": {"f32/1x2": {"sizes": [{"bytes": 4096, "seconds": 1e-5},
                                          {"bytes": 64e6, "seconds": 0.02}], "share": 1.0}},
            "allreduce": {}, "step": {}, "lone": {}, "timeline": {}}
+    shm0, shm1 = scaling_model.fit_shm(res, "f32")
     for name, wire in (("f32", 4), ("bf16", 2)):
-        for h in (2, 4, 8):
+        for h, slots in ((2, 1), (4, 1), (8, 1)) + (((2, 2), (4, 2)) if g else ()):
             for rate, wr in (("1gbit", w), ("10gbit", w / 10), ("off", 0.0)):
                 sizes = []
                 for s in (4096, 2e6, 16e6, 64e6):
-                    m, br, bh, codec, _ = scaling_model.exchange_terms(s, h, 1, wire)
-                    sizes.append({"bytes": s, "seconds": m * a + br * c + codec * e + bh * wr})
-                res["allreduce"][f"{name}/{h}x1@{rate}"] = {
-                    "hosts": h, "slots": 1, "rate": rate, "share": 1.0, "sizes": sizes,
+                    m, br, bh, codec, two = scaling_model.exchange_terms(s, h, slots, wire)
+                    t = m * a + br * c + codec * e + bh * wr
+                    if two:
+                        t += scaling_model.ARRIVALS * g + shm0 + shm1 * s
+                    sizes.append({"bytes": s, "seconds": t})
+                res["allreduce"][f"{name}/{h}x{slots}@{rate}"] = {
+                    "hosts": h, "slots": slots, "rate": rate, "share": 1.0, "sizes": sizes,
                     "compression": "none" if wire == 4 else "bf16"}
     return res
 
@@ -79,7 +84,27 @@ def test_engine_fit_recovers_its_parameters():
     assert links.e == pytest.approx(1 / 4e9, rel=1e-3)
     assert links.w["1gbit"] == pytest.approx(8 / 0.9e9, rel=1e-3)
     assert links.eta() == pytest.approx(0.9, rel=1e-3)
+    assert links.g == 0.0  # no host of several ranks: no arrivals to fit
     assert max(abs(links.rel_errors)) < 1e-6
+
+
+def test_engine_fit_recovers_the_nodes_arrivals():
+    # Hosts of 2 ranks add two arrivals of g each (and the shared-memory reduction, which
+    # the fit takes from the one-node measurement): g comes back, and the rest unchanged.
+    links = scaling_model.Links(_synthetic(g=30e-6))
+    assert links.g == pytest.approx(30e-6, rel=1e-3)
+    assert links.a == pytest.approx(20e-6, rel=1e-3)
+    assert links.c == pytest.approx(1 / 2e9, rel=1e-3)
+    assert links.w["1gbit"] == pytest.approx(8 / 0.9e9, rel=1e-3)
+    assert max(abs(links.rel_errors)) < 1e-6
+    # The cost of a bucket adds the arrivals only where a host has several ranks, scaled by
+    # the CPU sharing like the latency.
+    one = links.cost(16e6, 2, 1, "10gbit", 2.0)
+    two = links.cost(16e6, 2, 2, "10gbit", 2.0)
+    m, br, bh, _, _ = scaling_model.exchange_terms(16e6, 2, 2, 4)
+    assert two == pytest.approx((m * links.a + br * links.c + 2 * links.g) * 2.0
+                                + bh * links.w["10gbit"] + links.shm_cost(16e6, 2.0))
+    assert one == pytest.approx((m * links.a + 16e6 * links.c) * 2.0 + 16e6 * links.w["10gbit"])
 
 
 def test_compressed_exchange_is_blocking():
@@ -118,3 +143,13 @@ def test_more_nodes_cost_more_exchange():
     ips = scaling_model.projection(res, "f32", "resnet50", 0.1, "10gbit", links, nodes)
     per_node = [v / m for v, m in zip(ips, nodes)]
     assert all(a >= b for a, b in zip(per_node, per_node[1:])), per_node
+
+
+def test_exchange_path_of_a_step():
+    # Bytes through the engine, or a shared region: the engine; neither: MPI's fallback.
+    assert scaling_model.exchange_path({"sent_per_step": {"none": 10, "bf16": 0}}) == "engine"
+    assert scaling_model.exchange_path({"sent_per_step": {"none": 0}, "shared_memory": ["x"]}) \
+        == "engine"
+    assert scaling_model.exchange_path({"sent_per_step": {"none": 0, "bf16": 0},
+                                        "shared_memory": []}) == "MPI"
+    assert scaling_model.exchange_path({}) is None
