@@ -37,6 +37,9 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 self="$here/$(basename "${BASH_SOURCE[0]}")"
 # Each cluster has a tmpfs of its own holding every host's /dev/shm (bound over /dev/shm
 # inside the host), outside /dev/shm itself so hosts started from inside another host see it.
+# Its size is a limit, not a reservation: 1 GiB per host ($NGRAPH_MULTIHOST_SHM_GB per host to
+# change it), so ResNet-50's node regions (gradients, weights and optimizer state: about 310
+# MB a host) fit on 8 hosts; a region that does not fit makes ngraph fall back to MPI.
 state_root=${TMPDIR:-/tmp}
 shm_dir() { echo "$state_root/$prefix-$1.shm"; }
 
@@ -93,7 +96,9 @@ cmd_up() {
   local shm
   shm=$(shm_dir "$id")
   mkdir -p "$shm"
-  mount -t tmpfs -o size=2g,mode=1777 "$prefix-$id" "$shm"
+  local gb=${NGRAPH_MULTIHOST_SHM_GB:-1}
+  [[ "$gb" =~ ^[0-9]+$ ]] && ((gb >= 1)) || die "NGRAPH_MULTIHOST_SHM_GB must be a whole number >= 1, got '$gb'"
+  mount -t tmpfs -o "size=$((gb * (n > 2 ? n : 2)))g,mode=1777" "$prefix-$id" "$shm"
   echo "$slots" >"$shm/slots"
   ip netns add "$sw"
   ip -n "$sw" link add br0 type bridge
