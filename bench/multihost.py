@@ -312,9 +312,12 @@ def main(argv=None):
                 if "timeline" not in skip and (hosts, slots) == (2, 1) and rate == rates[0]:
                     for model in models:
                         tl = os.path.join(harness("shm", cid, "h0").stdout.strip(), "tl.json")
-                        mpi("step", model, ["--timeline", tl])
+                        ran = mpi("step", model, ["--timeline", tl])
                         prof = timeline_profile(tl)
-                        prof.update(hosts=hosts, slots=slots, rate=rate)
+                        # sharded: the timeline's update was 1/N of the weights (the model
+                        # takes the update's share from the time after the last bucket)
+                        prof.update(hosts=hosts, slots=slots, rate=rate,
+                                    sharded=bool(ran.get("sharded")))
                         results["timeline"][f"{series}/{model}"] = prof
                         print(f"timeline {model}: " + ", ".join(
                             f"{b['bytes'] / 1e6:.1f} MB ready at {100 * b['ready']:.0f}%, "

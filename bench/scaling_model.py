@@ -260,12 +260,55 @@ def simulate(t_compute, buckets, cost):
     return t_compute + stall
 
 
-def buckets_of(res, series, model, blocking=False):
-    """The buckets of the series' 2-host timeline (else f32's): (bytes, ready, needed); a
-    compressed exchange runs blocking (needed where it is ready)."""
+def timeline_ranks(res, series, model):
+    """How many ways the update was split in the series' 2-host timeline: 2 where its 2x1 step
+    ran the sharded update across the nodes (each rank updated half the weights), else 1."""
     tl = res["timeline"].get(f"{series}/{model}") or res["timeline"][f"f32/{model}"]
-    return [(b["bytes"], b["ready"], b["ready"] if blocking else b["needed"])
+    ranks = (tl.get("hosts", 2), tl.get("slots", 1))
+    if "sharded" in tl:
+        return ranks[0] * ranks[1] if tl["sharded"] else 1
+    steps = [r for r in res.get("step", {}).values() if r.get("series") == series and
+             r["model"] == model and (r["hosts"], r["slots"]) == ranks]
+    return ranks[0] * ranks[1] if steps and steps[0].get("sharded") else 1
+
+
+def update_share(res, series, model):
+    """The optimizer update's share of a lone process's step, from the series' 2-host
+    timeline: the kernel time after the last bucket is ready is the update (the exchange is
+    blocking there, so the backward pass is done), of 1/n of the weights where the timeline's
+    step was sharded n ways. Checked on the committed timelines: the unsharded ResNet-50's
+    tail is 20.0 ms, the sharded one's 10.1 ms, so 20.2 ms for all the weights, 15% of a lone
+    step (the MLP: 22% and 24%)."""
+    tl = res["timeline"].get(f"{series}/{model}") or res["timeline"][f"f32/{model}"]
+    tail = 1 - tl["buckets"][-1]["ready"]
+    n = timeline_ranks(res, series, model)
+    return n * tail / (1 - tail + n * tail)
+
+
+def buckets_of(res, series, model, blocking=False):
+    """The buckets of the series' 2-host timeline (else f32's): (bytes, ready, needed) as
+    fractions of a lone process's step, which updates every weight (the timeline's own step
+    may have updated half of them); a compressed exchange runs blocking (needed where it is
+    ready)."""
+    tl = res["timeline"].get(f"{series}/{model}") or res["timeline"][f"f32/{model}"]
+    tail = 1 - tl["buckets"][-1]["ready"]
+    n = timeline_ranks(res, series, model)
+    full = 1 - tail + n * tail  # the timeline's step is this fraction of a lone one
+    return [(b["bytes"], b["ready"] / full, (b["ready"] if blocking else b["needed"]) / full)
             for b in tl["buckets"]]
+
+
+def sharded_compute(res, series, model, t_c, ranks, sharded, scale=1.0):
+    """A step's compute from the lone processes' t_c (each updates every weight): a sharded
+    update across the N ranks updates 1/N of them, so (1 - 1/N) of the update is not done;
+    and the buckets' positions as fractions of that compute. `scale`: the measured model's
+    lone step over this one's (the update takes the same time at 224x224 as at 64x64, the
+    same weights, so a smaller share of a longer step)."""
+    share = update_share(res, series, model) * scale
+    cut = share * (1 - 1 / ranks) if sharded and ranks > 1 else 0.0
+    t = t_c * (1 - cut)
+    return t, [(s, ready * t_c / t, needed * t_c / t)
+               for s, ready, needed in buckets_of(res, series, model)]
 
 
 def predict(res, series, r, links):
@@ -275,8 +318,10 @@ def predict(res, series, r, links):
                                           f"{hosts}x{slots}", rate)
     share = share_of(res, series, hosts, slots, rate)
     wire = wire_of(r)
-    return simulate(t_c, buckets_of(res, series, r["model"], blocking=wire != 4),
-                    lambda s: links.cost(s, hosts, slots, rate, share, wire)), t_c
+    t, buckets = sharded_compute(res, series, r["model"], t_c, hosts * slots, r.get("sharded"))
+    if wire != 4:  # a compressed exchange is blocking
+        buckets = [(s, ready, ready) for s, ready, _ in buckets]
+    return simulate(t, buckets, lambda s: links.cost(s, hosts, slots, rate, share, wire)), t_c
 
 
 def exchange_path(r):
@@ -326,14 +371,21 @@ def validation(res, series=None):
 
 def projection(res, series, model, t_node, rate, links, nodes):
     """images/s on each number of nodes, one rank alone on each (no CPU sharing), on a link
-    of `rate` (any tc rate: the wire at that rate times the measured efficiency)."""
+    of `rate` (any tc rate: the wire at that rate times the measured efficiency); a series
+    whose steps shard the update across the nodes updates 1/m of the weights on m nodes."""
     wire = 2 if series in ("bf16", "fp16") else 4
-    buckets = buckets_of(res, series, model, blocking=wire != 4)
+    sharded = any(r.get("sharded") for r in res["step"].values()
+                  if r.get("series") == series and r["model"] == model and r["hosts"] > 1)
     batch = 8 if model == "resnet50" else 64
-    return [m * batch / simulate(t_node, buckets,
-                                 lambda s, m=m: links.cost(s, m, 1, rate, 1.0, wire,
-                                                           projected=True)
-                                 if m > 1 else 0.0) for m in nodes]
+    scale = compute_s(res, model, 1) / t_node
+    out = []
+    for m in nodes:
+        t, buckets = sharded_compute(res, series, model, t_node, m, sharded, scale)
+        if wire != 4:
+            buckets = [(s, ready, ready) for s, ready, _ in buckets]
+        out.append(m * batch / simulate(t, buckets, lambda s, m=m: links.cost(
+            s, m, 1, rate, 1.0, wire, projected=True) if m > 1 else 0.0))
+    return out
 
 
 def table_text(rows, markdown=False):

@@ -153,3 +153,28 @@ def test_exchange_path_of_a_step():
     assert scaling_model.exchange_path({"sent_per_step": {"none": 0, "bf16": 0},
                                         "shared_memory": []}) == "MPI"
     assert scaling_model.exchange_path({}) is None
+
+
+def test_sharded_update_does_a_part_of_the_update():
+    # A 2-host timeline whose step was sharded 2 ways: after the last bucket, 0.1 of its
+    # kernel time is half the update, so the whole update is 0.2 of a step of 1.1, and the
+    # buckets sit at their times over 1.1 of a lone step (which updates every weight).
+    res = {"timeline": {"f32/resnet50": {"hosts": 2, "slots": 1, "sharded": True, "buckets": [
+        {"bytes": 10, "ready": 0.55, "needed": 0.7}, {"bytes": 5, "ready": 0.9, "needed": 0.9}]}}}
+    assert scaling_model.update_share(res, "f32", "resnet50") == pytest.approx(0.2 / 1.1)
+    got = scaling_model.buckets_of(res, "f32", "resnet50")
+    want = [(10, 0.5, 0.7 / 1.1), (5, 0.9 / 1.1, 0.9 / 1.1)]
+    assert [list(b) for b in got] == [pytest.approx(list(b)) for b in want]
+    # On 4 ranks a sharded step updates a quarter: 3/4 of the update is not done.
+    t, buckets = scaling_model.sharded_compute(res, "f32", "resnet50", 1.1, 4, True)
+    assert t == pytest.approx(1.1 - 0.75 * 0.2)
+    assert buckets[0][1] * t == pytest.approx(0.55)  # the same moment of the backward pass
+    # Unsharded, or one rank: the lone step as it is. A model twice as slow (224x224) with
+    # the same weights (scale 1/2): the same update seconds, half the share.
+    assert scaling_model.sharded_compute(res, "f32", "resnet50", 1.1, 4, False)[0] == 1.1
+    assert scaling_model.sharded_compute(res, "f32", "resnet50", 1.1, 1, True)[0] == 1.1
+    assert scaling_model.sharded_compute(res, "f32", "resnet50", 2.2, 4, True, 0.5)[0] == \
+        pytest.approx(2.2 - 0.75 * 0.2)
+    # The same timeline unsharded: its tail (0.1) is the whole update.
+    res["timeline"]["f32/resnet50"]["sharded"] = False
+    assert scaling_model.update_share(res, "f32", "resnet50") == pytest.approx(0.1)
