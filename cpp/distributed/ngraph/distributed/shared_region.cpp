@@ -28,8 +28,10 @@
 // bytes across the network as one flat ring would carry per rank, divided by the ranks per
 // node. Float sums go through the deterministic CrossNodeExchange (cross_node.hpp: each
 // element added in node order), so a sharded update across nodes, which reduce-scatters the
-// same pieces with it, sums the same bits. One rank per node is a node of one slot (no
-// arrivals); the region then serves only to give the two paths the same sums.
+// same pieces with it, sums the same bits; compressed, it sends the same 16-bit values and
+// rounds its share as the compressed allreduce's allgather would (reduce_scatter_compressed).
+// One rank per node is a node of one slot (no arrivals); the region then serves only to give
+// the two paths the same sums.
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
