@@ -115,7 +115,7 @@ TEST(settings, the_ranks_agree_on_these_in_this_order) {
   for (const auto& s : settings::all())
     if (s.agree) agree.push_back(s.name);
   EXPECT_EQ(agree, (std::vector<std::string>{"NGRAPH_SHM", "NGRAPH_SHM_NODE_SIZE", "NGRAPH_SHM_SHARDED_UPDATE",
-                                             "NGRAPH_SHM_SHARDED_ACROSS_NODES",
+                                             "NGRAPH_SHM_SHARDED_ACROSS_NODES", "NGRAPH_SHM_SHARDED_COMPRESSED",
                                              "NGRAPH_DIST_CHECK", "NGRAPH_DIST_COMPRESSION",
                                              "NGRAPH_DIST_ERROR_FEEDBACK", "NGRAPH_CPU_FUSION",
                                              "NGRAPH_FUSION_THRESHOLD", "NGRAPH_PRECISION"}));

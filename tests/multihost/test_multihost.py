@@ -156,9 +156,10 @@ def test_hosts_are_separate():
 SHARDED_WORKER = Path(__file__).resolve().parent / "sharded_worker.py"
 
 
-def _sharded(cluster: Cluster, *mapping):
-    """sharded_worker.py on 4 ranks placed by `mapping`: each rank's report."""
-    proc = cluster.mpirun("-np", "4", *mapping, sys.executable, str(SHARDED_WORKER),
+def _sharded(cluster: Cluster, *mapping, worker_args=()):
+    """sharded_worker.py (with `worker_args`) on 4 ranks placed by `mapping`: each rank's
+    report."""
+    proc = cluster.mpirun("-np", "4", *mapping, sys.executable, str(SHARDED_WORKER), *worker_args,
                           env=_env(NGRAPH_DIST_TIMEOUT=60), stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True)
     rc, text = _finish(proc, 180)
@@ -175,7 +176,9 @@ def sharded_runs():
     cluster = Cluster(4)
     try:
         # 2 slots per host, filled in order: ranks 0, 1 on h0 and 2, 3 on h1; then one per host.
-        return {"2x2": _sharded(cluster), "4x1": _sharded(cluster, "--map-by", "node")}
+        return {"2x2": _sharded(cluster), "4x1": _sharded(cluster, "--map-by", "node"),
+                "2x2 bf16": _sharded(cluster, worker_args=("bf16",)),
+                "4x1 fp16 ef": _sharded(cluster, "--map-by", "node", worker_args=("fp16", "ef"))}
     finally:
         cluster.close()
 
@@ -211,6 +214,30 @@ def test_sharded_update_across_hosts(sharded_runs, layout, hosts, per_host):
         for run in runs:
             assert run["scattered"] == [False] + [True] * 3 * state, run  # not the step count
             assert run["state_bitwise"], run
+
+
+@pytest.mark.parametrize("layout,hosts,wire", [("2x2 bf16", 2, "bf16"),
+                                               ("4x1 fp16 ef", 4, "fp16")])
+def test_compressed_sharded_update_across_hosts(sharded_runs, layout, hosts, wire):
+    """With a 16-bit exchange (and error feedback on 4 hosts) and
+    NGRAPH_SHM_SHARDED_COMPRESSED=1: every call sharded, bitwise the unsharded compressed
+    step on every rank (the weights, and the optimizer state gathered); between hosts 16-bit
+    gradients reduce-scattered and f32 weights gathered, 1.5x the compressed allreduce's
+    bytes."""
+    reports = sharded_runs[layout]
+    assert len({r["host"] for r in reports}) == hosts, reports
+    count, steps = 20 * 300 + 300 + 300 * 5, 4
+    for optimizer in ["momentum", "adam"]:
+        runs = [r[optimizer] for r in reports]
+        for run in runs:
+            assert run["flags"] == [True] * 4 and run["plain_flags"] == [False] * 4, run
+            assert run["bitwise"] and run["state_bitwise"], run
+        assert len({run["digest"] for run in runs}) == 1, runs
+        sent = {w: sum(run["by_wire"][w] for run in runs) for w in runs[0]["by_wire"]}
+        plain = {w: sum(run["plain_by_wire"][w] for run in runs) for w in runs[0]["by_wire"]}
+        per_value = steps * (hosts - 1) * count
+        assert plain == {"none": 0, "bf16": 0, "fp16": 0, wire: 4 * per_value}, plain
+        assert sent == {"none": 4 * per_value, "bf16": 0, "fp16": 0, wire: 2 * per_value}, sent
 
 
 # ------------------------------------------------------------------------------ training

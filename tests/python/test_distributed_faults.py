@@ -340,17 +340,23 @@ for i in range(100000):
 """
 
 
-@pytest.mark.parametrize("node_size", [1, 2])
-def test_rank_stopped_mid_sharded_update(tmp_path, node_size):
+@pytest.mark.parametrize("node_size, compression", [(1, "none"), (2, "none"), (2, "bf16")])
+def test_rank_stopped_mid_sharded_update(tmp_path, node_size, compression):
     """Four ranks as nodes of `node_size` (NGRAPH_SHM_NODE_SIZE), Adam's update sharded across
-    them. Rank 1 stops itself (SIGSTOP) after updating its share of step 5, before the shares
-    are gathered: every other rank raises DistributedError naming it within the timeout and
-    a few seconds, and the checkpoint saved after step 4 (collectively: the moments are
+    them (with a bf16 exchange and error feedback: NGRAPH_SHM_SHARDED_COMPRESSED=1). Rank 1
+    stops itself (SIGSTOP) after updating its share of step 5, before the shares are
+    gathered: every other rank raises DistributedError naming it within the timeout and a
+    few seconds, and the checkpoint saved after step 4 (collectively: the moments are
     gathered from their owners, rank 0 writes) loads on every one of them, giving back the
     values saved."""
+    training = SHARDED_TRAINING.replace("FAULT", "stop_at")
+    if compression != "none":
+        training = training.replace(
+            'ng.allreduce(g, "mean")',
+            f'ng.allreduce(g, "mean", compression="{compression}", error_feedback=True)')
     script = f"import os\nos.environ['NGRAPH_SHM_NODE_SIZE'] = '{node_size}'\n" \
-        "os.environ['NGRAPH_SHM_SHARDED_ACROSS_NODES'] = '1'\n" + HEADER + \
-        SHARDED_TRAINING.replace("FAULT", "stop_at")
+        "os.environ['NGRAPH_SHM_SHARDED_ACROSS_NODES'] = '1'\n" \
+        "os.environ['NGRAPH_SHM_SHARDED_COMPRESSED'] = '1'\n" + HEADER + training
     proc = start_job(tmp_path, script, 4, False, ABORT=False, CHECK="first", TIMEOUT=TIMEOUT,
                      STALLER=1, SIGNAL="")
     live = [0, 2, 3]

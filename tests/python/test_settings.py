@@ -41,7 +41,7 @@ def test_every_setting_is_in_the_table_with_its_fields():
     assert rows["NGRAPH_TIMELINE"]["owner"] == "Python"
     assert [n for n, s in rows.items() if s["agree"]] == [
         "NGRAPH_SHM", "NGRAPH_SHM_NODE_SIZE", "NGRAPH_SHM_SHARDED_UPDATE",
-        "NGRAPH_SHM_SHARDED_ACROSS_NODES", "NGRAPH_DIST_CHECK",
+        "NGRAPH_SHM_SHARDED_ACROSS_NODES", "NGRAPH_SHM_SHARDED_COMPRESSED", "NGRAPH_DIST_CHECK",
         "NGRAPH_DIST_COMPRESSION", "NGRAPH_DIST_ERROR_FEEDBACK", "NGRAPH_CPU_FUSION",
         "NGRAPH_FUSION_THRESHOLD", "NGRAPH_PRECISION"]
     assert not [n for n in rows if n.startswith("NGRAPH_TEST_")]

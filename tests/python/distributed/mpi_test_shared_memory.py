@@ -247,11 +247,13 @@ def test_rank_failing_before_a_sharded_update(world, comm):
     assert not np.array_equal(w.get_value(), before)
 
 
-def train_mlp(comm, optimizer, sharded, monkeypatch, data, r, temperature=False):
+def train_mlp(comm, optimizer, sharded, monkeypatch, data, r, temperature=False,
+              compression="none", error_feedback=False):
     """Trains a small MLP for len(data) steps (set_value on rank 0 at step 2, on every rank at
     step 4), its logits scaled by a 0-d variable with `temperature` (whose gradient is then
-    reduced whole); returns the executable, the calls' sharded flags and the variables'
-    values after each call."""
+    reduced whole), its gradients' mean exchanged with `compression` (and `error_feedback`);
+    returns the executable, the calls' sharded flags and the variables' values after each
+    call."""
     monkeypatch.setenv("NGRAPH_SHM_SHARDED_UPDATE", "1" if sharded else "0")
     rng = np.random.default_rng(7)
     x = ng.parameter([16, 20], np.float32)
@@ -265,7 +267,8 @@ def train_mlp(comm, optimizer, sharded, monkeypatch, data, r, temperature=False)
         params.append(ng.variable(np.array(1.5, np.float32)))
         logits = logits * params[-1]
     loss = ng.softmax_cross_entropy(logits, y)
-    grads = [ng.allreduce(g, "mean", comm=comm) for g in ng.gradients(loss, params)]
+    grads = [ng.allreduce(g, "mean", comm=comm, compression=compression,
+                          error_feedback=error_feedback) for g in ng.gradients(loss, params)]
     opt = (ng.optimizers.SGD(0.1, momentum=0.9) if optimizer == "momentum"
            else ng.optimizers.Adam(0.01))
     step = ng.runtime().computation(loss, x, y, updates=opt.updates(loss, params, grads))
@@ -352,17 +355,23 @@ def test_sharded_update_across_nodes_against_numpy(world, comm, monkeypatch):
     assert same_on_every_rank(world, [w.get_value(), b.get_value(), t.get_value()])
 
 
-@pytest.mark.parametrize("across, compression", [("0", "none"), ("1", "bf16")])
+@pytest.mark.parametrize("across, compression, compressed, expected", [
+    ("0", "none", "1", False), ("1", "bf16", "0", False), ("0", "bf16", "1", False),
+    ("1", "bf16", "1", True), ("1", "fp16", "1", True)])
 def test_sharded_update_across_nodes_only_when_asked(world, comm, monkeypatch, across,
-                                                     compression):
+                                                     compression, compressed, expected):
     """Across nodes the update stays whole on every rank with NGRAPH_SHM_SHARDED_ACROSS_NODES=0
-    (the default is 1), and a compressed exchange is never sharded (the shares travel in f32);
-    the results are the unsharded step's bits."""
+    (the default is 1), and a compressed exchange is sharded only with
+    NGRAPH_SHM_SHARDED_COMPRESSED=1 as well (the default is 0); either way the results are
+    the unsharded step's bits."""
     if shm_switched_off():
         pytest.skip("NGRAPH_SHM=0 in this run")
+    if ng.distributed.backend() == "ccl" and compression != "none":
+        pytest.skip("oneCCL does not compress")
     r = comm.rank
     monkeypatch.setenv("NGRAPH_SHM_NODE_SIZE", "1")
     monkeypatch.setenv("NGRAPH_SHM_SHARDED_ACROSS_NODES", across)
+    monkeypatch.setenv("NGRAPH_SHM_SHARDED_COMPRESSED", compressed)
     ours = ng.distributed.as_communicator(world.Dup())
     results = []
     for sharded in ("1", "0"):
@@ -376,7 +385,7 @@ def test_sharded_update_across_nodes_only_when_asked(world, comm, monkeypatch, a
         step = ng.runtime().computation(loss, x, updates=opt.updates(loss, [w], [avg]))
         for k in range(3):
             step(rank_values((4, 24), r + k, np.float32) * 0.01)
-        assert not step.executable.last_call_sharded
+        assert step.executable.last_call_sharded == (expected and sharded == "1")
         results.append(w.get_value())
     assert results[0].tobytes() == results[1].tobytes()
     assert same_on_every_rank(world, [results[0]])
@@ -429,9 +438,11 @@ def test_gradient_reordered_for_its_update_is_reduced_in_that_layout(world, comm
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
-def train_wide(comm, optimizer, sharded, monkeypatch, data):
+def train_wide(comm, optimizer, sharded, monkeypatch, data, compression="none",
+               error_feedback=False):
     """A 256-512-5 MLP (its optimizer state large enough to be measured in pages) trained for
-    len(data) steps; returns the computation, its weights and the optimizer."""
+    len(data) steps, its gradients' mean exchanged with `compression` (and `error_feedback`);
+    returns the computation, its weights and the optimizer."""
     monkeypatch.setenv("NGRAPH_SHM_SHARDED_UPDATE", "1" if sharded else "0")
     rng = np.random.default_rng(11)
     x = ng.parameter([8, 256], np.float32)
@@ -441,7 +452,8 @@ def train_wide(comm, optimizer, sharded, monkeypatch, data):
               ng.variable((rng.standard_normal((512, 5)) * 0.05).astype(np.float32), name="w2")]
     loss = ng.softmax_cross_entropy(
         ng.dot(ng.relu(ng.dot(x, params[0]) + params[1]), params[2]), y)
-    grads = [ng.allreduce(g, "mean", comm=comm) for g in ng.gradients(loss, params)]
+    grads = [ng.allreduce(g, "mean", comm=comm, compression=compression,
+                          error_feedback=error_feedback) for g in ng.gradients(loss, params)]
     opt = (ng.optimizers.SGD(0.1, momentum=0.9) if optimizer == "momentum"
            else ng.optimizers.Adam(0.01))
     step = ng.runtime().computation(loss, x, y, updates=opt.updates(loss, params, grads))
@@ -563,3 +575,113 @@ def test_two_computations_over_a_scattered_state(world, comm, monkeypatch):
         momentum.get_value()
     momentum.set_value(np.zeros((64, 32), np.float32))
     assert not momentum.scattered
+
+
+def compressed_nodes_of(node_size, world, comm, monkeypatch):
+    """nodes_of with the sharded update across nodes asked for compressed exchanges too
+    (NGRAPH_SHM_SHARDED_COMPRESSED=1); skips on oneCCL, which does not compress."""
+    if ng.distributed.backend() == "ccl":
+        pytest.skip("oneCCL does not compress")
+    got = nodes_of(node_size, world, comm, monkeypatch)
+    monkeypatch.setenv("NGRAPH_SHM_SHARDED_COMPRESSED", "1")
+    return got
+
+
+@pytest.mark.parametrize("error_feedback", [False, True], ids=["plain", "error_feedback"])
+@pytest.mark.parametrize("compression", ["bf16", "fp16"])
+@pytest.mark.parametrize("node_size", [2, 1])
+@pytest.mark.parametrize("optimizer", ["momentum", "adam"])
+def test_sharded_update_across_nodes_compressed(world, comm, monkeypatch, optimizer, node_size,
+                                                compression, error_feedback):
+    """A 16-bit exchange with the sharded update across nodes: the reduce-scatter between
+    nodes sends 16-bit values, each owner rounds its share of the sums as the compressed
+    allreduce's allgather would, updates it, and the weights are gathered in f32. Every step's
+    weights are the unsharded compressed step's bits (with error feedback too, through a
+    call that goes unsharded: set_value on one rank), on every rank, and not the f32
+    exchange's."""
+    r, n, ours = compressed_nodes_of(node_size, world, comm, monkeypatch)
+    rng = np.random.default_rng(500 + r)
+    data = [(rng.standard_normal((16, 20)).astype(np.float32),
+             rng.integers(0, 5, 16).astype(np.int64)) for _ in range(6)]
+    kw = {"compression": compression, "error_feedback": error_feedback}
+    exe, flags, got = train_mlp(ours, optimizer, True, monkeypatch, data, r, **kw)
+    plain, plain_flags, want = train_mlp(ours, optimizer, False, monkeypatch, data, r, **kw)
+    for a, b in zip(got, want):
+        for u, v in zip(a, b):
+            assert u.tobytes() == v.tobytes()
+    assert flags == [True, True, False, False, True, True]
+    assert not any(plain_flags) and plain.sharded_update_bytes == 0
+    assert same_on_every_rank(world, got[-1])
+    _, _, f32 = train_mlp(ours, optimizer, True, monkeypatch, data, r)
+    assert any(u.tobytes() != v.tobytes() for u, v in zip(got[-1], f32[-1]))
+
+
+@pytest.mark.parametrize("error_feedback", [False, True], ids=["plain", "error_feedback"])
+def test_compressed_sharded_update_with_a_member_reduced_whole(world, comm, monkeypatch,
+                                                               error_feedback):
+    """A 0-d variable's gradient is reduced whole (compressed) between the sharded ranges.
+    Without error feedback the update is sharded across nodes; with it, it is not (the
+    ranges' residuals would not be the unsharded allreduce's, which a call that goes
+    unsharded carries): the unsharded compressed step's bits either way."""
+    r, n, ours = compressed_nodes_of(1, world, comm, monkeypatch)
+    rng = np.random.default_rng(600 + r)
+    data = [(rng.standard_normal((16, 20)).astype(np.float32),
+             rng.integers(0, 5, 16).astype(np.int64)) for _ in range(6)]
+    kw = {"compression": "bf16", "error_feedback": error_feedback, "temperature": True}
+    _, flags, got = train_mlp(ours, "adam", True, monkeypatch, data, r, **kw)
+    _, _, want = train_mlp(ours, "adam", False, monkeypatch, data, r, **kw)
+    for a, b in zip(got, want):
+        for u, v in zip(a, b):
+            assert u.tobytes() == v.tobytes()
+    if error_feedback:
+        assert not any(flags)
+    else:
+        assert flags == [True, True, False, False, True, True]
+
+
+@pytest.mark.parametrize("error_feedback", [False, True], ids=["plain", "error_feedback"])
+@pytest.mark.parametrize("node_size", [2, 1])
+@pytest.mark.parametrize("optimizer", ["momentum", "adam"])
+def test_compressed_sharded_update_bytes_and_state(world, comm, monkeypatch, optimizer,
+                                                   node_size, error_feedback):
+    """The bytes of the sharded compressed step: 16-bit gradients reduce-scattered, f32
+    weights gathered (1.5x the compressed allreduce's), counted by ng.distributed.traffic();
+    each rank holds about 1/ranks of the optimizer state, which, gathered, is the unsharded
+    compressed run's bits, as are the weights."""
+    r, n, ours = compressed_nodes_of(node_size, world, comm, monkeypatch)
+    nodes = n // node_size
+    rng = np.random.default_rng(700 + r)
+    data = [(rng.standard_normal((8, 256)).astype(np.float32),
+             rng.integers(0, 5, 8).astype(np.int64)) for _ in range(3)]
+    runs, sent = {}, {}
+    for sharded in (True, False):
+        before = ng.distributed.traffic()
+        runs[sharded] = train_wide(ours, optimizer, sharded, monkeypatch, data, "fp16",
+                                   error_feedback)
+        after = ng.distributed.traffic()
+        sent[sharded] = {w: sum(world.allgather(after[w] - before[w])) for w in after}
+    (step, params, opt), (plain, plain_params, plain_opt) = runs[True], runs[False]
+    assert step.executable.last_call_sharded and not plain.executable.last_call_sharded
+    assert bits(params) == bits(plain_params)
+    # Per step, over all ranks: each of the `count` gradients' values crosses to nodes - 1
+    # other nodes once in the reduce-scatter (2 bytes) and once in the allgather (2 bytes
+    # of gradients unsharded, 4 of weights sharded).
+    count = 256 * 512 + 512 + 512 * 5
+    steps = len(data)
+    assert sent[False] == {"none": 0, "bf16": 0, "fp16": steps * (nodes - 1) * count * 4}, sent
+    assert sent[True] == {"none": steps * (nodes - 1) * count * 4, "bf16": 0,
+                          "fp16": steps * (nodes - 1) * count * 2}, sent
+    state = [v for v in opt.state_variables if v.shape]
+    total = sum(int(np.prod(v.shape)) * 4 for v in state)
+    held = world.allgather(step.executable.optimizer_state_bytes)
+    assert abs(sum(held) - total) <= 0.05 * total, (held, total)
+    assert all(abs(h - total / n) <= 0.05 * total / n for h in held), (held, total)
+    assert plain.executable.optimizer_state_bytes == 0
+    ng.checkpoint.consolidate(params, opt)
+    assert bits(opt.state_variables) == bits(plain_opt.state_variables)
+    # And on from the gathered state: still the same bits.
+    for xv, yv in data[:2]:
+        step(xv, yv)
+        plain(xv, yv)
+        assert step.executable.last_call_sharded
+        assert bits(params) == bits(plain_params)

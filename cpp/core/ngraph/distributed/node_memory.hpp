@@ -79,6 +79,18 @@ class SharedRegion {
   // memory is copied to the same place on every other node (among the ranks l), so every
   // node's common memory holds the whole range once its ranks have arrived.
   virtual void reduce_scatter(size_t offset, size_t count, ReduceOp op, const std::string& what) = 0;
+  // The same with gradient compression (`c.wire` 16-bit; f32: the above): the step between
+  // nodes sends each contribution rounded to the wire (the reduce-scatter of the compressed
+  // allreduce), and the owner rounds its share of the sums to the wire and back before the
+  // mean's scaling, as the compressed allreduce's allgather would deliver it: the same bits
+  // the compressed allreduce writes there. With error feedback `c.residual` is laid out as
+  // the compressed allreduce's for the same `count` (its sizes and contents are exchangeable).
+  // On one node, and in this default, the plain reduce_scatter.
+  virtual void reduce_scatter_compressed(size_t offset, size_t count, ReduceOp op, const Compression& c,
+                                         const std::string& what) {
+    (void)c;
+    reduce_scatter(offset, count, op, what);
+  }
   virtual void allgather_common(size_t offset, size_t count, const std::string& what) = 0;
   // Of the common memory: discard_common gives the whole pages inside `bytes` at byte `offset`
   // back to the system (a range this node no longer needs; reading it afterwards reads zeros,

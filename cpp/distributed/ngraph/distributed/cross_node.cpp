@@ -347,6 +347,15 @@ void CrossNodeExchange::reduce_scatter_sum(float* buf, size_t count, Wire wire, 
   std::copy(sum, sum + m, buf + mine.lo);
 }
 
+void CrossNodeExchange::round_own_piece(float* buf, size_t count, Wire wire, float* residual) {
+  if (wire == Wire::f32) return;
+  const Range mine = piece(count, m_rank);
+  const size_t m = mine.hi - mine.lo;
+  m_packed.resize(count);  // the owner's piece of it is what allgather then sends
+  wire::encode(buf + mine.lo, m_packed.data() + mine.lo, m, wire, residual);
+  wire::decode(m_packed.data() + mine.lo, buf + mine.lo, m, wire);
+}
+
 void CrossNodeExchange::allgather(float* buf, size_t count, Wire wire, const std::string& what, float* residual) {
   check_count(count, what);
   if (count == 0) return;
@@ -361,11 +370,7 @@ void CrossNodeExchange::allgather(float* buf, size_t count, Wire wire, const std
     m_recv_displs[q] = static_cast<int>(p.lo);
   }
   const bool narrow = wire != Wire::f32;
-  if (narrow) {  // the owner keeps what the others receive
-    m_packed.resize(count);
-    wire::encode(buf + mine.lo, m_packed.data() + mine.lo, m, wire, residual);
-    wire::decode(m_packed.data() + mine.lo, buf + mine.lo, m, wire);
-  }
+  if (narrow) round_own_piece(buf, count, wire, residual);  // the owner keeps what the others receive
   if (n > 1) {
     MPI_Request req;
     if (narrow)

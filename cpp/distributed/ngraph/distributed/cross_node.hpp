@@ -94,6 +94,11 @@ class CrossNodeExchange {
   // allreduce_sum: residual_count(count) floats: the reduce-scatter's, then the allgather's.
   void allreduce_sum(float* buf, size_t count, Wire wire, const std::string& what, float* residual);
   size_t residual_count(size_t count) const;
+  // Piece rank() of buf (count floats) rounded to the 16-bit `wire` and back in place, with
+  // `residual` (piece(count, rank()).hi - lo floats, or null) as allgather's: exactly what the
+  // owner keeps, and the other ranks receive, when allgather sends that piece. Sends nothing.
+  // A sharded update across nodes rounds its share of the sums so, without gathering them.
+  void round_own_piece(float* buf, size_t count, Wire wire, float* residual);
 
   // Payload bytes this object sent (values only: every piece once per receiving rank), for
   // tests and benchmarks.

@@ -28,8 +28,10 @@
 // bytes across the network as one flat ring would carry per rank, divided by the ranks per
 // node. Float sums go through the deterministic CrossNodeExchange (cross_node.hpp: each
 // element added in node order), so a sharded update across nodes, which reduce-scatters the
-// same pieces with it, sums the same bits. One rank per node is a node of one slot (no
-// arrivals); the region then serves only to give the two paths the same sums.
+// same pieces with it, sums the same bits; compressed, it sends the same 16-bit values and
+// rounds its share as the compressed allreduce's allgather would (reduce_scatter_compressed).
+// One rank per node is a node of one slot (no arrivals); the region then serves only to give
+// the two paths the same sums.
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -170,6 +172,20 @@ class MPISharedRegion : public SharedRegion {
   }
 
   void reduce_scatter(size_t offset, size_t count, ReduceOp op, const std::string& what) override {
+    run_reduce_scatter(offset, count, op, Compression{}, what);
+  }
+  void reduce_scatter_compressed(size_t offset, size_t count, ReduceOp op, const Compression& c,
+                                 const std::string& what) override {
+    run_reduce_scatter(offset, count, op, c,
+                       c.wire == Wire::f32 || m_nodes == 1
+                           ? what
+                           : what + ", sent as " + std::string(to_string(c.wire)) + " between nodes");
+  }
+
+  // Compressed (a 16-bit c.wire, several nodes): the piece's step between nodes is the
+  // compressed allreduce's reduce-scatter (cross_compressed), and the owner's share is rounded
+  // as its allgather would deliver it, with the residuals in the same layout.
+  void run_reduce_scatter(size_t offset, size_t count, ReduceOp op, const Compression& c, const std::string& what) {
     usable(what);
     check_range(offset, count * sizeof(float), m_bytes, what);
     arrive_all(what, "before reducing");  // every rank's inputs are written
@@ -179,7 +195,9 @@ class MPISharedRegion : public SharedRegion {
       reduce_block<float>(offset, offset, b, std::min(kBlock, hi - b), Sum<float>());
     if (m_nodes > 1)
       guarded([&] {
-        m_exchange->reduce_scatter_sum(mine + lo, hi - lo, Wire::f32, what + " between nodes");
+        float* residual = residual_for(hi - lo, c);
+        m_exchange->reduce_scatter_sum(mine + lo, hi - lo, c.wire, what + " between nodes", residual);
+        m_exchange->round_own_piece(mine + lo, hi - lo, c.wire, residual ? residual + (hi - lo) : nullptr);
       });
     if (op == ReduceOp::mean) {
       Piece mine_share = share(count, sizeof(float), m_local_rank, m_local_size, m_node, m_nodes);
@@ -356,18 +374,24 @@ class MPISharedRegion : public SharedRegion {
   // order, so every node's copy has the same bits).
   void cross_compressed(float* piece, size_t n, const Compression& c, const std::string& what) {
     if (!m_exchange) m_exchange = std::make_unique<CrossNodeExchange>(m_comm, m_cross);
-    float* residual = nullptr;
-    if (c.residual) {
-      size_t need = m_exchange->residual_count(n);
-      if (c.residual->size() != need) c.residual->assign(need, 0.0f);
-      residual = c.residual->data();
-    }
+    float* residual = residual_for(n, c);
     try {
       m_exchange->allreduce_sum(piece, n, c.wire, what + " between nodes", residual);
     } catch (const DistributedError& e) {
       m_broken = e.what();
       throw;
     }
+  }
+
+  // The carried rounding errors of a compressed step between nodes over a piece of n floats
+  // (null without error feedback or compression): the exchange's residual_count(n), zero on
+  // first use. The compressed allreduce and the compressed reduce-scatter share this layout:
+  // the piece's contributions, then the owner's rounding of its part.
+  float* residual_for(size_t n, const Compression& c) {
+    if (!c.residual || c.wire == Wire::f32) return nullptr;
+    size_t need = m_exchange->residual_count(n);
+    if (c.residual->size() != need) c.residual->assign(need, 0.0f);
+    return c.residual->data();
   }
 
   template <typename T, typename F>

@@ -165,10 +165,11 @@ class RequestGroup : public distributed::Request {
 
 // Error feedback's carried rounding errors of one fused allreduce, kept by the executable
 // between calls (transient state: set_value and checkpoints leave them alone): one per
-// collective it runs over MPI (the whole range, or each tensor), and the shared region's.
+// collective it runs over MPI (the whole range, or each tensor). The shared region's is the
+// region binding's (RegionBinding::residual), which a sharded update's reduce-scatter of the
+// same range shares.
 struct Residuals {
   std::vector<std::vector<float>> mpi;
-  std::vector<float> region;
 };
 
 // How a fused allreduce runs on the communicator: blocking when nothing overlaps it, else
@@ -244,7 +245,7 @@ NGRAPH_CPU_KERNEL("CPUFusedAllReduce", [](KernelContext& ctx) -> Kernel {
         binding->region->allreduce(in_at, out_at, total, mpi.t, mpi.reduce);
       else
         binding->region->allreduce_compressed(in_at, out_at, total, mpi.t, mpi.reduce,
-                                              {mpi.wire, mpi.residuals ? &mpi.residuals->region : nullptr});
+                                              {mpi.wire, mpi.residuals ? binding->residual(out_at, total) : nullptr});
     } else {
       mpi.run(in, out);
     }

@@ -7,8 +7,10 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ngraph/distributed/node_memory.hpp"
@@ -68,6 +70,15 @@ struct RegionBinding {
   std::vector<const char*> slots;     // region->slot(l) for each local rank l
   int local_rank = 0, local_size = 1;
   int node = 0, nodes = 1;            // region->node(), region->nodes()
+  // With error feedback, the carried rounding errors of the compressed exchanges between nodes
+  // over this region, by (byte offset in the slot, floats): a compressed fused allreduce and a
+  // sharded update's compressed reduce-scatter over the same range share one (the region
+  // lays them out alike), so calls that go sharded and calls that do not carry the same
+  // errors. Zero on first use; reset with the binding.
+  using ResidualKey = std::pair<size_t, size_t>;
+  std::shared_ptr<std::map<ResidualKey, std::vector<float>>> residuals =
+      std::make_shared<std::map<ResidualKey, std::vector<float>>>();
+  std::vector<float>* residual(size_t offset, size_t count) const { return &(*residuals)[{offset, count}]; }
 };
 
 // Where the plan put a fused allreduce's buffers (pass/collective_placement.cpp and

@@ -32,11 +32,14 @@ void select_sharded_kernels(ExecutionPlan& plan);
 // in its slot: on one node it arrives (the update kernels then read them) and reduces whole
 // only the byte ranges `whole` of the group (`elements` in all) at byte `at` of the slot
 // (members other steps read whole); across nodes it reduce-scatters each of the `sharded`
-// byte ranges (SharedRegion::reduce_scatter) and allreduces the `whole` ones.
+// byte ranges (SharedRegion::reduce_scatter) and allreduces the `whole` ones. With a 16-bit
+// `wire` both are the compressed ones between nodes (with `error_feedback`, carrying the
+// binding's residuals of each range, RegionBinding::residual).
 Kernel sharded_arrive_kernel(std::shared_ptr<const RegionBinding> binding, size_t at, size_t elements,
                              std::vector<std::pair<size_t, size_t>> whole,
                              std::vector<std::pair<size_t, size_t>> sharded, element::Type type,
-                             distributed::ReduceOp op);
+                             distributed::ReduceOp op, distributed::Wire wire = distributed::Wire::f32,
+                             bool error_feedback = false);
 
 // A sharded update: a fused elementwise update step in a sharded call. On one node it runs its
 // program over this rank's piece (SharedRegion::piece) only, reading each input of `summed` as

@@ -216,12 +216,20 @@ void lay_out_variables(ExecutionPlan& plan, ShardedUpdate& u) {
     throw std::logic_error("[CPU] a sharded update reads a sum reduced whole");
   };
   u.planes_at = round_up(placement.common);
-  // Across nodes unless turned off (NGRAPH_SHM_SHARDED_ACROSS_NODES=0), on f32 sums exchanged
-  // in f32: the shares travel through the uncompressed exchange.
+  // Across nodes unless turned off (NGRAPH_SHM_SHARDED_ACROSS_NODES=0), on f32 sums. A
+  // compressed exchange (16-bit reduce-scatter, f32 allgather of the weights: 1.5x the
+  // compressed allreduce's bytes) only when asked (NGRAPH_SHM_SHARDED_COMPRESSED=1).
   auto fused = std::dynamic_pointer_cast<FusedAllReduce>(plan.steps[u.allreduce].node);
   u.across_nodes = settings::flag("NGRAPH_SHM_SHARDED_ACROSS_NODES") && fused &&
-                   fused->get_compression() == distributed::Wire::f32 &&
+                   (fused->get_compression() == distributed::Wire::f32 ||
+                    settings::flag("NGRAPH_SHM_SHARDED_COMPRESSED")) &&
                    plan.steps[u.allreduce].node->get_output_element_type(0) == element::f32;
+  // Error feedback's residuals are laid out by the pieces of the range exchanged: the
+  // reduce-scatter shares the compressed allreduce's only over the same range, the whole group
+  // (no member reduced whole), so a call that goes unsharded carries the same errors.
+  if (fused && fused->get_compression() != distributed::Wire::f32 && fused->get_error_feedback() &&
+      !u.whole_ranges.empty())
+    u.across_nodes = false;
   std::set<size_t> homes;
   std::vector<size_t> apart;  // update steps laid out after the planes
   std::vector<std::pair<size_t, std::vector<VariableState*>>> weights, optimizer;  // per update step in the planes
@@ -281,7 +289,8 @@ Kernel arrive_kernel(const ExecutionPlan& plan, const ShardedUpdate& u) {
   const ContiguousGroup& group = output_group(plan, u.allreduce);
   element::Type t = op.get_output_element_type(0);
   return sharded_arrive_kernel(plan.shared[u.placement].binding, group.shared_offset, group.bytes / t.size(),
-                               u.whole_ranges, u.sharded_ranges, t, op.get_reduce_op());
+                               u.whole_ranges, u.sharded_ranges, t, op.get_reduce_op(), op.get_compression(),
+                               op.get_error_feedback());
 }
 
 // The update step r's kernel in a sharded call; its scratch must be the plain kernel's (the
@@ -328,11 +337,22 @@ void select_sharded_kernels(ExecutionPlan& plan) {
 Kernel sharded_arrive_kernel(std::shared_ptr<const RegionBinding> binding, size_t at, size_t elements,
                              std::vector<std::pair<size_t, size_t>> whole,
                              std::vector<std::pair<size_t, size_t>> sharded, element::Type type,
-                             distributed::ReduceOp op) {
+                             distributed::ReduceOp op, distributed::Wire wire, bool error_feedback) {
   std::string what = "[AllReduce] " + std::to_string(elements) + " x " + type.get_type_name() + " " +
                      to_string(op) + " in shared memory, summed by the sharded update";
-  return [binding, at, whole, sharded, type, op, what](const void* const*, void* const*) {
+  return [binding, at, whole, sharded, type, op, wire, error_feedback, what](const void* const*, void* const*) {
     distributed::SharedRegion& region = *binding->region;
+    // Each range's compression, with the residuals its compressed allreduce would carry.
+    auto compression = [&](size_t off, size_t count) {
+      return distributed::Compression{wire, error_feedback ? binding->residual(at + off, count) : nullptr};
+    };
+    if (binding->nodes > 1 && wire != distributed::Wire::f32) {  // planned: f32 sums
+      for (const auto& [off, n] : sharded)
+        region.reduce_scatter_compressed(at + off, n / type.size(), op, compression(off, n / type.size()), what);
+      for (const auto& [off, n] : whole)
+        region.allreduce_compressed(at + off, at + off, n / type.size(), type, op, compression(off, n / type.size()));
+      return;
+    }
     if (binding->nodes > 1) {  // this rank's share of each range summed over every rank (planned: f32)
       for (const auto& [off, n] : sharded) region.reduce_scatter(at + off, n / type.size(), op, what);
       for (const auto& [off, n] : whole) region.allreduce(at + off, at + off, n / type.size(), type, op);
