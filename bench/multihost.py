@@ -6,6 +6,7 @@ bench/scaling_model.py and docs/scaling.md. Writes bench/results/multihost.json.
     python bench/multihost.py --configs 2x1,4x1 --rates off,1gbit --models mlp
     python bench/multihost.py --compression bf16 --tag bf16    # a build with 16-bit exchange
     python bench/multihost.py --sharded 0 --tag unsharded      # NGRAPH_SHM_SHARDED_UPDATE=0
+    python bench/multihost.py --compression bf16 --sharded 1 --tag bf16-sharded  # and with it
     python bench/multihost.py --smoke                          # seconds: checks it runs
 
 A configuration HxL is H hosts of L ranks each (one thread per rank, all on this machine's
@@ -184,8 +185,8 @@ def main(argv=None):
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--compression", default="none", help="passed to ng.allreduce (bf16, ...)")
     ap.add_argument("--sharded", choices=["default", "0", "1"], default="default",
-                    help="NGRAPH_SHM_SHARDED_UPDATE and NGRAPH_SHM_SHARDED_ACROSS_NODES "
-                         "for every rank")
+                    help="NGRAPH_SHM_SHARDED_UPDATE, NGRAPH_SHM_SHARDED_ACROSS_NODES and "
+                         "NGRAPH_SHM_SHARDED_COMPRESSED for every rank")
     ap.add_argument("--tag", default="", help="a name for this series (keys of the results)")
     ap.add_argument("--skip", default="", help="comma-separated parts to skip: lone, node, "
                                                 "shm, timeline, link, allreduce, step")
@@ -213,7 +214,9 @@ def main(argv=None):
     if subprocess.run([HARNESS, "check"], capture_output=True).returncode != 0:
         raise SystemExit(f"the multi-host harness cannot run here: {why}")
     extra = {} if args.sharded == "default" else {
-        "NGRAPH_SHM_SHARDED_UPDATE": args.sharded, "NGRAPH_SHM_SHARDED_ACROSS_NODES": args.sharded}
+        "NGRAPH_SHM_SHARDED_UPDATE": args.sharded, "NGRAPH_SHM_SHARDED_ACROSS_NODES": args.sharded,
+        # a compressed exchange runs the sharded update across nodes only when asked
+        "NGRAPH_SHM_SHARDED_COMPRESSED": args.sharded}
     env = clean_env(extra)
     series = args.tag or ("f32" if args.compression == "none" else args.compression)
     results = {}

@@ -139,8 +139,13 @@ def shm_share(res, series):
 
 
 def wire_of(entry):
-    """Bytes per value on the wire between nodes: 4 (f32) or 2 (bf16, fp16)."""
-    return 4 if entry.get("compression", "none") in ("none", None) else 2
+    """Bytes per value on the wire between nodes: 4 (f32) or 2 (bf16, fp16); 3 for a step that
+    ran the sharded update across nodes with a 16-bit exchange (NGRAPH_SHM_SHARDED_COMPRESSED:
+    the gradients' reduce-scatter in 16 bits, the weights' allgather in f32), whose encoding
+    and decoding is costed as the compressed allreduce's."""
+    if entry.get("compression", "none") in ("none", None):
+        return 4
+    return 3 if entry.get("sharded") and entry.get("hosts", 1) > 1 else 2
 
 
 # The shared region's arrivals per collective with L > 1 ranks per node (shared_region.cpp):

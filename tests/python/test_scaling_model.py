@@ -178,3 +178,14 @@ def test_sharded_update_does_a_part_of_the_update():
     # The same timeline unsharded: its tail (0.1) is the whole update.
     res["timeline"]["f32/resnet50"]["sharded"] = False
     assert scaling_model.update_share(res, "f32", "resnet50") == pytest.approx(0.1)
+
+
+def test_wire_bytes_per_value():
+    # f32; a compressed allreduce; a compressed exchange under the sharded update across nodes
+    # (16-bit gradients out, f32 weights back: 3 bytes a value on average).
+    assert scaling_model.wire_of({"compression": "none", "sharded": True, "hosts": 2}) == 4
+    assert scaling_model.wire_of({"compression": "bf16", "hosts": 2}) == 2
+    assert scaling_model.wire_of({"compression": "bf16", "sharded": False, "hosts": 4}) == 2
+    assert scaling_model.wire_of({"compression": "fp16", "sharded": True, "hosts": 2}) == 3
+    one = scaling_model.exchange_terms(8e6, 4, 1, 2)[2]
+    assert scaling_model.exchange_terms(8e6, 4, 1, 3)[2] == pytest.approx(1.5 * one)
