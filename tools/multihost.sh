@@ -38,8 +38,9 @@ self="$here/$(basename "${BASH_SOURCE[0]}")"
 # Each cluster has a tmpfs of its own holding every host's /dev/shm (bound over /dev/shm
 # inside the host), outside /dev/shm itself so hosts started from inside another host see it.
 # Its size is a limit, not a reservation: 1 GiB per host ($NGRAPH_MULTIHOST_SHM_GB per host to
-# change it), so ResNet-50's node regions (gradients, weights and optimizer state: about 310
-# MB a host) fit on 8 hosts; a region that does not fit makes ngraph fall back to MPI.
+# change it), so ResNet-50's node regions (204 MB of gradients and weights a host, and the
+# optimizer state beside them) fit on 8 hosts; a region that does not fit makes ngraph fall
+# back to MPI's allreduce (2 GiB for the whole cluster did not hold them on 8 hosts).
 state_root=${TMPDIR:-/tmp}
 shm_dir() { echo "$state_root/$prefix-$1.shm"; }
 
