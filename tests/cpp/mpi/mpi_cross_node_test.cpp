@@ -220,6 +220,31 @@ TEST(CrossNodeExchange, ConversionsMatchTheReferenceRounding) {
   EXPECT_THROW(distributed::wire::round_in_place(out, 5, Wire::f32), std::invalid_argument);
 }
 
+// With error feedback the residual is what the wire lost, saturation included (fp16 beyond
+// 65504 carries the excess), the same on the vector path (8 values at a time) as on the
+// portable tail: 17 values take both.
+TEST(CrossNodeExchange, ResidualsCarryWhatRoundingAndSaturationLost) {
+  std::vector<float> x(17);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = (i % 2 ? -1.0f : 1.0f) * (65000.0f + 1000.0f * static_cast<float>(i));
+  x[3] = 1.0f + 1.0f / 4096;  // rounds in fp16 and in bf16
+  x[12] = INFINITY;
+  for (Wire w : {Wire::bf16, Wire::fp16}) {
+    std::vector<float> residual(x.size(), 0.0f), back(x.size());
+    std::vector<uint16_t> bits(x.size());
+    distributed::wire::encode(x.data(), bits.data(), x.size(), w, residual.data());
+    distributed::wire::decode(bits.data(), back.data(), x.size(), w);
+    for (size_t i = 0; i < x.size(); ++i) {
+      float want = std::isfinite(back[i]) ? x[i] - back[i] : 0.0f;
+      EXPECT_EQ(residual[i], want) << to_string(w) << " at " << i << ": " << x[i] << " sent as " << back[i];
+    }
+    if (w == Wire::fp16) {
+      EXPECT_EQ(back[2], 65504.0f);  // 67000 saturates
+      EXPECT_EQ(residual[10], 75000.0f - 65504.0f);  // the vector path's second block
+      EXPECT_EQ(residual[16], 81000.0f - 65504.0f);  // the portable tail
+    }
+  }
+}
+
 // Every rank sends 1 + 2^-9 each step, which bf16 rounds to 1: without error feedback the
 // accumulated results fall short by 2^-9 per rank and step; with it the shortfall stays
 // below a few bf16 steps however many steps run.

@@ -100,8 +100,9 @@ __attribute__((target("avx,f16c"))) void encode_fp16_f16c(const float* x, uint16
     if (residual) v = _mm256_add_ps(v, _mm256_loadu_ps(residual + i));
     __m256 a = _mm256_andnot_ps(sign, v);
     __m256 big = _mm256_and_ps(_mm256_cmp_ps(a, limit, _CMP_GT_OQ), _mm256_cmp_ps(a, inf, _CMP_LT_OQ));
-    v = _mm256_blendv_ps(v, _mm256_or_ps(_mm256_and_ps(v, sign), limit), big);
-    __m128i h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    // Saturated, and the residual from v itself: it carries what saturation lost too.
+    __m256 sent = _mm256_blendv_ps(v, _mm256_or_ps(_mm256_and_ps(v, sign), limit), big);
+    __m128i h = _mm256_cvtps_ph(sent, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), h);
     if (residual) {
       __m256 back = _mm256_cvtph_ps(h);
