@@ -265,14 +265,21 @@ def simulate(t_compute, buckets, cost):
     return t_compute + stall
 
 
+def timeline_of(res, series, model):
+    """The series' 2-host timeline, else f32's: (the series it was measured in, the entry)."""
+    key = series if f"{series}/{model}" in res["timeline"] else "f32"
+    return key, res["timeline"][f"{key}/{model}"]
+
+
 def timeline_ranks(res, series, model):
-    """How many ways the update was split in the series' 2-host timeline: 2 where its 2x1 step
-    ran the sharded update across the nodes (each rank updated half the weights), else 1."""
-    tl = res["timeline"].get(f"{series}/{model}") or res["timeline"][f"f32/{model}"]
+    """How many ways the update was split in the 2-host timeline the series uses: 2 where that
+    timeline's 2x1 step ran the sharded update across the nodes (each rank updated half the
+    weights), else 1."""
+    key, tl = timeline_of(res, series, model)
     ranks = (tl.get("hosts", 2), tl.get("slots", 1))
     if "sharded" in tl:
         return ranks[0] * ranks[1] if tl["sharded"] else 1
-    steps = [r for r in res.get("step", {}).values() if r.get("series") == series and
+    steps = [r for r in res.get("step", {}).values() if r.get("series") == key and
              r["model"] == model and (r["hosts"], r["slots"]) == ranks]
     return ranks[0] * ranks[1] if steps and steps[0].get("sharded") else 1
 
@@ -284,8 +291,7 @@ def update_share(res, series, model):
     step was sharded n ways. Checked on the committed timelines: the unsharded ResNet-50's
     tail is 20.0 ms, the sharded one's 10.1 ms, so 20.2 ms for all the weights, 15% of a lone
     step (the MLP: 22% and 24%)."""
-    tl = res["timeline"].get(f"{series}/{model}") or res["timeline"][f"f32/{model}"]
-    tail = 1 - tl["buckets"][-1]["ready"]
+    tail = 1 - timeline_of(res, series, model)[1]["buckets"][-1]["ready"]
     n = timeline_ranks(res, series, model)
     return n * tail / (1 - tail + n * tail)
 
@@ -295,7 +301,7 @@ def buckets_of(res, series, model, blocking=False):
     fractions of a lone process's step, which updates every weight (the timeline's own step
     may have updated half of them); a compressed exchange runs blocking (needed where it is
     ready)."""
-    tl = res["timeline"].get(f"{series}/{model}") or res["timeline"][f"f32/{model}"]
+    tl = timeline_of(res, series, model)[1]
     tail = 1 - tl["buckets"][-1]["ready"]
     n = timeline_ranks(res, series, model)
     full = 1 - tail + n * tail  # the timeline's step is this fraction of a lone one
@@ -307,12 +313,15 @@ def sharded_compute(res, series, model, t_c, ranks, sharded, scale=1.0):
     """A step's compute from the lone processes' t_c (each updates every weight): a sharded
     update across the N ranks updates 1/N of them, so (1 - 1/N) of the update is not done;
     and the buckets' positions as fractions of that compute. `scale`: the measured model's
-    lone step over this one's (the update takes the same time at 224x224 as at 64x64, the
-    same weights, so a smaller share of a longer step)."""
-    share = update_share(res, series, model) * scale
-    cut = share * (1 - 1 / ranks) if sharded and ranks > 1 else 0.0
+    lone step over this one's (224x224 against the timeline's 64x64): the update takes the
+    same seconds (the same weights), a share `u scale` of the longer step, and the forward and
+    backward passes the rest, so a bucket's moment in them, `ready / (1 - u)` of them, becomes
+    `ready (1 - u scale) / (1 - u)` of the step."""
+    u = update_share(res, series, model)
+    cut = u * scale * (1 - 1 / ranks) if sharded and ranks > 1 else 0.0
     t = t_c * (1 - cut)
-    return t, [(s, ready * t_c / t, needed * t_c / t)
+    stretch = (1 - u * scale) / (1 - u) * t_c / t
+    return t, [(s, ready * stretch, needed * stretch)
                for s, ready, needed in buckets_of(res, series, model)]
 
 
@@ -378,17 +387,19 @@ def projection(res, series, model, t_node, rate, links, nodes):
     """images/s on each number of nodes, one rank alone on each (no CPU sharing), on a link
     of `rate` (any tc rate: the wire at that rate times the measured efficiency); a series
     whose steps shard the update across the nodes updates 1/m of the weights on m nodes."""
-    wire = 2 if series in ("bf16", "fp16") else 4
-    sharded = any(r.get("sharded") for r in res["step"].values()
-                  if r.get("series") == series and r["model"] == model and r["hosts"] > 1)
+    steps = [r for r in res["step"].values()
+             if r.get("series") == series and r["model"] == model and r["hosts"] > 1]
+    sharded = any(r.get("sharded") for r in steps)
+    compression = steps[0].get("compression", "none") if steps else "none"
     batch = 8 if model == "resnet50" else 64
     scale = compute_s(res, model, 1) / t_node
     out = []
     for m in nodes:
         t, buckets = sharded_compute(res, series, model, t_node, m, sharded, scale)
+        wire = wire_of({"compression": compression, "sharded": sharded, "hosts": m})
         if wire != 4:
             buckets = [(s, ready, ready) for s, ready, _ in buckets]
-        out.append(m * batch / simulate(t, buckets, lambda s, m=m: links.cost(
+        out.append(m * batch / simulate(t, buckets, lambda s, m=m, wire=wire: links.cost(
             s, m, 1, rate, 1.0, wire, projected=True) if m > 1 else 0.0))
     return out
 

@@ -37,8 +37,8 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 self="$here/$(basename "${BASH_SOURCE[0]}")"
 # Each cluster has a tmpfs of its own holding every host's /dev/shm (bound over /dev/shm
 # inside the host), outside /dev/shm itself so hosts started from inside another host see it.
-# Its size is a limit, not a reservation: 1 GiB per host ($NGRAPH_MULTIHOST_SHM_GB per host to
-# change it), so ResNet-50's node regions (204 MB of gradients and weights a host, and the
+# Its size is a limit, not a reservation: 1 GiB per rank slot ($NGRAPH_MULTIHOST_SHM_GB per
+# slot to change it), so ResNet-50's node regions (204 MB of gradients and weights a host, and the
 # optimizer state beside them) fit on 8 hosts; a region that does not fit makes ngraph fall
 # back to MPI's allreduce (2 GiB for the whole cluster did not hold them on 8 hosts).
 state_root=${TMPDIR:-/tmp}
@@ -94,12 +94,12 @@ cmd_up() {
   local net sw="$prefix-$id-sw"
   net=$(subnet "$id")
   trap 'cmd_down "$id" >/dev/null 2>&1' ERR
+  local gb=${NGRAPH_MULTIHOST_SHM_GB:-1}
+  [[ "$gb" =~ ^[0-9]+$ ]] && ((10#$gb >= 1)) || die "NGRAPH_MULTIHOST_SHM_GB must be a whole number >= 1, got '$gb'"
   local shm
   shm=$(shm_dir "$id")
   mkdir -p "$shm"
-  local gb=${NGRAPH_MULTIHOST_SHM_GB:-1}
-  [[ "$gb" =~ ^[0-9]+$ ]] && ((gb >= 1)) || die "NGRAPH_MULTIHOST_SHM_GB must be a whole number >= 1, got '$gb'"
-  mount -t tmpfs -o "size=$((gb * (n > 2 ? n : 2)))g,mode=1777" "$prefix-$id" "$shm"
+  mount -t tmpfs -o "size=$((10#$gb * n * slots))g,mode=1777" "$prefix-$id" "$shm"
   echo "$slots" >"$shm/slots"
   ip netns add "$sw"
   ip -n "$sw" link add br0 type bridge

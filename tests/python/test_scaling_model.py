@@ -173,11 +173,21 @@ def test_sharded_update_does_a_part_of_the_update():
     # the same weights (scale 1/2): the same update seconds, half the share.
     assert scaling_model.sharded_compute(res, "f32", "resnet50", 1.1, 4, False)[0] == 1.1
     assert scaling_model.sharded_compute(res, "f32", "resnet50", 1.1, 1, True)[0] == 1.1
-    assert scaling_model.sharded_compute(res, "f32", "resnet50", 2.2, 4, True, 0.5)[0] == \
-        pytest.approx(2.2 - 0.75 * 0.2)
-    # The same timeline unsharded: its tail (0.1) is the whole update.
+    t, buckets = scaling_model.sharded_compute(res, "f32", "resnet50", 2.2, 4, True, 0.5)
+    assert t == pytest.approx(2.2 - 0.75 * 0.2)
+    # ... and the forward and backward passes take the other 2.0 s: the first bucket, ready
+    # 0.55 into the timeline's 0.9 of them, is ready as far into these.
+    assert buckets[0][1] * t == pytest.approx(0.55 / 0.9 * 2.0)
+    # The same timeline unsharded: its tail (0.1) is the whole update. A series without a
+    # timeline of its own takes f32's, and whether it was sharded from f32's steps.
     res["timeline"]["f32/resnet50"]["sharded"] = False
     assert scaling_model.update_share(res, "f32", "resnet50") == pytest.approx(0.1)
+    del res["timeline"]["f32/resnet50"]["sharded"]
+    res["step"] = {"f32/resnet50/2x1@1gbit": {"series": "f32", "model": "resnet50", "hosts": 2,
+                                              "slots": 1, "sharded": True},
+                   "bf16/resnet50/2x1@1gbit": {"series": "bf16", "model": "resnet50",
+                                               "hosts": 2, "slots": 1, "sharded": False}}
+    assert scaling_model.update_share(res, "bf16", "resnet50") == pytest.approx(0.2 / 1.1)
 
 
 def test_wire_bytes_per_value():

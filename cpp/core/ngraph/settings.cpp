@@ -45,8 +45,9 @@ void add_distributed(std::vector<Setting>& t) {
   add(t, "NGRAPH_SHM_SHARDED_COMPRESSED", Type::flag, "0", kEachCompile, true,
       "with a bf16 or fp16 gradient exchange, the sharded update also runs across nodes (with "
       "NGRAPH_SHM_SHARDED_ACROSS_NODES): 16-bit reduce-scatter of the gradients, f32 allgather of the weights, "
-      "1.5x the bytes of the compressed allreduce for 1/N of the optimizer state per rank; 0: a compressed "
-      "exchange runs the update unsharded across nodes");
+      "1.5x the bytes of the compressed allreduce for 1/N of the optimizer state per rank (not with error feedback "
+      "when a member of the fused gradients is reduced whole: that update stays unsharded across nodes); 0: a "
+      "compressed exchange runs the update unsharded across nodes");
   Setting& check = add(t, "NGRAPH_DIST_CHECK", Type::choice, "always",
                        "load of the library, once per process; ngraph.distributed.init(check=...) replaces it", true,
                        "when the ranks check that they run the same collectives: before every call, the first call "
