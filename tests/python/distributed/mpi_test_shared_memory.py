@@ -617,6 +617,35 @@ def test_sharded_update_across_nodes_compressed(world, comm, monkeypatch, optimi
 
 
 @pytest.mark.parametrize("error_feedback", [False, True], ids=["plain", "error_feedback"])
+@pytest.mark.parametrize("node_size", [2, 1])
+def test_compressed_sharded_update_of_fewer_values_than_ranks(world, comm, monkeypatch,
+                                                              node_size, error_feedback):
+    """3 weights on up to 4 ranks: some ranks' shares hold no value. The sharded compressed
+    step is still the unsharded compressed step's bits, on every rank, step after step."""
+    r, n, ours = compressed_nodes_of(node_size, world, comm, monkeypatch)
+    results = []
+    for sharded in ("1", "0"):
+        monkeypatch.setenv("NGRAPH_SHM_SHARDED_UPDATE", sharded)
+        x = ng.parameter([3], np.float32)
+        w = ng.variable(np.array([0.5, -0.25, 2.0], np.float32))
+        loss = ng.sum(w * x)
+        (g,) = ng.gradients(loss, [w])
+        avg = ng.allreduce(g, "mean", comm=ours, compression="fp16",
+                           error_feedback=error_feedback)
+        opt = ng.optimizers.SGD(0.1, momentum=0.9)
+        step = ng.runtime().computation(loss, x, updates=opt.updates(loss, [w], [avg]))
+        seen = []
+        for k in range(4):  # values that round in fp16, different on every rank and step
+            step(rank_values((3,), r + k, np.float32) * (1 + 2.0 ** -13) + 1e-3 * k)
+            assert step.executable.last_call_sharded == (sharded == "1")
+            seen.append(w.get_value().copy())
+        results.append(seen)
+    for a, b in zip(*results):
+        assert a.tobytes() == b.tobytes()
+    assert same_on_every_rank(world, [results[0][-1]])
+
+
+@pytest.mark.parametrize("error_feedback", [False, True], ids=["plain", "error_feedback"])
 def test_compressed_sharded_update_with_a_member_reduced_whole(world, comm, monkeypatch,
                                                                error_feedback):
     """A 0-d variable's gradient is reduced whole (compressed) between the sharded ranges.
