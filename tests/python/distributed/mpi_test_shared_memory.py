@@ -50,6 +50,19 @@ def nodes_of(node_size: int, world, comm, monkeypatch):
     return r, n, ng.distributed.as_communicator(world.Dup())
 
 
+def assert_state_held_in_shares(world, opt, step, plain, n):
+    """The optimizer state (the momentum, or Adam's two moments; not the 0-d step count), in
+    resident pages, held about 1/n by each rank of the sharded `step` (a page across two
+    shares' boundary is held by both) and not at all by the `plain` one's; returns it."""
+    state = [v for v in opt.state_variables if v.shape]
+    total = sum(int(np.prod(v.shape)) * 4 for v in state)
+    held = world.allgather(step.executable.optimizer_state_bytes)
+    assert abs(sum(held) - total) <= 0.05 * total, (held, total)
+    assert all(abs(h - total / n) <= 0.05 * total / n for h in held), (held, total)
+    assert plain.executable.optimizer_state_bytes == 0
+    return state
+
+
 def fused_sums(dtype, op, comm=None):
     """A computation whose allreduces fuse into one collective over computed values."""
     ps = [ng.parameter(s, dtype) for s in SHAPES]
@@ -493,14 +506,7 @@ def test_optimizer_state_stays_with_its_owners(world, comm, monkeypatch, tmp_pat
         assert sent[True] > 0 and sent[False] == 0, sent
     else:
         assert sent[True] == sent[False] > 0, sent
-    # The optimizer state (the momentum, or Adam's two moments; not the 0-d step count), in
-    # resident pages: a page across two shares' boundary is held by both.
-    state = [v for v in opt.state_variables if v.shape]
-    total = sum(int(np.prod(v.shape)) * 4 for v in state)
-    held = world.allgather(step.executable.optimizer_state_bytes)
-    assert abs(sum(held) - total) <= 0.05 * total, (held, total)
-    assert all(abs(h - total / n) <= 0.05 * total / n for h in held), (held, total)
-    assert plain.executable.optimizer_state_bytes == 0
+    state = assert_state_held_in_shares(world, opt, step, plain, n)
     # Read alone, a scattered state is refused; a checkpoint saved on every rank gathers it.
     assert all(v.scattered for v in state)
     with pytest.raises(RuntimeError, match=f"rank {r} of {n} holds only its share"):
@@ -700,12 +706,7 @@ def test_compressed_sharded_update_bytes_and_state(world, comm, monkeypatch, opt
     assert sent[False] == {"none": 0, "bf16": 0, "fp16": steps * (nodes - 1) * count * 4}, sent
     assert sent[True] == {"none": steps * (nodes - 1) * count * 4, "bf16": 0,
                           "fp16": steps * (nodes - 1) * count * 2}, sent
-    state = [v for v in opt.state_variables if v.shape]
-    total = sum(int(np.prod(v.shape)) * 4 for v in state)
-    held = world.allgather(step.executable.optimizer_state_bytes)
-    assert abs(sum(held) - total) <= 0.05 * total, (held, total)
-    assert all(abs(h - total / n) <= 0.05 * total / n for h in held), (held, total)
-    assert plain.executable.optimizer_state_bytes == 0
+    assert_state_held_in_shares(world, opt, step, plain, n)
     ng.checkpoint.consolidate(params, opt)
     assert bits(opt.state_variables) == bits(plain_opt.state_variables)
     # And on from the gathered state: still the same bits.
