@@ -309,20 +309,20 @@ def buckets_of(res, series, model, blocking=False):
             for b in tl["buckets"]]
 
 
-def sharded_compute(res, series, model, t_c, ranks, sharded, scale=1.0):
+def sharded_compute(res, series, model, t_c, ranks, sharded, scale=1.0, blocking=False):
     """A step's compute from the lone processes' t_c (each updates every weight): a sharded
     update across the N ranks updates 1/N of them, so (1 - 1/N) of the update is not done;
     and the buckets' positions as fractions of that compute. `scale`: the measured model's
     lone step over this one's (224x224 against the timeline's 64x64): the update takes the
     same seconds (the same weights), a share `u scale` of the longer step, and the forward and
     backward passes the rest, so a bucket's moment in them, `ready / (1 - u)` of them, becomes
-    `ready (1 - u scale) / (1 - u)` of the step."""
+    `ready (1 - u scale) / (1 - u)` of the step. `blocking` as buckets_of."""
     u = update_share(res, series, model)
     cut = u * scale * (1 - 1 / ranks) if sharded and ranks > 1 else 0.0
     t = t_c * (1 - cut)
     stretch = (1 - u * scale) / (1 - u) * t_c / t
     return t, [(s, ready * stretch, needed * stretch)
-               for s, ready, needed in buckets_of(res, series, model)]
+               for s, ready, needed in buckets_of(res, series, model, blocking)]
 
 
 def predict(res, series, r, links):
@@ -332,9 +332,8 @@ def predict(res, series, r, links):
                                           f"{hosts}x{slots}", rate)
     share = share_of(res, series, hosts, slots, rate)
     wire = wire_of(r)
-    t, buckets = sharded_compute(res, series, r["model"], t_c, hosts * slots, r.get("sharded"))
-    if wire != 4:  # a compressed exchange is blocking
-        buckets = [(s, ready, ready) for s, ready, _ in buckets]
+    t, buckets = sharded_compute(res, series, r["model"], t_c, hosts * slots, r.get("sharded"),
+                                 blocking=wire != 4)  # a compressed exchange is blocking
     return simulate(t, buckets, lambda s: links.cost(s, hosts, slots, rate, share, wire)), t_c
 
 
@@ -395,10 +394,8 @@ def projection(res, series, model, t_node, rate, links, nodes):
     scale = compute_s(res, model, 1) / t_node
     out = []
     for m in nodes:
-        t, buckets = sharded_compute(res, series, model, t_node, m, sharded, scale)
         wire = wire_of({"compression": compression, "sharded": sharded, "hosts": m})
-        if wire != 4:
-            buckets = [(s, ready, ready) for s, ready, _ in buckets]
+        t, buckets = sharded_compute(res, series, model, t_node, m, sharded, scale, wire != 4)
         out.append(m * batch / simulate(t, buckets, lambda s, m=m, wire=wire: links.cost(
             s, m, 1, rate, 1.0, wire, projected=True) if m > 1 else 0.0))
     return out
