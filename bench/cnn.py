@@ -1,6 +1,8 @@
 """CNN training throughput on synthetic data, in the manner of Horovod's synthetic benchmark:
 a model (ResNet-50 by default), random images and labels, warm-up steps, then timed
-iterations of several steps; images/sec per rank and in total. ngraph's step is one compiled
+iterations of several steps (at least --min-seconds each, after at least --warmup-seconds of
+warm-up: rounds of a few short steps after a pause measure a VM waking up, not training);
+images/sec per rank and in total. ngraph's step is one compiled
 computation (forward, backward, in-graph gradient AllReduce, SGD update); PyTorch runs eager
 in its fastest fp32 CPU form (channels_last, oneDNN) and, under mpirun with several ranks,
 as DistributedDataParallel over gloo.
@@ -21,11 +23,21 @@ step and waits at a barrier after each step: synchronous data parallelism with f
 gradient exchange, the most any synchronous trainer could reach on the machine (ranks in
 step contend for memory at the same moments, and each step lasts as long as the slowest
 rank's).
+
+With --paired under mpirun, one job takes rounds of the ranks' step, of lockstep, of
+independent processes and of rank 0 alone in turn, and reports each kind's weak scaling per
+round against the one-rank round beside it: on a shared VM whose speed drifts by 10% or more
+between launches, the ratio of separate launches measures the drift as much as the step.
+
+    mpirun -np 2 --bind-to core python bench/cnn.py --model small --batch 32 --paired
 """
 
 from __future__ import annotations
 
 import argparse
+import math
+import statistics
+import time
 
 import common  # one thread per process, set before any framework loads
 import ngraph as ng
@@ -184,6 +196,82 @@ def torch_step(model_name, batch, size, world, ddp, lr=0.01, precision="f32"):
     return step
 
 
+def agreed_max(comm):
+    """x -> the largest x of all ranks (an in-graph max allreduce), so that ranks that time
+    their own steps agree on how many to run."""
+    if comm.size == 1:
+        return lambda x: x
+    v = ng.parameter([1], name="seconds")
+    f = ng.runtime().computation(ng.allreduce(v, "max", comm=comm), v)
+    return lambda x: float(np.ravel(f(np.array([x], np.float32)))[0])
+
+
+def paired(args, size, comm) -> dict:
+    """--paired: in one job, rounds of four kinds taken in turn, each after a barrier and a
+    pause: every rank's step with the exchange ("ranks"); the same ranks in lockstep (each
+    trains its own copy, no exchange, a barrier after every step); as independent processes
+    (no exchange, no barrier); and rank 0 alone while the others sleep ("one": they wait for
+    its message polling every 2 ms, not spinning). Each round's weak scaling is its images/s
+    against `size` times the one-rank round taken with it, so that a shared machine's drift
+    (its speed changed by 10% to 40% within seconds here) hits both sides of each ratio
+    alike; medians over the rounds."""
+    from mpi4py import MPI  # noqa: PLC0415
+
+    world = MPI.COMM_WORLD
+    step = ngraph_step(args.model, args.batch, size, comm, precision=args.precision)
+    alone = ngraph_step(args.model, args.batch, size, comm, communicate=False,
+                        precision=args.precision)
+    kinds = {
+        "ranks": step,
+        "lockstep": lambda: (alone(), world.Barrier()),
+        "independent": alone,
+    }
+    agree = agreed_max(comm)
+    for _ in range(args.warmup):
+        step()
+    t = time.perf_counter()
+    for _ in range(3):
+        step()
+    seconds = agree((time.perf_counter() - t) / 3)
+    n = max(args.steps_per_iter, math.ceil(args.min_seconds / seconds))
+    for fn in kinds.values():
+        for _ in range(math.ceil(args.warmup_seconds / seconds / 2)):
+            fn()
+    rates = {k: [] for k in [*kinds, "one"]}
+    for _ in range(args.iters):
+        for k, fn in kinds.items():
+            world.Barrier()
+            time.sleep(0.05)
+            t = time.perf_counter()
+            for _ in range(n):
+                fn()
+            rates[k].append(world.allreduce(args.batch * n / (time.perf_counter() - t)))
+        world.Barrier()
+        time.sleep(0.05)
+        if comm.rank == 0:
+            t = time.perf_counter()
+            for _ in range(n):
+                alone()
+            rates["one"].append(args.batch * n / (time.perf_counter() - t))
+            for r in range(1, comm.size):
+                world.send(None, dest=r, tag=77)
+        else:
+            req = world.irecv(source=0, tag=77)
+            while not req.test()[0]:
+                time.sleep(0.002)
+        rates["one"] = world.bcast(rates["one"])
+    med = statistics.median
+    return {
+        "rounds": args.iters, "steps_per_round": n,
+        "images_per_s": {k: med(v) for k, v in rates.items()},
+        "weak_scaling": {k: med(a / (comm.size * b) for a, b in zip(rates[k], rates["one"]))
+                         for k in kinds},
+        "weak_scaling_per_round": {k: [round(a / (comm.size * b), 3)
+                                       for a, b in zip(rates[k], rates["one"])]
+                                   for k in kinds},
+    }
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", choices=sorted(MODELS), default="resnet50")
@@ -191,13 +279,21 @@ def main(argv=None):
     ap.add_argument("--batch", type=int, default=8, help="per-rank batch")
     ap.add_argument("--warmup", type=int, default=2, help="steps before timing")
     ap.add_argument("--iters", type=int, default=5, help="timed iterations")
-    ap.add_argument("--steps-per-iter", type=int, default=3)
+    ap.add_argument("--steps-per-iter", type=int, default=3, help="the least steps per round")
+    ap.add_argument("--min-seconds", type=float, default=0.3,
+                    help="the least seconds per timed round (more steps where they are short)")
+    ap.add_argument("--warmup-seconds", type=float, default=1.0,
+                    help="the least seconds of warm-up steps")
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--peak", action="store_true",
                     help="also measure the convolution peak and the step's share of it")
     ap.add_argument("--lockstep", action="store_true",
                     help="no gradient exchange, a barrier after every step (ngraph only): the "
                          "ceiling for synchronous data parallelism on this machine")
+    ap.add_argument("--paired", action="store_true",
+                    help="under mpirun: weak scaling from rounds of the ranks' step, lockstep, "
+                         "independent processes and rank 0 alone, taken in turn in one job "
+                         "(ngraph only; see paired())")
     ap.add_argument("--precision", choices=["f32", "bf16", "both"], default="f32",
                     help="the steps' arithmetic: f32, bf16 mixed precision (ngraph's compile "
                          "option, PyTorch's autocast), or both side by side")
@@ -205,14 +301,23 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.smoke:
         args.model, args.batch, args.warmup, args.iters, args.steps_per_iter = "small", 2, 1, 1, 1
+        args.min_seconds = args.warmup_seconds = 0.0
     size = args.image_size or MODELS[args.model][2]
 
     comm = ng.distributed.init()
     if args.lockstep and comm.size < 2:
         ap.error(f"--lockstep compares ranks in step: run it under mpirun with 2 or more ranks "
                  f"(this job has {comm.size})")
-    if args.lockstep and args.precision == "both":
-        ap.error("--lockstep times one step: give --precision f32 or bf16")
+    if (args.lockstep or args.paired) and args.precision == "both":
+        ap.error("--lockstep and --paired time one step: give --precision f32 or bf16")
+    if args.paired:
+        if comm.size < 2:
+            ap.error(f"--paired compares ranks with one rank alone: run it under mpirun with 2 "
+                     f"or more ranks (this job has {comm.size})")
+        result = {"model": args.model, "image_size": size, "batch_per_rank": args.batch,
+                  "ranks": comm.size, "precision": args.precision,
+                  "paired": paired(args, size, comm)}
+        return common.finish(result, comm.rank, {})
     suffix = common.precisions(args.precision)  # contenders "ngraph", "ngraph_bf16", ...
     fns = {}
     for p in suffix:
@@ -234,7 +339,9 @@ def main(argv=None):
                                                comm.size > 1, precision=p)
     per_rank = common.ranks_in_step_rates(
         fns, lambda: ng.distributed.barrier(comm), warmup=args.warmup, iters=args.iters,
-        steps_per_iter=args.steps_per_iter, units_per_step=args.batch)
+        steps_per_iter=args.steps_per_iter, units_per_step=args.batch,
+        min_seconds=args.min_seconds,
+        warmup_seconds=args.warmup_seconds, agree=agreed_max(comm))
     result = {
         "model": args.model,
         "image_size": size,
@@ -242,6 +349,7 @@ def main(argv=None):
         "ranks": comm.size,
         "lockstep": args.lockstep,
         "precision": args.precision,
+        "steps_per_round": common.ranks_in_step_rates.steps_per_iter,
         "images_per_s_per_rank": per_rank,
         "images_per_s": {k: v * comm.size for k, v in per_rank.items()},
     }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import statistics
 import time
@@ -98,23 +99,42 @@ def have(module: str) -> bool:
 
 
 def ranks_in_step_rates(fns: dict, barrier, *, warmup: int, iters: int, steps_per_iter: int,
-                        units_per_step: float) -> dict:
+                        units_per_step: float, min_seconds: float = 0.0,
+                        warmup_seconds: float = 0.0, agree=None) -> dict:
     """Throughput of each contender on this rank, in units per second: `warmup` calls of each,
     then `iters` rounds in which each in turn runs `steps_per_iter` calls after a `barrier()`
     (the ranks start each measurement together) and a pause for the previous one's threads.
-    Medians over the rounds."""
-    for fn in fns.values():
+    Medians over the rounds.
+
+    With `min_seconds`, a contender's rounds last at least that long and its warm-up at least
+    `warmup_seconds`: one more call after the warm-up is timed, and the counts follow from it.
+    `agree(x)` must return the same value on every rank (the ranks' maximum), so that every
+    rank makes the same calls. Short rounds after a pause measure a machine waking up: on a
+    shared VM, three 10 ms steps after 50 ms of sleep ran 2,300 to 3,300 img/s where rounds of
+    0.3 s ran 3,140 to 3,270 (docs/performance.md, "The one-node gap")."""
+    counts = {}
+    for k, fn in fns.items():
         for _ in range(warmup):
             fn()
+        n = steps_per_iter
+        if min_seconds > 0:
+            t = time.perf_counter()
+            fn()
+            seconds = (agree or (lambda x: x))(time.perf_counter() - t)
+            for _ in range(math.ceil(warmup_seconds / seconds)):
+                fn()
+            n = max(n, math.ceil(min_seconds / seconds))
+        counts[k] = n
     samples = {k: [] for k in fns}
     for _ in range(iters):
         for k, fn in fns.items():
             barrier()
             time.sleep(0.05)
             t = time.perf_counter()
-            for _ in range(steps_per_iter):
+            for _ in range(counts[k]):
                 fn()
-            samples[k].append(units_per_step * steps_per_iter / (time.perf_counter() - t))
+            samples[k].append(units_per_step * counts[k] / (time.perf_counter() - t))
+    ranks_in_step_rates.steps_per_iter = counts  # what the rounds ran, for the results
     return {k: statistics.median(v) for k, v in samples.items()}
 
 

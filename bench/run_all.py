@@ -75,6 +75,9 @@ def main(argv=None):
                          "timeline, allreduce, ddp, cnn, gpt, bf16, onnx, scaling); the others are "
                          "taken "
                          "from the last saved summary")
+    ap.add_argument("--cnn-models", default=None,
+                    help="comma-separated CNN runs of the cnn part (" + ", ".join(
+                        f"{m}-{s}" for m, s, _ in CNN_RUNS) + "; default all)")
     args = ap.parse_args(argv)
     parts = {"step_time", "call_overhead", "memory", "timeline", "allreduce", "ddp", "cnn", "gpt",
              "bf16", "onnx", "scaling"}
@@ -221,7 +224,9 @@ def main(argv=None):
             )
         )
     if have_mpi and "cnn" in only:
-        out["cnn"] = run_cnn(args.smoke, launches)
+        cnn_out = run_cnn(args.smoke, launches, args.cnn_models)
+        # With --cnn-models, the other models' runs stay as last saved.
+        out["cnn"] = {**(out.get("cnn") or {}), **cnn_out} if args.cnn_models else cnn_out
     if have_mpi and "gpt" in only:
         out["gpt"] = run_gpt(args.smoke, launches)
     if "bf16" in only:
@@ -293,12 +298,20 @@ def independent_pair(cmd) -> float | None:
     return total
 
 
-def run_cnn(smoke: bool, launches: int) -> dict:
+def run_cnn(smoke: bool, launches: int, models: str | None = None) -> dict:
     """bench/cnn.py on 1 and 2 ranks, as two independent one-rank processes, and as 2 ranks
     in lockstep without communication (interleaved launches): images/s, medians."""
     print("\n== CNN training throughput, synthetic data (bench/cnn.py)")
     res = {}
-    for model, size, batch in [("small", 28, 2)] if smoke else CNN_RUNS:
+    runs_asked = CNN_RUNS
+    if models:
+        names = {f"{m}-{s}": (m, s, b) for m, s, b in CNN_RUNS}
+        unknown = [n for n in models.split(",") if n not in names]
+        if unknown:
+            raise SystemExit(f"--cnn-models: unknown {', '.join(unknown)} (known: "
+                             f"{', '.join(names)})")
+        runs_asked = [names[n] for n in models.split(",")]
+    for model, size, batch in [("small", 28, 2)] if smoke else runs_asked:
         runs = {1: [], 2: []}
         pairs, locksteps = [], []
         for _ in range(launches):
