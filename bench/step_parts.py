@@ -29,10 +29,6 @@ import os
 import statistics
 import tempfile
 
-import cnn
-import common  # noqa: F401  one thread per process, set before any framework loads
-import ngraph as ng
-
 # (part, test on the kernel's op type); the first that matches names the kernel's part.
 GROUPS = [
     ("oneDNN convolutions", lambda op: op.startswith("Convolution")),
@@ -91,7 +87,12 @@ def steps_of(trace: dict) -> list[dict]:
 
 
 def record(args) -> None:
+    import cnn  # noqa: PLC0415  (imports common first: one thread, before ngraph loads)
+    import ngraph as ng  # noqa: PLC0415
+
     comm = ng.distributed.init()
+    if args.model not in cnn.MODELS:
+        raise SystemExit(f"--model: {args.model!r} is none of {sorted(cnn.MODELS)}")
     run = cnn.ngraph_step(args.model, args.batch, args.image_size or cnn.MODELS[args.model][2],
                           comm, communicate=not args.lockstep, precision=args.precision)
     step = run
@@ -153,7 +154,7 @@ def table(paths: list[str]) -> str:
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--model", choices=sorted(cnn.MODELS), default="small")
+    ap.add_argument("--model", default="small", help="one of bench/cnn.py's models")
     ap.add_argument("--image-size", type=int, default=0, help="0: the model's own")
     ap.add_argument("--batch", type=int, default=32, help="per-rank batch")
     ap.add_argument("--precision", choices=["f32", "bf16"], default="f32")

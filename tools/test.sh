@@ -76,6 +76,7 @@ echo "== benchmarks (smoke)"
 "$py" bench/isa.py --smoke >/dev/null
 "$py" bench/convert.py --smoke >/dev/null
 "$py" bench/large_batch.py --smoke >/dev/null
+mpirun --allow-run-as-root --oversubscribe -np 2 "$py" bench/cnn.py --smoke --paired >/dev/null
 
 # The sanitizer job (issue 14): AddressSanitizer + UndefinedBehaviorSanitizer on every C++
 # suite and a Python run (one process and under mpirun), ThreadSanitizer on the threading
