@@ -340,16 +340,21 @@ for i in range(100000):
 """
 
 
-@pytest.mark.parametrize("node_size, compression", [(1, "none"), (2, "none"), (2, "bf16")])
-def test_rank_stopped_mid_sharded_update(tmp_path, node_size, compression):
+@pytest.mark.parametrize("node_size, compression, point", [
+    (1, "none", "sharded_update_gather"), (2, "none", "sharded_update_gather"),
+    (2, "bf16", "sharded_update_gather"), (1, "bf16", "sharded_update_reduce_scatter"),
+    (2, "fp16", "sharded_update_reduce_scatter")])
+def test_rank_stopped_mid_sharded_update(tmp_path, node_size, compression, point):
     """Four ranks as nodes of `node_size` (NGRAPH_SHM_NODE_SIZE), Adam's update sharded across
-    them (with a bf16 exchange and error feedback: NGRAPH_SHM_SHARDED_COMPRESSED=1). Rank 1
-    stops itself (SIGSTOP) after updating its share of step 5, before the shares are
-    gathered: every other rank raises DistributedError naming it within the timeout and a
-    few seconds, and the checkpoint saved after step 4 (collectively: the moments are
-    gathered from their owners, rank 0 writes) loads on every one of them, giving back the
-    values saved."""
-    training = SHARDED_TRAINING.replace("FAULT", "stop_at")
+    them (with a 16-bit exchange and error feedback: NGRAPH_SHM_SHARDED_COMPRESSED=1). Rank 1
+    stops itself (SIGSTOP) in step 5 at `point`: after updating its share, before the shares
+    are gathered; or after summing its piece within its node, before the reduce-scatter
+    between the nodes (the 16-bit one with compression). Every other rank raises
+    DistributedError naming it within the timeout and a few seconds, and the checkpoint
+    saved after step 4 (collectively: the moments are gathered from their owners, rank 0
+    writes) loads on every one of them, giving back the values saved."""
+    training = SHARDED_TRAINING.replace("FAULT", "stop_at").replace(
+        '"sharded_update_gather"', f'"{point}"')
     if compression != "none":
         training = training.replace(
             'ng.allreduce(g, "mean")',

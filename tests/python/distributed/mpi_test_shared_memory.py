@@ -652,13 +652,14 @@ def test_compressed_sharded_update_of_fewer_values_than_ranks(world, comm, monke
 
 
 @pytest.mark.parametrize("error_feedback", [False, True], ids=["plain", "error_feedback"])
+@pytest.mark.parametrize("node_size", [2, 1])
 def test_compressed_sharded_update_with_a_member_reduced_whole(world, comm, monkeypatch,
-                                                               error_feedback):
-    """A 0-d variable's gradient is reduced whole (compressed) between the sharded ranges.
-    Without error feedback the update is sharded across nodes; with it, it is not (the
-    ranges' residuals would not be the unsharded allreduce's, which a call that goes
-    unsharded carries): the unsharded compressed step's bits either way."""
-    r, n, ours = compressed_nodes_of(1, world, comm, monkeypatch)
+                                                               node_size, error_feedback):
+    """A 0-d variable's gradient is reduced whole (compressed) between the sharded ranges, on
+    nodes of one rank and of two. Without error feedback the update is sharded across nodes;
+    with it, it is not (the ranges' residuals would not be the unsharded allreduce's, which a
+    call that goes unsharded carries): the unsharded compressed step's bits either way."""
+    r, n, ours = compressed_nodes_of(node_size, world, comm, monkeypatch)
     rng = np.random.default_rng(600 + r)
     data = [(rng.standard_normal((16, 20)).astype(np.float32),
              rng.integers(0, 5, 16).astype(np.int64)) for _ in range(6)]

@@ -11,8 +11,8 @@ namespace testing {
 
 namespace {
 
-constexpr std::array<const char*, 4> kNames = {"topology_barrier", "topology_split", "shared_object_made",
-                                               "sharded_update_gather"};
+constexpr std::array<const char*, 5> kNames = {"topology_barrier", "topology_split", "shared_object_made",
+                                               "sharded_update_gather", "sharded_update_reduce_scatter"};
 
 struct Hooks {
   std::mutex mutex;

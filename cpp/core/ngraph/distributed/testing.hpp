@@ -18,6 +18,8 @@ enum class Point {
   shared_object_made,  // local rank 0 made a shared-memory object; nobody has mapped it yet
   sharded_update_gather,  // a sharded update across nodes: this rank updated its share, before
                           // the shares are gathered between the nodes
+  sharded_update_reduce_scatter,  // the same: this rank summed its piece within the node, before
+                                  // the reduce-scatter between the nodes (16-bit or f32)
 };
 
 // Installs `hook` at `point` (an empty function removes it); it runs every time the point is
