@@ -46,10 +46,11 @@ echo "== Python tests (pytest)"
 # Every rank runs the suites of tests/python/distributed (files mpi_test_*.py, collected only
 # under an MPI launcher); mpirun exits non-zero when any rank fails. A collective that waits
 # for a rank that is gone fails after NGRAPH_DIST_TIMEOUT seconds; `timeout` bounds the rest.
-echo "== Python MPI tests (mpirun: 2 ranks, 4 ranks, 2 ranks over TCP)"
+echo "== Python MPI tests (mpirun: 2, 3 and 4 ranks, 2 ranks over TCP)"
 mpi_pytest=("$py" -m pytest tests/python/distributed -q -p no:cacheprovider)
-NGRAPH_DIST_TIMEOUT=30 timeout 600 mpirun --allow-run-as-root --oversubscribe -np 2 "${mpi_pytest[@]}"
-NGRAPH_DIST_TIMEOUT=30 timeout 600 mpirun --allow-run-as-root --oversubscribe -np 4 "${mpi_pytest[@]}"
+for np in 2 3 4; do
+  NGRAPH_DIST_TIMEOUT=30 timeout 600 mpirun --allow-run-as-root --oversubscribe -np $np "${mpi_pytest[@]}"
+done
 # Over TCP the ranks act as if on separate hosts: no shared memory (NGRAPH_SHM=0), so the
 # fused gradient allreduce goes over MPI.
 NGRAPH_SHM=0 NGRAPH_DIST_TIMEOUT=30 timeout 600 mpirun --allow-run-as-root --oversubscribe --mca btl tcp,self \
