@@ -218,6 +218,8 @@ def paired(args, size, comm) -> dict:
     from mpi4py import MPI  # noqa: PLC0415
 
     world = MPI.COMM_WORLD
+    if (world.rank, world.size) != (comm.rank, comm.size):
+        raise SystemExit("--paired runs on MPI's world communicator")
     step = ngraph_step(args.model, args.batch, size, comm, precision=args.precision)
     alone = ngraph_step(args.model, args.batch, size, comm, communicate=False,
                         precision=args.precision)
@@ -234,8 +236,8 @@ def paired(args, size, comm) -> dict:
         step()
     seconds = agree((time.perf_counter() - t) / 3)
     n = max(args.steps_per_iter, math.ceil(args.min_seconds / seconds))
-    for fn in kinds.values():
-        for _ in range(math.ceil(args.warmup_seconds / seconds / 2)):
+    for fn in kinds.values():  # each kind's warm-up (rank 0 alone runs the same step)
+        for _ in range(math.ceil(args.warmup_seconds / seconds)):
             fn()
     rates = {k: [] for k in [*kinds, "one"]}
     for _ in range(args.iters):
@@ -337,11 +339,12 @@ def main(argv=None):
         for p in suffix:
             fns[name + suffix[p]] = torch_step(args.model, args.batch, size, comm.size,
                                                comm.size > 1, precision=p)
+    counts = {}
     per_rank = common.ranks_in_step_rates(
         fns, lambda: ng.distributed.barrier(comm), warmup=args.warmup, iters=args.iters,
         steps_per_iter=args.steps_per_iter, units_per_step=args.batch,
         min_seconds=args.min_seconds,
-        warmup_seconds=args.warmup_seconds, agree=agreed_max(comm))
+        warmup_seconds=args.warmup_seconds, agree=agreed_max(comm), counts=counts)
     result = {
         "model": args.model,
         "image_size": size,
@@ -349,7 +352,7 @@ def main(argv=None):
         "ranks": comm.size,
         "lockstep": args.lockstep,
         "precision": args.precision,
-        "steps_per_round": common.ranks_in_step_rates.steps_per_iter,
+        "steps_per_round": counts,
         "images_per_s_per_rank": per_rank,
         "images_per_s": {k: v * comm.size for k, v in per_rank.items()},
     }

@@ -100,7 +100,7 @@ def have(module: str) -> bool:
 
 def ranks_in_step_rates(fns: dict, barrier, *, warmup: int, iters: int, steps_per_iter: int,
                         units_per_step: float, min_seconds: float = 0.0,
-                        warmup_seconds: float = 0.0, agree=None) -> dict:
+                        warmup_seconds: float = 0.0, agree=None, counts=None) -> dict:
     """Throughput of each contender on this rank, in units per second: `warmup` calls of each,
     then `iters` rounds in which each in turn runs `steps_per_iter` calls after a `barrier()`
     (the ranks start each measurement together) and a pause for the previous one's threads.
@@ -108,11 +108,15 @@ def ranks_in_step_rates(fns: dict, barrier, *, warmup: int, iters: int, steps_pe
 
     With `min_seconds`, a contender's rounds last at least that long and its warm-up at least
     `warmup_seconds`: one more call after the warm-up is timed, and the counts follow from it.
-    `agree(x)` must return the same value on every rank (the ranks' maximum), so that every
-    rank makes the same calls. Short rounds after a pause measure a machine waking up: on a
+    `agree(x)` (needed with `min_seconds`) must return the same value on every rank (the
+    ranks' maximum), so that every rank makes the same calls; `counts`, a dict, receives the
+    steps per round each contender ran. Short rounds after a pause measure a machine waking up: on a
     shared VM, three 10 ms steps after 50 ms of sleep ran 2,300 to 3,300 img/s where rounds of
     0.3 s ran 3,140 to 3,270 (docs/performance.md, "The one-node gap")."""
-    counts = {}
+    if min_seconds > 0 and agree is None:
+        raise ValueError("ranks_in_step_rates: min_seconds needs agree (the ranks' maximum), "
+                         "or ranks could make different numbers of calls")
+    counts = {} if counts is None else counts
     for k, fn in fns.items():
         for _ in range(warmup):
             fn()
@@ -120,7 +124,7 @@ def ranks_in_step_rates(fns: dict, barrier, *, warmup: int, iters: int, steps_pe
         if min_seconds > 0:
             t = time.perf_counter()
             fn()
-            seconds = (agree or (lambda x: x))(time.perf_counter() - t)
+            seconds = agree(time.perf_counter() - t)
             for _ in range(math.ceil(warmup_seconds / seconds)):
                 fn()
             n = max(n, math.ceil(min_seconds / seconds))
@@ -134,7 +138,6 @@ def ranks_in_step_rates(fns: dict, barrier, *, warmup: int, iters: int, steps_pe
             for _ in range(counts[k]):
                 fn()
             samples[k].append(units_per_step * counts[k] / (time.perf_counter() - t))
-    ranks_in_step_rates.steps_per_iter = counts  # what the rounds ran, for the results
     return {k: statistics.median(v) for k, v in samples.items()}
 
 

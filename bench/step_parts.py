@@ -30,24 +30,30 @@ import statistics
 import tempfile
 
 # (part, test on the kernel's op type); the first that matches names the kernel's part.
+# Collectives (and the waits for overlapped ones) are recognised by their category instead.
 GROUPS = [
-    ("oneDNN convolutions", lambda op: op.startswith("Convolution")),
+    ("oneDNN convolutions", lambda op: "Convolution" in op),  # CPUConvolutionBias too
     ("batch norm + ReLU, max pooling", lambda op: "BatchNorm" in op or "MaxPool" in op),
     ("matmuls", lambda op: op in ("CPUMatMulBias", "Dot", "MatMul")),
     ("reorders", lambda op: op == "CPUReorder"),
-    ("allreduce (waiting included)", lambda op: "AllReduce" in op),
 ]
-UPDATE = "updates (the kernels after the last gradient)"
+COLLECTIVES = "collectives (waiting included)"
+UPDATE = "updates (the elementwise kernels after the last gradient)"
 OTHER = "other kernels"
 RUNNER = "the runner between kernels"
 BETWEEN = "between calls"
-PARTS = [g for g, _ in GROUPS] + [UPDATE, OTHER, RUNNER, BETWEEN]
+PARTS = [g for g, _ in GROUPS] + [COLLECTIVES, UPDATE, OTHER, RUNNER, BETWEEN]
 # The update is the schedule's tail of elementwise kernels (SGD with momentum fuses into one
-# CPUFusedElementwise per variable; the step counter is an Add).
+# CPUFusedElementwise per variable; the step counter is an Add), the waits for overlapped
+# collectives between them included (as collectives). Updates scheduled earlier (batch norm's
+# running statistics) count as other kernels.
 UPDATE_OPS = {"CPUFusedElementwise", "Add", "Multiply", "Subtract"}
 
 
-def part_of(op: str) -> str:
+def part_of(event: dict) -> str:
+    if event["cat"] in ("collective", "wait"):
+        return COLLECTIVES
+    op = event["args"].get("op", "")
     for name, test in GROUPS:
         if test(op):
             return name
@@ -55,12 +61,13 @@ def part_of(op: str) -> str:
 
 
 def steps_of(trace: dict) -> list[dict]:
-    """Per (rank, call) the microseconds of each part; the last call of each rank has no
-    successor to measure its step by and is left out."""
+    """Per (rank, thread, call) the microseconds of each part; the last call of each thread
+    has no successor to measure its step by and is left out. Each part's kernels lie inside
+    their call; the runner's part is the call's time that no kernel took."""
     events = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
     out = []
-    for rank in sorted({e["pid"] for e in events}):
-        mine = [e for e in events if e["pid"] == rank]
+    for track in sorted({(e["pid"], e["tid"]) for e in events}):
+        mine = [e for e in events if (e["pid"], e["tid"]) == track]
         calls = sorted((e for e in mine if e["cat"] == "call"), key=lambda e: e["ts"])
         kernels = sorted((e for e in mine if e["cat"] != "call"), key=lambda e: e["ts"])
         k = 0
@@ -72,16 +79,20 @@ def steps_of(trace: dict) -> list[dict]:
             while k < len(kernels) and kernels[k]["ts"] <= end:
                 inside.append(kernels[k])
                 k += 1
-            tail = len(inside)
-            while tail > 0 and inside[tail - 1]["args"].get("op") in UPDATE_OPS:
-                tail -= 1
+            update = set()
+            for i in range(len(inside) - 1, -1, -1):
+                if inside[i]["cat"] in ("collective", "wait"):
+                    continue
+                if inside[i]["args"].get("op") not in UPDATE_OPS:
+                    break
+                update.add(i)
             parts = dict.fromkeys(PARTS, 0.0)
             for i, e in enumerate(inside):
-                parts[UPDATE if i >= tail else part_of(e["args"].get("op", ""))] += e["dur"]
+                parts[UPDATE if i in update else part_of(e)] += e["dur"]
             parts[RUNNER] = call["dur"] - sum(e["dur"] for e in inside)
             parts[BETWEEN] = nxt["ts"] - end
             parts["step"] = nxt["ts"] - call["ts"]
-            parts["rank"] = rank
+            parts["rank"], parts["kernels"] = track[0], len(inside)
             out.append(parts)
     return out
 

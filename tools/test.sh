@@ -77,7 +77,11 @@ echo "== benchmarks (smoke)"
 "$py" bench/isa.py --smoke >/dev/null
 "$py" bench/convert.py --smoke >/dev/null
 "$py" bench/large_batch.py --smoke >/dev/null
-mpirun --allow-run-as-root --oversubscribe -np 2 "$py" bench/cnn.py --smoke --paired >/dev/null
+NGRAPH_DIST_TIMEOUT=30 timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 \
+  "$py" bench/cnn.py --smoke --paired | "$py" -c 'import json, sys
+ws = json.loads(sys.stdin.read().strip().splitlines()[-1])["paired"]["weak_scaling"]
+assert sorted(ws) == ["independent", "lockstep", "ranks"] and all(v > 0 for v in ws.values()), ws'
+
 
 # The sanitizer job (issue 14): AddressSanitizer + UndefinedBehaviorSanitizer on every C++
 # suite and a Python run (one process and under mpirun), ThreadSanitizer on the threading
