@@ -75,6 +75,10 @@ def main(argv=None):
                          "timeline, allreduce, ddp, cnn, gpt, bf16, onnx, scaling); the others are "
                          "taken "
                          "from the last saved summary")
+    ap.add_argument("--cnn-paired", action="store_true",
+                    help="the cnn part also runs bench/cnn.py --paired in each launch: weak "
+                         "scaling from rounds taken in turn in one job (robust to a VM whose "
+                         "speed drifts between launches)")
     ap.add_argument("--cnn-models", default=None,
                     help="comma-separated CNN runs of the cnn part (" + ", ".join(
                         f"{m}-{s}" for m, s, _ in CNN_RUNS) + "; default all)")
@@ -224,7 +228,7 @@ def main(argv=None):
             )
         )
     if have_mpi and "cnn" in only:
-        cnn_out = run_cnn(args.smoke, launches, args.cnn_models)
+        cnn_out = run_cnn(args.smoke, launches, args.cnn_models, args.cnn_paired)
         # With --cnn-models, the other models' runs stay as last saved.
         out["cnn"] = {**(out.get("cnn") or {}), **cnn_out} if args.cnn_models else cnn_out
     if have_mpi and "gpt" in only:
@@ -298,7 +302,8 @@ def independent_pair(cmd) -> float | None:
     return total
 
 
-def run_cnn(smoke: bool, launches: int, models: str | None = None) -> dict:
+def run_cnn(smoke: bool, launches: int, models: str | None = None,
+            paired: bool = False) -> dict:
     """bench/cnn.py on 1 and 2 ranks, as two independent one-rank processes, and as 2 ranks
     in lockstep without communication (interleaved launches): images/s, medians."""
     print("\n== CNN training throughput, synthetic data (bench/cnn.py)")
@@ -313,7 +318,7 @@ def run_cnn(smoke: bool, launches: int, models: str | None = None) -> dict:
         runs_asked = [names[n] for n in models.split(",")]
     for model, size, batch in [("small", 28, 2)] if smoke else runs_asked:
         runs = {1: [], 2: []}
-        pairs, locksteps = [], []
+        pairs, locksteps, paired_runs = [], [], []
         for _ in range(launches):
             cmd = [sys.executable, os.path.join(HERE, "cnn.py"), "--model", model,
                    "--image-size", str(size), "--batch", str(batch)]
@@ -325,6 +330,8 @@ def run_cnn(smoke: bool, launches: int, models: str | None = None) -> dict:
                 pairs.append(pair)
             locksteps.append(mpirun(2, cmd + ["--lockstep"] + ([] if smoke else ["--no-torch"]))[0]
                              ["images_per_s"]["ngraph"])
+            if paired:
+                paired_runs.append(mpirun(2, cmd + ["--paired"])[0]["paired"]["weak_scaling"])
         res[f"{model} {size}px"] = {
             "model": model, "image_size": size, "batch_per_rank": batch,
             **{str(n): {k: statistics.median(r["images_per_s"][k] for r in rs)
@@ -341,6 +348,8 @@ def run_cnn(smoke: bool, launches: int, models: str | None = None) -> dict:
             "vs_lockstep": [r2["images_per_s"]["ngraph"] / ls
                             for r2, ls in zip(runs[2], locksteps)],
         }
+        if paired:  # per launch, each kind's median over the rounds against rank 0 alone
+            res[f"{model} {size}px"]["paired"] = paired_runs
     rows = []
     for r in res.values():
         model, one, two = r["model"], r["1"], r["2"]
@@ -367,6 +376,13 @@ def run_cnn(smoke: bool, launches: int, models: str | None = None) -> dict:
                               "2 ranks / independent, per launch", "2 in lockstep img/s",
                               "lockstep / 2x 1 rank, per launch",
                               "2 ranks / lockstep, per launch"]))
+    if paired:
+        print(common.table(
+            [[name] + [" ".join(f"{100 * w[k]:.0f}%" for w in r["paired"])
+                       for k in ("ranks", "lockstep", "independent")]
+             for name, r in res.items()],
+            ["model (bench/cnn.py --paired)", "2 ranks / 2x rank 0 alone, per launch",
+             "lockstep, per launch", "independent, per launch"]))
     return res
 
 
