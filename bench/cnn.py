@@ -35,7 +35,6 @@ between launches, the ratio of separate launches measures the drift as much as t
 from __future__ import annotations
 
 import argparse
-import math
 import statistics
 import time
 
@@ -225,43 +224,36 @@ def paired(args, size, comm) -> dict:
                         precision=args.precision)
     kinds = {
         "ranks": step,
-        "lockstep": lambda: (alone(), world.Barrier()),
-        "independent": alone,
+        "lockstep": lambda: (alone(), ng.distributed.barrier(comm)),  # as --lockstep
+        "independent": alone,  # rank 0 alone runs it too
     }
-    agree = agreed_max(comm)
-    for _ in range(args.warmup):
-        step()
-    t = time.perf_counter()
-    for _ in range(3):
-        step()
-    seconds = agree((time.perf_counter() - t) / 3)
-    n = max(args.steps_per_iter, math.ceil(args.min_seconds / seconds))
-    for fn in kinds.values():  # each kind's warm-up (rank 0 alone runs the same step)
-        for _ in range(math.ceil(args.warmup_seconds / seconds)):
-            fn()
+    n = common.warm_up(kinds, warmup=args.warmup, steps_per_iter=args.steps_per_iter,
+                       min_seconds=args.min_seconds, warmup_seconds=args.warmup_seconds,
+                       agree=agreed_max(comm))
+    n["one"] = n["independent"]
     rates = {k: [] for k in [*kinds, "one"]}
     for _ in range(args.iters):
         for k, fn in kinds.items():
             world.Barrier()
             time.sleep(0.05)
             t = time.perf_counter()
-            for _ in range(n):
+            for _ in range(n[k]):
                 fn()
-            rates[k].append(world.allreduce(args.batch * n / (time.perf_counter() - t)))
+            rates[k].append(world.allreduce(args.batch * n[k] / (time.perf_counter() - t)))
         world.Barrier()
         time.sleep(0.05)
         if comm.rank == 0:
             t = time.perf_counter()
-            for _ in range(n):
+            for _ in range(n["one"]):
                 alone()
-            rates["one"].append(args.batch * n / (time.perf_counter() - t))
+            rates["one"].append(args.batch * n["one"] / (time.perf_counter() - t))
             for r in range(1, comm.size):
                 world.send(None, dest=r, tag=77)
         else:
             req = world.irecv(source=0, tag=77)
             while not req.test()[0]:
                 time.sleep(0.002)
-        rates["one"] = world.bcast(rates["one"])
+    rates["one"] = world.bcast(rates["one"])
     med = statistics.median
     return {
         "rounds": args.iters, "steps_per_round": n,

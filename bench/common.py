@@ -98,46 +98,54 @@ def have(module: str) -> bool:
     return True
 
 
-def ranks_in_step_rates(fns: dict, barrier, *, warmup: int, iters: int, steps_per_iter: int,
-                        units_per_step: float, min_seconds: float = 0.0,
-                        warmup_seconds: float = 0.0, agree=None, counts=None) -> dict:
-    """Throughput of each contender on this rank, in units per second: `warmup` calls of each,
-    then `iters` rounds in which each in turn runs `steps_per_iter` calls after a `barrier()`
-    (the ranks start each measurement together) and a pause for the previous one's threads.
-    Medians over the rounds.
-
-    With `min_seconds`, a contender's rounds last at least that long and its warm-up at least
-    `warmup_seconds`: one more call after the warm-up is timed, and the counts follow from it.
-    `agree(x)` (needed with `min_seconds`) must return the same value on every rank (the
-    ranks' maximum), so that every rank makes the same calls; `counts`, a dict, receives the
-    steps per round each contender ran. Short rounds after a pause measure a machine waking up: on a
-    shared VM, three 10 ms steps after 50 ms of sleep ran 2,300 to 3,300 img/s where rounds of
-    0.3 s ran 3,140 to 3,270 (docs/performance.md, "The one-node gap")."""
+def warm_up(fns: dict, *, warmup: int, steps_per_iter: int, min_seconds: float = 0.0,
+            warmup_seconds: float = 0.0, agree=None) -> dict:
+    """Warms each contender up and says how many calls its timed rounds make: `warmup` calls,
+    then `steps_per_iter` per round. With `min_seconds`, rounds last at least that long and
+    the warm-up at least `warmup_seconds`: one more call is timed and the counts follow from
+    it. `agree(x)` (needed with `min_seconds`) must return the same value on every rank (the
+    ranks' maximum), so that every rank makes the same calls. Short rounds after a pause
+    measure a machine waking up: on a shared VM, three 10 ms steps after 50 ms of sleep ran
+    2,300 to 3,300 img/s where rounds of 0.3 s ran 3,140 to 3,270 (docs/performance.md, "The
+    one-node gap")."""
     if min_seconds > 0 and agree is None:
-        raise ValueError("ranks_in_step_rates: min_seconds needs agree (the ranks' maximum), "
-                         "or ranks could make different numbers of calls")
-    counts = {} if counts is None else counts
+        raise ValueError("warm_up: min_seconds needs agree (the ranks' maximum), or ranks "
+                         "could make different numbers of calls")
+    counts = {}
     for k, fn in fns.items():
         for _ in range(warmup):
             fn()
-        n = steps_per_iter
+        counts[k] = steps_per_iter
         if min_seconds > 0:
             t = time.perf_counter()
             fn()
             seconds = agree(time.perf_counter() - t)
             for _ in range(math.ceil(warmup_seconds / seconds)):
                 fn()
-            n = max(n, math.ceil(min_seconds / seconds))
-        counts[k] = n
+            counts[k] = max(steps_per_iter, math.ceil(min_seconds / seconds))
+    return counts
+
+
+def ranks_in_step_rates(fns: dict, barrier, *, warmup: int, iters: int, steps_per_iter: int,
+                        units_per_step: float, min_seconds: float = 0.0,
+                        warmup_seconds: float = 0.0, agree=None, counts=None) -> dict:
+    """Throughput of each contender on this rank, in units per second: warmed up (warm_up),
+    then `iters` rounds in which each in turn runs its calls after a `barrier()` (the ranks
+    start each measurement together) and a pause for the previous one's threads. Medians
+    over the rounds. `counts`, a dict, receives the calls per round of each contender."""
+    made = warm_up(fns, warmup=warmup, steps_per_iter=steps_per_iter, min_seconds=min_seconds,
+                   warmup_seconds=warmup_seconds, agree=agree)
+    if counts is not None:
+        counts.update(made)
     samples = {k: [] for k in fns}
     for _ in range(iters):
         for k, fn in fns.items():
             barrier()
             time.sleep(0.05)
             t = time.perf_counter()
-            for _ in range(counts[k]):
+            for _ in range(made[k]):
                 fn()
-            samples[k].append(units_per_step * counts[k] / (time.perf_counter() - t))
+            samples[k].append(units_per_step * made[k] / (time.perf_counter() - t))
     return {k: statistics.median(v) for k, v in samples.items()}
 
 

@@ -82,7 +82,6 @@ NGRAPH_DIST_TIMEOUT=30 timeout 300 mpirun --allow-run-as-root --oversubscribe -n
 ws = json.loads(sys.stdin.read().strip().splitlines()[-1])["paired"]["weak_scaling"]
 assert sorted(ws) == ["independent", "lockstep", "ranks"] and all(v > 0 for v in ws.values()), ws'
 
-
 # The sanitizer job (issue 14): AddressSanitizer + UndefinedBehaviorSanitizer on every C++
 # suite and a Python run (one process and under mpirun), ThreadSanitizer on the threading
 # tests. It builds twice more (build/asan, build/tsan): NGRAPH_SANITIZERS=0 skips it locally.

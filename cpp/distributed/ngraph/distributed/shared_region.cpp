@@ -193,13 +193,14 @@ class MPISharedRegion : public SharedRegion {
     float* mine = reinterpret_cast<float*>(slot_at(m_local_rank) + offset);
     for (size_t b = lo; b < hi; b += kBlock)
       reduce_block<float>(offset, offset, b, std::min(kBlock, hi - b), Sum<float>());
-    if (m_nodes > 1) testing::at(testing::Point::sharded_update_reduce_scatter);  // a test: lost here
-    if (m_nodes > 1)
+    if (m_nodes > 1) {
+      testing::at(testing::Point::sharded_update_reduce_scatter);  // a test: this rank lost here
       guarded([&] {
         float* residual = residual_for(hi - lo, c);
         m_exchange->reduce_scatter_sum(mine + lo, hi - lo, c.wire, what + " between nodes", residual);
         m_exchange->round_own_piece(mine + lo, hi - lo, c.wire, residual ? residual + (hi - lo) : nullptr);
       });
+    }
     if (op == ReduceOp::mean) {
       Piece mine_share = share(count, sizeof(float), m_local_rank, m_local_size, m_node, m_nodes);
       scale_by(mine + mine_share.lo, mine_share.hi - mine_share.lo, 1.0 / (m_local_size * m_nodes));
