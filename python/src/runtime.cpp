@@ -3,6 +3,7 @@
 #include "ngraph/runtime/backend.hpp"
 #include "ngraph/runtime/cpu/cpu_backend.hpp"
 #include "ngraph/runtime/cpu/cpu_features.hpp"
+#include "ngraph/runtime/cpu/kernel.hpp"
 #include "ngraph/runtime/interpreter/int_backend.hpp"
 
 namespace py = pybind11;
@@ -196,8 +197,9 @@ void def_backend(py::module_& m) {
     for (const auto& [name, on] : f.flags) d[py::str(name)] = on;
     d["onednn_isa"] = f.onednn_isa;
     d["bf16_path"] = f.bf16_path;
+    d["loops"] = runtime::cpu::use_avx512_twins() ? "avx512" : runtime::cpu::use_avx2_twins() ? "avx2" : "baseline";
     return d;
-  }, "What this CPU has (CPUID flags), oneDNN's effective ISA and the bf16 path: see ng.cpu_features.");
+  }, "What this CPU has (CPUID flags), oneDNN's effective ISA, the bf16 path and ngraph's loops: see ng.cpu_features.");
 }
 
 void def_computation_base(py::module_& m) {

@@ -260,7 +260,8 @@ def run_all():
 
 
 @native
-def test_portable_loops_give_the_bits_of_the_avx512_ones(tmp_path):
+@pytest.mark.parametrize("isa", ["baseline", "avx2"])
+def test_portable_and_avx2_loops_give_the_bits_of_the_avx512_ones(tmp_path, isa):
     script = textwrap.dedent(f"""
         import sys
         sys.path.insert(0, {os.path.dirname(__file__)!r})
@@ -268,7 +269,7 @@ def test_portable_loops_give_the_bits_of_the_avx512_ones(tmp_path):
         from test_max_pool_bf16 import run_all
         np.save({str(tmp_path / "baseline.npy")!r}, run_all())
     """)
-    env = dict(os.environ, NGRAPH_CPU_ISA="baseline")
+    env = dict(os.environ, NGRAPH_CPU_ISA=isa)
     subprocess.run([sys.executable, "-c", script], env=env, check=True, timeout=300)
     np.testing.assert_array_equal(run_all(), np.load(tmp_path / "baseline.npy"))
 

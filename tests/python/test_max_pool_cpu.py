@@ -143,8 +143,9 @@ print("ok")
 """
 
 
-@pytest.mark.parametrize("env", [{"NGRAPH_CPU_ISA": "baseline"}, {"NGRAPH_CPU_POOL": "dnnl"}],
-                         ids=["baseline-loops", "onednn-pooling"])
+@pytest.mark.parametrize("env", [{"NGRAPH_CPU_ISA": "baseline"}, {"NGRAPH_CPU_ISA": "avx2"},
+                                 {"NGRAPH_CPU_POOL": "dnnl"}],
+                         ids=["baseline-loops", "avx2-loops", "onednn-pooling"])
 def test_other_loops_and_onednn_give_the_same_results(env):
     proc = subprocess.run([sys.executable, "-c", CODE], capture_output=True, text=True, timeout=300,
                           env=dict(os.environ, **env), cwd=os.path.dirname(__file__))

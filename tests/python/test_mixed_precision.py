@@ -472,9 +472,11 @@ def test_bf16_activations_through_batch_norm_relu_pooling_and_residual_adds():
 
 
 @native
-def test_bf16_loads_and_stores_of_the_fused_loops_match_their_portable_twin(tmp_path):
+@pytest.mark.parametrize("isa", ["baseline", "avx2"])
+def test_bf16_loads_and_stores_of_the_fused_loops_match_their_portable_twin(tmp_path, isa):
     """The fused loops round to bf16 with vcvtneps2bf16 here; NGRAPH_CPU_ISA=baseline runs
-    the portable loops (shift, round to nearest even, denormals to zero): the same bits."""
+    the portable loops (shift, round to nearest even, denormals to zero), NGRAPH_CPU_ISA=avx2
+    the AVX2 twins with the portable conversions: the same bits."""
     script = textwrap.dedent(f"""
         import sys
         sys.path.insert(0, {os.path.dirname(__file__)!r})
@@ -484,7 +486,7 @@ def test_bf16_loads_and_stores_of_the_fused_loops_match_their_portable_twin(tmp_
         got = np.concatenate([g.ravel() for g in step(*values)])
         np.save({str(tmp_path / "baseline.npy")!r}, got)
     """)
-    env = dict(os.environ, NGRAPH_CPU_ISA="baseline")
+    env = dict(os.environ, NGRAPH_CPU_ISA=isa)
     subprocess.run([sys.executable, "-c", script], env=env, check=True, timeout=120)
     step, values = residual_cnn_step("bf16")
     here = np.concatenate([g.ravel() for g in step(*values)])
@@ -591,10 +593,12 @@ def test_bf16_dropout_and_bias_sums_of_a_transformer_block():
 
 
 @native
-def test_bf16_dropout_and_column_sums_match_their_portable_twin(tmp_path):
+@pytest.mark.parametrize("isa", ["baseline", "avx2"])
+def test_bf16_dropout_and_column_sums_match_their_portable_twin(tmp_path, isa):
     """Dropout's AVX-512 loop loads bf16 by a shift and rounds to bf16 in integer steps, the
     column sum widens bf16 in 16 lanes; NGRAPH_CPU_ISA=baseline runs the portable loops
-    (bf16_convert.hpp): the same bits, two calls (two masks)."""
+    (bf16_convert.hpp), NGRAPH_CPU_ISA=avx2 the AVX2 twins: the same bits, two calls (two
+    masks)."""
     script = textwrap.dedent(f"""
         import sys
         sys.path.insert(0, {os.path.dirname(__file__)!r})
@@ -604,7 +608,7 @@ def test_bf16_dropout_and_column_sums_match_their_portable_twin(tmp_path):
         got = [np.concatenate([g.ravel() for g in step(*values)]) for _ in range(2)]
         np.save({str(tmp_path / "baseline.npy")!r}, np.stack(got))
     """)
-    env = dict(os.environ, NGRAPH_CPU_ISA="baseline")
+    env = dict(os.environ, NGRAPH_CPU_ISA=isa)
     subprocess.run([sys.executable, "-c", script], env=env, check=True, timeout=120)
     step, values = transformer_block_step("bf16", 0.1)
     here = np.stack([np.concatenate([g.ravel() for g in step(*values)]) for _ in range(2)])

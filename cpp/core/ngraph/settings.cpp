@@ -100,10 +100,10 @@ void add_cpu(std::vector<Setting>& t) {
       "precision=\"bf16\"; another value is an error)")
       .choices = {"own", "dnnl"};
   add(t, "NGRAPH_CPU_ISA", Type::choice, "auto", "first use, once per process", false,
-      "auto: the AVX2 and FMA twins of ngraph's loops on CPUs that have them (and the AVX-512 twin of the fused "
-      "elementwise loops where the CPU has AVX-512); baseline: the portable loops only, "
-      "for comparisons (another value: auto)")
-      .choices = {"auto", "baseline"};
+      "auto: the AVX2 and FMA twins of ngraph's loops on CPUs that have them (and the AVX-512 twins where the CPU "
+      "has AVX-512); avx2: the AVX2 twins, never the AVX-512 ones (with ONEDNN_MAX_CPU_ISA=AVX2, an AVX-512 CPU "
+      "runs the code an AVX2 CPU runs); baseline: the portable loops only, for comparisons (another value: auto)")
+      .choices = {"auto", "avx2", "baseline"};
   add(t, "NGRAPH_NUM_THREADS", Type::integer, "0", "first use, once per process; ngraph.set_num_threads replaces it",
       false,
       "threads of each rank's kernels; default: $OMP_NUM_THREADS, else the node's cores divided by its ranks")

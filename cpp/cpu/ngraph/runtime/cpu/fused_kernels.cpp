@@ -7,7 +7,8 @@
 // (__builtin_cpu_supports), so a wheel gets 8-wide loops on the CPUs that have them; and a
 // third time for AVX-512 (16 wide), which the fused loops alone take: GELU's gradient (an erf
 // and an exp per element) is bound by arithmetic, 1.65x faster than with AVX2 on Zen 5.
-// NGRAPH_CPU_ISA=baseline turns the AVX2 and AVX-512 loops off (for comparing).
+// NGRAPH_CPU_ISA=baseline turns the AVX2 and AVX-512 loops off (for comparing), avx2 the
+// AVX-512 ones.
 //
 // bf16 activations (mixed precision, FusedElementwise::bf16_sets): a bf16 input is loaded a
 // block at a time into its register as f32 (its bits shifted up: exact), and a bf16 output is
@@ -49,10 +50,12 @@ bool use_avx2_twins() {
 }
 
 // The AVX-512 twins (16 lanes: GELU's gradient, an erf and an exp per element, is bound by
-// arithmetic; Dropout's Philox) where the AVX2 twins run and the CPU has AVX-512.
+// arithmetic; Dropout's Philox) where the AVX2 twins run, the CPU has AVX-512 and
+// NGRAPH_CPU_ISA is not avx2.
 bool use_avx512_twins() {
 #if defined(__x86_64__) && defined(__GNUC__)
-  static const bool avx512 = use_avx2_twins() && __builtin_cpu_supports("avx512f") &&
+  static const bool avx512 = use_avx2_twins() && settings::text("NGRAPH_CPU_ISA") != "avx2" &&
+                             __builtin_cpu_supports("avx512f") &&
                              __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw") &&
                              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("bmi2");
   return avx512;

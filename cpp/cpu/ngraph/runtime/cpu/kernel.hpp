@@ -135,8 +135,8 @@ using KernelBuilder = std::function<Kernel(KernelContext& ctx)>;
 // builds, for AVX2+FMA with target attributes) should run their AVX2 twin: the CPU has AVX2
 // and FMA and NGRAPH_CPU_ISA is not "baseline". Read once.
 bool use_avx2_twins();
-// Whether the AVX-512 twins (16 lanes) should run: use_avx2_twins() and the CPU has AVX-512
-// F, DQ, BW and VL (and BMI2). Read once.
+// Whether the AVX-512 twins (16 lanes) should run: use_avx2_twins(), the CPU has AVX-512
+// F, DQ, BW and VL (and BMI2), and NGRAPH_CPU_ISA is not "avx2". Read once.
 bool use_avx512_twins();
 // A kernel's layout rule (see LayoutContext in layout.hpp): the layouts it wants for its
 // inputs and gives its outputs. Kernels without one take and give plain row-major data.
