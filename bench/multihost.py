@@ -23,7 +23,9 @@ For each configuration and rate, in each of `--rounds` rounds: one process alone
 then for each model N lone one-rank processes at once (no MPI, no exchange; each times its
 steps while all N share the CPU: the compute of a step under the same sharing) and at once
 the N-rank step, back to back, so that the compute input and the step it predicts see the
-same load (it drifted by up to 2.8x within a minute in the first passes); the results keep
+same load (it drifted by up to 2.8x within a minute in the first passes), then the same N
+ranks in lockstep (each its step without the exchange, a barrier after each; and the
+barrier alone): the compute of N ranks that wait for each other every step; the results keep
 every round (with the load average) and their medians. The allreduce is measured in the
 first round. And once,
 the shared-memory allreduce of one node (`mpirun -np 2` here), one rank of ResNet-50 at
@@ -189,7 +191,7 @@ def main(argv=None):
                          "NGRAPH_SHM_SHARDED_COMPRESSED for every rank")
     ap.add_argument("--tag", default="", help="a name for this series (keys of the results)")
     ap.add_argument("--skip", default="", help="comma-separated parts to skip: lone, node, "
-                                                "shm, timeline, link, allreduce, step")
+                                                "shm, timeline, link, allreduce, step, lockstep")
     ap.add_argument("--lone-each-rate", action="store_true",
                     help="also measure the lone processes before each rate's runs")
     ap.add_argument("--rounds", type=int, default=3,
@@ -342,7 +344,12 @@ def main(argv=None):
                             lone_n = lone_processes(n, model, args, env, args.smoke)
                             lone_load = os.getloadavg()[0]
                         r = mpi("step", model)
+                        ls = None
+                        if "lockstep" not in skip:  # the same ranks in lockstep, no exchange
+                            ls = mpi("step", model, ["--lockstep"])
                         rounds[model].append({
+                            "lockstep_s": ls and ls["mean_step_s"],
+                            "barrier_s": ls and ls["barrier_s"],
                             "step_s": r["mean_step_s"], "cpu_step_s": r.get("cpu_step_s"),
                             "lone_s": lone_n and lone_n["mean_step_s"],
                             "lone_1_s": one, "load_lone": lone_n and lone_load,
@@ -350,16 +357,20 @@ def main(argv=None):
                             "sharded": r.get("sharded")})
                         print(f"round {rnd} {model} {where}: step {1e3 * r['mean_step_s']:.1f} "
                               f"ms, lone x{n} " + (f"{1e3 * lone_n['mean_step_s']:.1f} ms"
-                                                   if lone_n else "-") + f" ({load()})",
+                                                   if lone_n else "-")
+                              + (f", lockstep {1e3 * ls['mean_step_s']:.1f} ms (barrier "
+                                 f"{1e3 * ls['barrier_s']:.2f})" if ls else "") + f" ({load()})",
                               flush=True)
                         if model == "resnet50" and lone_n and one:
                             share = lone_n["mean_step_s"] / one
                         if rnd == args.rounds - 1 or args.smoke:
                             med = {k: statistics.median(x[k] for x in rounds[model])
                                    if all(x[k] is not None for x in rounds[model]) else None
-                                   for k in ("step_s", "cpu_step_s", "lone_s", "lone_1_s")}
+                                   for k in ("step_s", "cpu_step_s", "lone_s", "lone_1_s",
+                                             "lockstep_s", "barrier_s")}
                             r.update(mean_step_s=med["step_s"], cpu_step_s=med["cpu_step_s"],
                                      compute_s=med["lone_s"], lone_1_s=med["lone_1_s"],
+                                     lockstep_s=med["lockstep_s"], barrier_s=med["barrier_s"],
                                      images_per_s=n * r["batch_per_rank"] / med["step_s"],
                                      rounds=rounds[model], protocol="paired rounds",
                                      load=[x["load_step"] for x in rounds[model]])

@@ -12,6 +12,10 @@ no exchange: with `--group DIR --members N`, N such processes started together w
 other before timing and keep stepping until all have timed theirs, so each is measured while
 N processes share the CPU. `--timeline PATH` also writes an `ng.timeline` of the timed steps.
 `--compression` is passed to `ng.allreduce` (a build with 16-bit exchange reads it).
+`--lockstep`: the N ranks each run the step without the exchange, each step followed by an
+in-graph allreduce of one value (the synchronous ceiling: N ranks that wait for each other
+every step, through the same shared region and exchange engine as the step, sharing the
+CPU), and then time that allreduce alone as many times (`barrier_s`).
 
 `allreduce` times the in-graph allreduce (a computed tensor, so the same path as fused
 gradients) of each size in bytes, minus the same computation without the allreduce.
@@ -37,7 +41,7 @@ def allreduce_mean(g, comm, compression):
 
 
 def build_step(args, comm):
-    exchange = comm.size > 1
+    exchange = comm.size > 1 and not args.lockstep
     if args.model == "resnet50":
         size = args.image_size
         model = ng.nn.resnet50(1000, in_channels=3, seed=0)
@@ -73,10 +77,23 @@ def _group_wait(directory, members, tag, me):
         time.sleep(0.01)
 
 
+def sync_through_allreduce(comm):
+    """--lockstep's wait: an in-graph allreduce of one value, so ranks in lockstep wait as
+    the step's ranks do at their exchange (a node's ranks at its shared region, the nodes
+    through the exchange engine), with no gradient bytes."""
+    v = ng.parameter([1], name="sync")
+    call = ng.runtime().computation([ng.allreduce(v * 1.0, "sum", comm=comm)], v)
+    one = np.ones(1, dtype=np.float32)
+    return lambda: call(one)
+
+
 def run_step(args, comm):
     step, fn, grad_bytes = build_step(args, comm)
+    sync = sync_through_allreduce(comm) if args.lockstep else None
     for _ in range(args.warmup):
         fn()
+        if sync:
+            sync()
     me = f"{os.getpid()}"
     if args.group:
         _group_wait(args.group, args.members, "ready", me)
@@ -89,11 +106,18 @@ def run_step(args, comm):
     for _ in range(args.steps):
         t, c = time.perf_counter(), time.process_time()
         fn()
+        if sync:
+            sync()
         times.append(time.perf_counter() - t)
         cpu.append(time.process_time() - c)
     sent = {wire: n - sent[wire] for wire, n in ng.distributed.traffic().items()}
     if args.timeline:
         ng.timeline.stop()
+    barrier = []  # lockstep: the wait alone, as many times, to take off the steps
+    for _ in range(args.steps if sync else 0):
+        t = time.perf_counter()
+        sync()
+        barrier.append(time.perf_counter() - t)
     if args.group:  # keep the CPU as busy as it was until every member has timed its steps
         open(os.path.join(args.group, f"done.{me}"), "w").close()
         while sum(n.startswith("done.") for n in os.listdir(args.group)) < args.members:
@@ -119,6 +143,8 @@ def run_step(args, comm):
         "load": os.getloadavg()[0],
         "images_per_s": comm.size * args.batch * len(times) / sum(times),
     }
+    if args.lockstep:
+        result.update(lockstep=True, barrier_s=sum(barrier) / len(barrier))
     return result
 
 
@@ -169,6 +195,9 @@ def main(argv=None):
     ap.add_argument("--group", default=None, help="directory of a group of lone processes")
     ap.add_argument("--members", type=int, default=1)
     ap.add_argument("--timeline", default=None)
+    ap.add_argument("--lockstep", action="store_true",
+                    help="step: the ranks' step without the exchange, a one-value allreduce "
+                         "after each")
     ap.add_argument("--bytes", default="2000000,16000000,64000000")
     ap.add_argument("--calls", type=int, default=3)
     args = ap.parse_args(argv)

@@ -5,11 +5,15 @@ measurements of bench/multihost.py (bench/results/multihost_engine.json); see do
     python bench/scaling_model.py --chart docs/scaling.png       # and the chart
     python bench/scaling_model.py --markdown                     # the table for the docs
     python bench/scaling_model.py --smoke                        # the committed results, no chart
+    python bench/scaling_model.py --results bench/results/multihost_zen4.json --compute lone
 
 A step of N = H x L ranks (H nodes of L ranks) is simulated from three measured inputs:
 
 - compute: the step time of one rank when N lone processes share the CPU (no exchange),
-  measured in the same rounds as the step it predicts (bench/multihost.py's paired rounds),
+  measured in the same rounds as the step it predicts (bench/multihost.py's paired rounds);
+  where the rounds also measured the N ranks in lockstep (each its step without the exchange,
+  a one-value allreduce after each), that less the allreduce alone (`--compute lone` keeps
+  the lone processes);
   and where in that compute each gradient bucket's exchange starts and where the step first
   waits for it (the timeline of a 2-node step: the overlap the executable plans; the
   exchange through the node's shared region is blocking, and a 16-bit one always is);
@@ -356,16 +360,30 @@ def sharded_compute(res, series, model, t_c, ranks, sharded, scale=1.0, blocking
                for s, ready, needed in buckets_of(res, series, model, blocking)]
 
 
-def predict(res, series, r, links):
-    """A measured step's prediction: (step seconds, compute seconds)."""
+def step_compute(res, r, basis="lockstep"):
+    """A measured step's compute input and where it came from: with `basis` "lockstep" and
+    the row's rounds measured it, the N ranks in lockstep (each its step without the exchange,
+    a barrier after each) less the barrier alone: the compute of N ranks that wait for each
+    other every step, as the step's own ranks do at its exchange; else the N lone processes'
+    (which never wait: with more ranks than cores they pack the CPU better than ranks in
+    step)."""
+    if basis == "lockstep" and r.get("lockstep_s"):
+        return r["lockstep_s"] - (r.get("barrier_s") or 0.0), "lockstep"
+    hosts, slots = r["hosts"], r["slots"]
+    return (r.get("compute_s") or compute_s(res, r["model"], hosts * slots, f"{hosts}x{slots}",
+                                            r["rate"])), "lone"
+
+
+def predict(res, series, r, links, basis="lockstep"):
+    """A measured step's prediction: (step seconds, compute seconds, the compute's basis)."""
     hosts, slots, rate = r["hosts"], r["slots"], r["rate"]
-    t_c = r.get("compute_s") or compute_s(res, r["model"], hosts * slots,
-                                          f"{hosts}x{slots}", rate)
+    t_c, source = step_compute(res, r, basis)
     share = share_of(res, series, hosts, slots, rate)
     wire = wire_of(r)
     t, buckets = sharded_compute(res, series, r["model"], t_c, hosts * slots, r.get("sharded"),
                                  blocking=wire != 4)  # a compressed exchange is blocking
-    return simulate(t, buckets, lambda s: links.cost(s, hosts, slots, rate, share, wire)), t_c
+    step = simulate(t, buckets, lambda s: links.cost(s, hosts, slots, rate, share, wire))
+    return step, t_c, source
 
 
 def exchange_path(r):
@@ -386,8 +404,9 @@ def series_of(res):
     return sorted({k.split("/")[0] for k in res["step"]}, key=lambda s: (s != "f32", s))
 
 
-def validation(res, series=None):
-    """Every measured step of the series (all by default) against its prediction."""
+def validation(res, series=None, basis="lockstep"):
+    """Every measured step of the series (all by default) against its prediction; `basis`
+    as step_compute."""
     series = series or series_of(res)
     links = Links(res)
     rows = []
@@ -398,12 +417,12 @@ def validation(res, series=None):
         name = key.split("/")[0]
         if name not in series or r["hosts"] < 2:
             continue
-        t, t_c = predict(res, name, r, links)
+        t, t_c, source = predict(res, name, r, links, basis)
         ips = r["ranks"] * r["batch_per_rank"] / t
         load = r.get("load")
         rows.append({"series": name, "model": r["model"],
                      "config": f"{r['hosts']}x{r['slots']}", "rate": r["rate"],
-                     "compute_s": t_c, "predicted_s": t,
+                     "compute_s": t_c, "compute_from": source, "predicted_s": t,
                      "measured_s": r["mean_step_s"], "predicted_ips": ips,
                      "measured_ips": r["images_per_s"],
                      "error": ips / r["images_per_s"] - 1, "sharded": r.get("sharded"),
@@ -413,7 +432,7 @@ def validation(res, series=None):
     return rows, links
 
 
-def leave_one_out(res, rows):
+def leave_one_out(res, rows, basis="lockstep"):
     """Each validated row predicted by a fit without the allreduce of its configuration (its
     hosts, ranks per host and rate, every series): the errors, in the rows' order."""
     errors = []
@@ -423,7 +442,7 @@ def leave_one_out(res, rows):
         step = next(x for k, x in res["step"].items() if k.split("/")[0] == r["series"]
                     and (x["model"], x["hosts"], x["slots"], x["rate"])
                     == (r["model"], hosts, slots, r["rate"]))
-        t, _ = predict(res, r["series"], step, links)
+        t, _, _ = predict(res, r["series"], step, links, basis)
         errors.append(step["ranks"] * step["batch_per_rank"] / t / step["images_per_s"] - 1)
     return errors
 
@@ -448,13 +467,14 @@ def projection(res, series, model, t_node, rate, links, nodes):
 
 
 def table_text(rows, markdown=False):
-    head = ["series", "model", "config", "link", "compute ms", "predicted ms", "measured ms",
+    head = ["series", "model", "config", "link", "compute ms", "compute from", "predicted ms",
+            "measured ms",
             "predicted img/s", "measured img/s", "error", "weak scaling vs no exchange",
             "load"]
     lines = []
     for r in rows:
         lines.append([r.get("series", "f32"), r["model"], r["config"], r["rate"],
-                      f"{1e3 * r['compute_s']:.1f}",
+                      f"{1e3 * r['compute_s']:.1f}", r.get("compute_from", "lone"),
                       f"{1e3 * r['predicted_s']:.1f}", f"{1e3 * r['measured_s']:.1f}",
                       f"{r['predicted_ips']:,.1f}", f"{r['measured_ips']:,.1f}",
                       f"{100 * r['error']:+.0f}%",
@@ -576,9 +596,12 @@ def main(argv=None):
     ap.add_argument("--chart", default=None)
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--smoke", action="store_true", help="the committed results, no chart")
+    ap.add_argument("--compute", choices=["lockstep", "lone"], default="lockstep",
+                    help="the steps' compute input: the ranks in lockstep where the rounds "
+                         "measured them (else the lone processes), or the lone processes")
     args = ap.parse_args(argv)
     res = load(args.results)
-    rows, links = validation(res, args.series.split(",") if args.series else None)
+    rows, links = validation(res, args.series.split(",") if args.series else None, args.compute)
     print(f"results of {res['machine']['date']} on {res['machine']['cpu']}, "
           f"{res['machine']['cores']} cores")
     print(f"fit of {len(links.points)} allreduce measurements (ngraph's exchange): latency "
@@ -612,7 +635,7 @@ def main(argv=None):
     print(f"{within} of {len(rows)} configurations within 15%; the largest error "
           f"{100 * worst:.0f}%" + (f"; load average {min(loads):.1f} to {max(loads):.1f} "
                                    "during the steps" if loads else ""))
-    loo = leave_one_out(res, rows)
+    loo = leave_one_out(res, rows, args.compute)
     print(f"leave one configuration out (its allreduce out of the fit): "
           f"{sum(abs(e) <= 0.15 for e in loo)} of {len(loo)} within 15%; the largest error "
           f"{100 * max(abs(e) for e in loo):.0f}%")

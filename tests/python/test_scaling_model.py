@@ -190,6 +190,17 @@ def test_more_nodes_cost_more_exchange():
     assert all(a >= b for a, b in zip(per_node, per_node[1:])), per_node
 
 
+def test_compute_input_of_a_step():
+    # The ranks in lockstep less their one-value allreduce where the rounds measured them,
+    # else (or when asked) the lone processes of the row.
+    row = {"hosts": 4, "slots": 1, "rate": "1gbit", "model": "mlp", "compute_s": 0.002,
+           "lockstep_s": 0.0045, "barrier_s": 0.0005}
+    assert scaling_model.step_compute({}, row) == (pytest.approx(0.004), "lockstep")
+    assert scaling_model.step_compute({}, row, "lone") == (0.002, "lone")
+    row.pop("lockstep_s")
+    assert scaling_model.step_compute({}, row) == (0.002, "lone")
+
+
 def test_exchange_path_of_a_step():
     # Bytes through the engine, or a shared region: the engine; neither: MPI's fallback.
     assert scaling_model.exchange_path({"sent_per_step": {"none": 10, "bf16": 0}}) == "engine"
