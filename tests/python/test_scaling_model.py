@@ -177,6 +177,19 @@ def test_model_on_the_committed_measurements():
     assert max(abs(r["error"]) for r in fit["rows"]) < 0.21
 
 
+def test_lockstep_compute_on_the_zen4_measurements():
+    # docs/scaling.md, "The MLP on a Zen 4": every row's rounds measured the ranks in
+    # lockstep; that compute puts 35 of the 40 within 15%, the lone processes' 23.
+    zen4 = str(BENCH / "results" / "multihost_zen4.json")
+    fit = scaling_model.main(["--smoke", "--results", zen4])
+    assert {r["compute_from"] for r in fit["rows"]} == {"lockstep"}
+    assert sum(abs(r["error"]) <= 0.15 for r in fit["rows"]) == 35 == len(fit["rows"]) - 5
+    assert sum(abs(e) <= 0.15 for e in fit["loo"]) == 35
+    lone = scaling_model.main(["--smoke", "--results", zen4, "--compute", "lone"])
+    assert {r["compute_from"] for r in lone["rows"]} == {"lone"}
+    assert sum(abs(r["error"]) <= 0.15 for r in lone["rows"]) == 23
+
+
 def test_more_nodes_cost_more_exchange():
     # The bytes per node grow with the nodes: a projection's per-node throughput does not
     # rise with them.
