@@ -24,15 +24,14 @@ then for each model N lone one-rank processes at once (no MPI, no exchange; each
 steps while all N share the CPU: the compute of a step under the same sharing) and at once
 the N-rank step, back to back, so that the compute input and the step it predicts see the
 same load (it drifted by up to 2.8x within a minute in the first passes), then the same N
-ranks in lockstep (each its step without the exchange, a barrier after each; and the
-barrier alone): the compute of N ranks that wait for each other every step; the results keep
-every round (with the load average) and their medians. The allreduce is measured in the
-first round. And once,
-the shared-memory allreduce of one node (`mpirun -np 2` here), one rank of ResNet-50 at
-224x224 alone (the node of the projection), and the timeline of each
-model's step on 2 hosts (when each gradient bucket's collective starts and where the step
-waits for it: the overlap the executable plans). Results are merged into the JSON by key,
-so parts can be rerun.
+ranks in lockstep (each its step without the exchange, a one-value allreduce after each;
+and that allreduce alone): the compute of N ranks that wait for each other every step; the
+results keep every round (with the load average) and their medians. The allreduce is
+measured in the first round. And once, the shared-memory allreduce of one node (`mpirun
+-np 2` here), one rank of ResNet-50 at 224x224 alone (the node of the projection), and the
+timeline of each model's step on 2 hosts (when each gradient bucket's collective starts and
+where the step waits for it: the overlap the executable plans). Results are merged into the
+JSON by key, so parts can be rerun.
 """
 
 from __future__ import annotations

@@ -345,7 +345,8 @@ def buckets_of(res, series, model, blocking=False):
 
 
 def sharded_compute(res, series, model, t_c, ranks, sharded, scale=1.0, blocking=False):
-    """A step's compute from the lone processes' t_c (each updates every weight): a sharded
+    """A step's compute from t_c, the lone processes' or the lockstep's (each rank updates
+    every weight in both): a sharded
     update across the N ranks updates 1/N of them, so (1 - 1/N) of the update is not done;
     and the buckets' positions as fractions of that compute. `scale`: the measured model's
     lone step over this one's (224x224 against the timeline's 64x64): the update takes the
@@ -363,11 +364,15 @@ def sharded_compute(res, series, model, t_c, ranks, sharded, scale=1.0, blocking
 def step_compute(res, r, basis="lockstep"):
     """A measured step's compute input and where it came from: with `basis` "lockstep" and
     the row's rounds measured it, the N ranks in lockstep (each its step without the exchange,
-    a barrier after each) less the barrier alone: the compute of N ranks that wait for each
-    other every step, as the step's own ranks do at its exchange; else the N lone processes'
-    (which never wait: with more ranks than cores they pack the CPU better than ranks in
-    step)."""
+    a one-value allreduce after each) less that allreduce alone, per round, the median over
+    the rounds: the compute of N ranks that wait for each other every step, as the step's own
+    ranks do at its exchange; else the N lone processes' (which never wait: with more ranks
+    than cores they pack the CPU better than ranks in step)."""
     if basis == "lockstep" and r.get("lockstep_s"):
+        per_round = [x["lockstep_s"] - (x.get("barrier_s") or 0.0) for x in r.get("rounds", [])
+                     if x.get("lockstep_s")]
+        if per_round:
+            return statistics.median(per_round), "lockstep"
         return r["lockstep_s"] - (r.get("barrier_s") or 0.0), "lockstep"
     hosts, slots = r["hosts"], r["slots"]
     return (r.get("compute_s") or compute_s(res, r["model"], hosts * slots, f"{hosts}x{slots}",
@@ -423,6 +428,7 @@ def validation(res, series=None, basis="lockstep"):
         rows.append({"series": name, "model": r["model"],
                      "config": f"{r['hosts']}x{r['slots']}", "rate": r["rate"],
                      "compute_s": t_c, "compute_from": source, "predicted_s": t,
+                     "lone_s": step_compute(res, r, "lone")[0],
                      "measured_s": r["mean_step_s"], "predicted_ips": ips,
                      "measured_ips": r["images_per_s"],
                      "error": ips / r["images_per_s"] - 1, "sharded": r.get("sharded"),
@@ -467,25 +473,54 @@ def projection(res, series, model, t_node, rate, links, nodes):
 
 
 def table_text(rows, markdown=False):
-    head = ["series", "model", "config", "link", "compute ms", "compute from", "predicted ms",
-            "measured ms",
-            "predicted img/s", "measured img/s", "error", "weak scaling vs no exchange",
-            "load"]
+    """The validation table; a "compute from" column where a row's compute is the lockstep's.
+    "weak scaling vs no exchange" is the lone processes' compute over the measured step."""
+    sources = any(r.get("compute_from", "lone") != "lone" for r in rows)
+    head = ["series", "model", "config", "link", "compute ms", *(["compute from"] * sources),
+            "predicted ms", "measured ms", "predicted img/s", "measured img/s", "error",
+            "weak scaling vs no exchange", "load"]
     lines = []
     for r in rows:
         lines.append([r.get("series", "f32"), r["model"], r["config"], r["rate"],
-                      f"{1e3 * r['compute_s']:.1f}", r.get("compute_from", "lone"),
+                      f"{1e3 * r['compute_s']:.1f}",
+                      *([r.get("compute_from", "lone")] * sources),
                       f"{1e3 * r['predicted_s']:.1f}", f"{1e3 * r['measured_s']:.1f}",
                       f"{r['predicted_ips']:,.1f}", f"{r['measured_ips']:,.1f}",
                       f"{100 * r['error']:+.0f}%",
-                      f"{100 * r['compute_s'] / r['measured_s']:.0f}%",
+                      f"{100 * r.get('lone_s', r['compute_s']) / r['measured_s']:.0f}%",
                       "-" if r.get("load") is None else f"{r['load']:.1f}"])
+    return _format(head, lines, markdown)
+
+
+def _format(head, lines, markdown):
     if markdown:
         out = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
         return "\n".join(out + ["| " + " | ".join(x) + " |" for x in lines])
     widths = [max(len(h), *(len(x[i]) for x in lines)) for i, h in enumerate(head)]
     out = ["  ".join(h.ljust(w) for h, w in zip(head, widths))]
     return "\n".join(out + ["  ".join(c.ljust(w) for c, w in zip(x, widths)) for x in lines])
+
+
+def compare_text(res, markdown=False):
+    """Each row predicted from the lone processes' compute and from the lockstep's, side by
+    side, and the count within 15% of each (docs/scaling.md, the Zen 4's table)."""
+    by = {}
+    for basis in ("lone", "lockstep"):
+        for r in validation(res, None, basis)[0]:
+            by.setdefault((r["series"], r["model"], r["config"], r["rate"]), {})[basis] = r
+    head = ["series", "model", "config", "link", "lone ms", "lockstep ms", "measured ms",
+            "predicted from lone", "error", "predicted from lockstep", "error"]
+    lines = []
+    for key, v in by.items():
+        a, b = v["lone"], v["lockstep"]
+        lines.append([*key, f"{1e3 * a['compute_s']:.1f}",
+                      f"{1e3 * b['compute_s']:.1f}" if b["compute_from"] == "lockstep" else "-",
+                      f"{1e3 * a['measured_s']:.1f}", f"{1e3 * a['predicted_s']:.1f}",
+                      f"{100 * a['error']:+.0f}%", f"{1e3 * b['predicted_s']:.1f}",
+                      f"{100 * b['error']:+.0f}%"])
+    counts = ", ".join(f"{basis}: {sum(abs(v[basis]['error']) <= 0.15 for v in by.values())} "
+                       f"of {len(by)} within 15%" for basis in ("lone", "lockstep"))
+    return _format(head, lines, markdown) + "\n" + counts
 
 
 def summary(rows):
@@ -596,6 +631,8 @@ def main(argv=None):
     ap.add_argument("--chart", default=None)
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--smoke", action="store_true", help="the committed results, no chart")
+    ap.add_argument("--compare", action="store_true",
+                    help="also the rows predicted from each compute input, side by side")
     ap.add_argument("--compute", choices=["lockstep", "lone"], default="lockstep",
                     help="the steps' compute input: the ranks in lockstep where the rounds "
                          "measured them (else the lone processes), or the lone processes")
@@ -621,6 +658,8 @@ def main(argv=None):
     print(f"shared memory (2 ranks): {1e6 * links.shm[0]:.0f} us + "
           f"{1 / links.shm[1] / 1e9:.2f} GB/s" if links.shm[1] else "shared memory: -")
     print(table_text(rows, args.markdown))
+    if args.compare:
+        print(compare_text(res, args.markdown))
     for name, model, within, count, med in summary(rows):
         print(f"{name} {model}: {within} of {count} within 15% (median error {100 * med:.0f}%)")
     mpi = [r for r in rows if r.get("path") == "MPI"]

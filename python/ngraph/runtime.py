@@ -49,9 +49,10 @@ def cpu_features() -> dict[str, bool | str]:
     and amx_bf16 (bools); "onednn_isa", the instruction set oneDNN runs with (capped by
     ONEDNN_MAX_CPU_ISA), e.g. "avx512_core_bf16"; and "bf16_path": "native" where oneDNN runs
     bf16 instructions (AVX512-BF16 or AMX), else "f32" (a computation in bf16 runs the f32
-    kernels); and "loops", the twins of ngraph's own loops that run: "avx512", "avx2" or
-    "baseline" (NGRAPH_CPU_ISA caps them: avx2 with ONEDNN_MAX_CPU_ISA=AVX2 runs on an
-    AVX-512 CPU the code an AVX2 CPU runs)."""
+    kernels); and "loops", which of ngraph's own loops run: the "avx512" or "avx2" twins, a
+    portable build's own ("baseline"), or a build compiled for its machine ("native",
+    NGRAPH_NATIVE_ARCH). NGRAPH_CPU_ISA caps the twins: avx2 with ONEDNN_MAX_CPU_ISA=AVX2
+    runs, in a portable build on an AVX-512 CPU, the code an AVX2 CPU runs."""
     return dict(_ngraph.cpu_features())
 
 

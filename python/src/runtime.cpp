@@ -197,9 +197,10 @@ void def_backend(py::module_& m) {
     for (const auto& [name, on] : f.flags) d[py::str(name)] = on;
     d["onednn_isa"] = f.onednn_isa;
     d["bf16_path"] = f.bf16_path;
-    d["loops"] = runtime::cpu::use_avx512_twins() ? "avx512" : runtime::cpu::use_avx2_twins() ? "avx2" : "baseline";
+    d["loops"] = runtime::cpu::loops_in_use();
     return d;
-  }, "What this CPU has (CPUID flags), oneDNN's effective ISA, the bf16 path and ngraph's loops: see ng.cpu_features.");
+  }, "What this CPU has (CPUID flags), oneDNN's effective ISA, the bf16 path and ngraph's "
+     "loops: see ng.cpu_features.");
 }
 
 void def_computation_base(py::module_& m) {

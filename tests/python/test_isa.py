@@ -33,17 +33,21 @@ CODE = textwrap.dedent("""
 
 
 def expected_loops(isa: str) -> str:
+    """What ng.cpu_features()["loops"] says under NGRAPH_CPU_ISA=isa (any case) in a portable
+    build (a native one, NGRAPH_NATIVE_ARCH, may say "native" where the twins are not built)."""
     import ngraph as ng  # noqa: PLC0415
     flags = ng.cpu_features()
-    if isa == "baseline" or not (flags["avx2"] and flags["fma"]):
+    if isa.lower() == "baseline" or not (flags["avx2"] and flags["fma"]):
         return "baseline"
     return "avx512" if isa == "default" and flags["avx512_core"] else "avx2"
 
 
-@pytest.mark.parametrize("isa", ["default", "avx2", "baseline"])
+@pytest.mark.parametrize("isa", ["default", "avx2", "AVX2", "baseline"])
 def test_fused_loops_match_numpy(isa):
     env = dict(os.environ, NGRAPH_CPU_ISA=isa)
     proc = subprocess.run([sys.executable, "-c", CODE], capture_output=True, text=True,
                           timeout=120, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.split() == [expected_loops(isa), "ok"]
+    loops, ok = proc.stdout.split()
+    assert ok == "ok"
+    assert loops in (expected_loops(isa), "native"), loops

@@ -5,7 +5,8 @@ pooling of the bf16-rounded data, and the gradient goes to the same first maximu
 here on plain data (a fused elementwise loop's bf16 output) and on the channel-blocked layouts
 a convolution gives (16 channels, 8, a padded block of 24), with strides, padding, overlapping
 windows and ties, against numpy; the gradients of a network against f32; the portable loops
-(NGRAPH_CPU_ISA=baseline) against the AVX-512 ones, bitwise."""
+(NGRAPH_CPU_ISA=baseline) and the AVX2 twins (NGRAPH_CPU_ISA=avx2) against the AVX-512 ones,
+bitwise."""
 
 from __future__ import annotations
 

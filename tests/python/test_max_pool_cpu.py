@@ -2,7 +2,8 @@
 forward with its argmax workspace and the backward that reads it) against the INTERPRETER
 backend and finite differences: after a convolution, whose result oneDNN lays out in channel
 blocks, and on plain data; windows, strides, padding on either side, ceil mode, ties and NaN;
-with the AVX2 twin and with the build's own loops (NGRAPH_CPU_ISA=baseline, one per process);
+with the twin this CPU picks, the AVX2 twin (NGRAPH_CPU_ISA=avx2) and the build's own loops
+(NGRAPH_CPU_ISA=baseline), one per process;
 and NGRAPH_CPU_POOL=dnnl, which leaves pooling to oneDNN, giving the same results."""
 
 from __future__ import annotations

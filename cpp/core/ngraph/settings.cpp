@@ -101,8 +101,10 @@ void add_cpu(std::vector<Setting>& t) {
       .choices = {"own", "dnnl"};
   add(t, "NGRAPH_CPU_ISA", Type::choice, "auto", "first use, once per process", false,
       "auto: the AVX2 and FMA twins of ngraph's loops on CPUs that have them (and the AVX-512 twins where the CPU "
-      "has AVX-512); avx2: the AVX2 twins, never the AVX-512 ones (with ONEDNN_MAX_CPU_ISA=AVX2, an AVX-512 CPU "
-      "runs the code an AVX2 CPU runs); baseline: the portable loops only, for comparisons (another value: auto)")
+      "has AVX-512); avx2: the AVX2 twins, never the AVX-512 ones; baseline: the portable loops only, for "
+      "comparisons (in any case; another value: auto). ngraph's bf16 kernels without a twin (casts to blocked "
+      "layouts, filter-gradient tiles) follow oneDNN's instruction set, as the bf16 path does: with "
+      "ONEDNN_MAX_CPU_ISA=AVX2 and avx2, a portable build runs on an AVX-512 CPU the code an AVX2 CPU runs")
       .choices = {"auto", "avx2", "baseline"};
   add(t, "NGRAPH_NUM_THREADS", Type::integer, "0", "first use, once per process; ngraph.set_num_threads replaces it",
       false,

@@ -18,6 +18,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <cmath>
 #include <cstdlib>
@@ -36,10 +37,19 @@ namespace ngraph {
 namespace runtime {
 namespace cpu {
 
+namespace {
+// NGRAPH_CPU_ISA in lower case (AVX2 as avx2, as ONEDNN_MAX_CPU_ISA takes it).
+std::string cpu_isa_setting() {
+  std::string v = settings::text("NGRAPH_CPU_ISA");
+  std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return v;
+}
+}  // namespace
+
 bool use_avx2_twins() {
 #if defined(__x86_64__) && defined(__GNUC__)
   static const bool avx2 = [] {
-    if (settings::text("NGRAPH_CPU_ISA") == "baseline") return false;
+    if (cpu_isa_setting() == "baseline") return false;
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   }();
@@ -54,7 +64,7 @@ bool use_avx2_twins() {
 // NGRAPH_CPU_ISA is not avx2.
 bool use_avx512_twins() {
 #if defined(__x86_64__) && defined(__GNUC__)
-  static const bool avx512 = use_avx2_twins() && settings::text("NGRAPH_CPU_ISA") != "avx2" &&
+  static const bool avx512 = use_avx2_twins() && cpu_isa_setting() != "avx2" &&
                              __builtin_cpu_supports("avx512f") &&
                              __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw") &&
                              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("bmi2");
@@ -177,8 +187,9 @@ NGRAPH_CPU_DEFINE_RUN_INSTR(run_instr_avx512,
 #undef NGRAPH_CPU_SELECT_CASE
 #undef NGRAPH_CPU_DEFINE_RUN_INSTR
 
-// The loops for this CPU: the AVX-512 twin where it has AVX-512, the AVX2 twin where it has
-// AVX2 and FMA (unless NGRAPH_CPU_ISA=baseline), else the build's own.
+// The loops for this CPU: the AVX-512 twin where it has AVX-512 (unless NGRAPH_CPU_ISA is
+// avx2 or baseline), the AVX2 twin where it has AVX2 and FMA (unless it is baseline), else
+// the build's own.
 template <typename T>
 RunInstr<T> pick_run_instr() {
 #ifdef NGRAPH_CPU_HAVE_AVX512_TWIN
@@ -414,6 +425,20 @@ Kernel sharded_update_kernel(KernelContext& ctx, std::shared_ptr<const RegionBin
     return sharded_fused_kernel<double>(ctx, std::move(binding), std::move(summed), mean, range_at,
                                         range_bytes);
   ctx.node.fail_type("a sharded update needs f32 or f64, got " + t.get_type_name());
+}
+
+std::string loops_in_use() {
+#ifdef NGRAPH_CPU_HAVE_AVX512_TWIN
+  if (use_avx512_twins()) return "avx512";
+#endif
+#ifdef NGRAPH_CPU_HAVE_AVX2_TWIN
+  if (use_avx2_twins()) return "avx2";
+#endif
+#if defined(__AVX2__)
+  return "native";  // the build's own loops, compiled for this build's CPU (NGRAPH_NATIVE_ARCH)
+#else
+  return "baseline";
+#endif
 }
 
 }  // namespace cpu

@@ -138,6 +138,10 @@ bool use_avx2_twins();
 // Whether the AVX-512 twins (16 lanes) should run: use_avx2_twins(), the CPU has AVX-512
 // F, DQ, BW and VL (and BMI2), and NGRAPH_CPU_ISA is not "avx2". Read once.
 bool use_avx512_twins();
+// Which loops the fused kernels run: "avx512" or "avx2" (the twins), "baseline" (a portable
+// build's own) or "native" (a build compiled for its machine, NGRAPH_NATIVE_ARCH: its own
+// loops are that machine's). ng.cpu_features()["loops"].
+std::string loops_in_use();
 // A kernel's layout rule (see LayoutContext in layout.hpp): the layouts it wants for its
 // inputs and gives its outputs. Kernels without one take and give plain row-major data.
 using LayoutRule = std::function<void(LayoutContext& ctx)>;

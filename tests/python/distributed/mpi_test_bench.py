@@ -1,0 +1,32 @@
+"""bench/multihost_worker.py's step on the ranks of this job: with the exchange, and in
+lockstep (each rank its step without the exchange, then a one-value allreduce), the compute
+input of bench/scaling_model.py."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[3] / "bench"
+
+
+def worker_args(**changes):
+    values = dict(model="mlp", image_size=64, batch=8, warmup=1, steps=3, compression="none",
+                  group=None, members=1, timeline=None, lockstep=False)
+    values.update(changes)
+    return argparse.Namespace(**values)
+
+
+def test_lockstep_steps_without_exchange_and_times_its_allreduce(world, comm):
+    sys.path.insert(0, str(BENCH))
+    import multihost_worker  # noqa: PLC0415
+
+    step = multihost_worker.run_step(worker_args(), comm)
+    lock = multihost_worker.run_step(worker_args(lockstep=True), comm)
+    assert len(step["step_s"]) == len(lock["step_s"]) == 3
+    assert "lockstep" not in step and "barrier_s" not in step
+    assert lock["lockstep"] and lock["barrier_s"] > 0
+    # No collective in the lockstep's step: no shared region, nothing sent, no sharding.
+    assert lock["shared_memory"] == [] and not lock["sharded"]
+    assert not any(lock["sent_per_step"].values())
