@@ -5,6 +5,7 @@ input of bench/scaling_model.py."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -19,11 +20,19 @@ def worker_args(**changes):
 
 
 def test_lockstep_steps_without_exchange_and_times_its_allreduce(world, comm):
+    # bench/common (imported by the worker) sets one-thread defaults in the environment: keep
+    # them from the rest of this process's tests.
+    saved, path = dict(os.environ), list(sys.path)
     sys.path.insert(0, str(BENCH))
-    import multihost_worker  # noqa: PLC0415
+    try:
+        import multihost_worker  # noqa: PLC0415
 
-    step = multihost_worker.run_step(worker_args(), comm)
-    lock = multihost_worker.run_step(worker_args(lockstep=True), comm)
+        step = multihost_worker.run_step(worker_args(), comm)
+        lock = multihost_worker.run_step(worker_args(lockstep=True), comm)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+        sys.path[:] = path
     assert len(step["step_s"]) == len(lock["step_s"]) == 3
     assert "lockstep" not in step and "barrier_s" not in step
     assert lock["lockstep"] and lock["barrier_s"] > 0
