@@ -379,6 +379,14 @@ def step_compute(res, r, basis="lockstep"):
                                             r["rate"])), "lone"
 
 
+def round_spread(r):
+    """How far apart a measured step's rounds are: the slowest round's step over the fastest's,
+    less 1 (None with fewer than two rounds). The measurement's own scatter, beside the
+    model's error on the row's median."""
+    steps = [x["step_s"] for x in r.get("rounds", []) if x.get("step_s")]
+    return max(steps) / min(steps) - 1 if len(steps) > 1 else None
+
+
 def predict(res, series, r, links, basis="lockstep"):
     """A measured step's prediction: (step seconds, compute seconds, the compute's basis)."""
     hosts, slots, rate = r["hosts"], r["slots"], r["rate"]
@@ -434,7 +442,7 @@ def validation(res, series=None, basis="lockstep"):
                      "error": ips / r["images_per_s"] - 1, "sharded": r.get("sharded"),
                      "path": exchange_path(r),
                      "load": max(load) if isinstance(load, list) else load,
-                     "rounds": len(r.get("rounds", [])) or 1})
+                     "rounds": len(r.get("rounds", [])) or 1, "spread": round_spread(r)})
     return rows, links
 
 
@@ -674,6 +682,13 @@ def main(argv=None):
     print(f"{within} of {len(rows)} configurations within 15%; the largest error "
           f"{100 * worst:.0f}%" + (f"; load average {min(loads):.1f} to {max(loads):.1f} "
                                    "during the steps" if loads else ""))
+    spreads = [(r["spread"], abs(r["error"]) > 0.15) for r in rows if r["spread"] is not None]
+    if spreads:
+        wide = [miss for sp, miss in spreads if sp > 0.15]
+        print(f"the measured steps' rounds (slowest over fastest, less 1): median "
+              f"{100 * statistics.median(sp for sp, _ in spreads):.0f}%, more than 15% apart in "
+              f"{len(wide)} of {len(spreads)} rows ({sum(wide)} of them outside 15% of the "
+              "model)")
     loo = leave_one_out(res, rows, args.compute)
     print(f"leave one configuration out (its allreduce out of the fit): "
           f"{sum(abs(e) <= 0.15 for e in loo)} of {len(loo)} within 15%; the largest error "
