@@ -36,6 +36,7 @@ def test_lockstep_steps_without_exchange_and_times_its_allreduce(world, comm):
     assert len(step["step_s"]) == len(lock["step_s"]) == 3
     assert "lockstep" not in step and "barrier_s" not in step
     assert lock["lockstep"] and lock["barrier_s"] > 0
-    # No collective in the lockstep's step: no shared region, nothing sent, no sharding.
+    # No collective in the lockstep's step: no shared region, no sharding, and nothing sent
+    # but the one value of its allreduce (between simulated nodes, NGRAPH_SHM_NODE_SIZE).
     assert lock["shared_memory"] == [] and not lock["sharded"]
-    assert not any(lock["sent_per_step"].values())
+    assert sum(lock["sent_per_step"].values()) <= 4

@@ -25,6 +25,16 @@ def shm_switched_off():
     return os.environ.get("NGRAPH_SHM") == "0"
 
 
+@pytest.fixture(autouse=True)
+def one_node_unless_asked(monkeypatch):
+    """The ranks are one node unless a test asks for nodes (nodes_of sets
+    NGRAPH_SHM_NODE_SIZE): a run with the setting exported (as mpi_test_compression's
+    two-level mode is run) still tests the one-node path here. The setting is read at a
+    communicator's first shared-memory set-up, so the one-node tests use communicators of
+    their own."""
+    monkeypatch.delenv("NGRAPH_SHM_NODE_SIZE", raising=False)
+
+
 def skip_where_ccl_orders_its_own(nodes: int) -> None:
     """The bitwise comparisons of the sharded step across nodes with the unsharded one do not
     hold on oneCCL with more than two nodes: its allreduce between nodes (the unsharded
@@ -81,7 +91,7 @@ def test_values_against_numpy(world, comm, dtype, op):
     if op == "mean" and np.issubdtype(dtype, np.integer):
         pytest.skip("mean needs floating point")
     r, n = comm.rank, comm.size
-    f = fused_sums(dtype, op)
+    f = fused_sums(dtype, op, ng.distributed.as_communicator(world.Dup()))
     exe = f.executable
     assert len([s for s in exe.schedule if "AllReduce" in s]) == 1, exe.schedule  # fused
     assert (exe.shared_bytes > 0) == (not shm_switched_off())
