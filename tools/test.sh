@@ -46,11 +46,15 @@ echo "== Python tests (pytest)"
 # Every rank runs the suites of tests/python/distributed (files mpi_test_*.py, collected only
 # under an MPI launcher); mpirun exits non-zero when any rank fails. A collective that waits
 # for a rank that is gone fails after NGRAPH_DIST_TIMEOUT seconds; `timeout` bounds the rest.
-echo "== Python MPI tests (mpirun: 2, 3 and 4 ranks, 2 ranks over TCP)"
+echo "== Python MPI tests (mpirun: 2, 3 and 4 ranks, 4 ranks as 2 nodes, 2 ranks over TCP)"
 mpi_pytest=("$py" -m pytest tests/python/distributed -q -p no:cacheprovider)
 for np in 2 3 4; do
   NGRAPH_DIST_TIMEOUT=30 timeout 600 mpirun --allow-run-as-root --oversubscribe -np $np "${mpi_pytest[@]}"
 done
+# Every 2 consecutive ranks as a node (NGRAPH_SHM_NODE_SIZE=2): the two-level path under
+# every suite that does not choose its own layout (mpi_test_compression's two-level mode).
+NGRAPH_SHM_NODE_SIZE=2 NGRAPH_DIST_TIMEOUT=30 timeout 600 mpirun --allow-run-as-root --oversubscribe \
+  -x NGRAPH_SHM_NODE_SIZE -np 4 "${mpi_pytest[@]}"
 # Over TCP the ranks act as if on separate hosts: no shared memory (NGRAPH_SHM=0), so the
 # fused gradient allreduce goes over MPI.
 NGRAPH_SHM=0 NGRAPH_DIST_TIMEOUT=30 timeout 600 mpirun --allow-run-as-root --oversubscribe --mca btl tcp,self \
